@@ -1,0 +1,931 @@
+/*
+GPT-2 byte-level BPE tokenizer and token shard writer, in plain C.
+
+    ./tokenizer encode FILE          token ids of FILE ('-': standard input), one per line
+    ./tokenizer decode               token ids on standard input, one per line -> raw bytes
+    ./tokenizer shard [-n N] [-s SPLIT] PREFIX
+                                     document stream on standard input -> token shards
+    ./tokenizer info SHARD...        tokens, documents and longest document of shards
+    ./tokenizer dump SHARD           token ids of a shard, one per line
+    ./tokenizer write-bin FILE       llm.c's gpt2_tokenizer.bin, for decoding in the trainers
+options: -v DIR  vocabulary directory holding encoder.json and vocab.bpe (default data/gpt2)
+         -t N    threads (default: all online cores)
+
+The encoding is GPT-2's, token for token (tiktoken's "gpt2", OpenAI's original encoder):
+  1. the input bytes are decoded as UTF-8; invalid bytes become U+FFFD exactly as a WHATWG
+     decoder replaces them (maximal subparts), so that files with broken bytes encode like
+     JavaScript's readFileSync(f, 'utf8') sees them;
+  2. GPT-2's regular expression splits the text into pieces (PCRE2, UTF mode, JIT). Its \s is
+     spelled out as the Unicode White_Space set, as in tiktoken, not JavaScript's \s;
+  3. each piece is byte-pair merged with the ranks of vocab.bpe (lowest rank first, all its
+     occurrences left to right), with a per-thread cache of merged pieces.
+Large texts are cut into chunks at places where the regular expression is known to cut
+(see find_split), and chunks are encoded by a pool of threads, in order.
+
+Document stream (what `shard` reads): for each document, its length in bytes as ASCII
+decimal and a newline, then exactly that many bytes of text. Every document becomes the
+end-of-text token 50256 followed by its tokens.
+
+Token shard (llm.c's format): int32 header[256] = {20240520, 1, ntok, 0...}, then ntok uint16.
+Shards are written to "<name>.tmp" and renamed when complete, so that a crash or a full disk
+never leaves a shard that looks complete.
+*/
+#define _GNU_SOURCE
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <ctype.h>
+#include <pcre2.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include "../llmc/utils.h"
+
+#define VOCAB_SIZE 50257
+#define EOT_TOKEN 50256
+#define NUM_MERGES 50000
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define TOKENIZER_MAGIC 20240328
+#define TOKENIZER_VERSION 2
+#define HEADER_INTS 256
+#define CHUNK_BYTES (64 * 1024)          // large documents are cut into chunks of about this size
+#define BATCH_BYTES (16 * 1024 * 1024)   // text read before a round of parallel encoding
+#define CACHE_SLOTS (1 << 17)            // per-thread cache of merged pieces (power of two)
+#define CACHE_MAX_PIECE 48               // longer pieces are merged every time, not cached
+#define MAX_THREADS 256
+
+// ----------------------------------------------------------------------------
+// growable arrays
+
+typedef struct { uint8_t* data; size_t len, cap; } ByteBuf;
+typedef struct { int* data; size_t len, cap; } IntVec;
+
+// makes room for `extra` more bytes, doubling the capacity
+static void bytes_reserve(ByteBuf* b, size_t extra) {
+    if (b->len + extra <= b->cap) { return; }
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) { cap *= 2; }
+    uint8_t* p = (uint8_t*)realloc(b->data, cap);
+    if (p == NULL) { fatal("out of memory allocating %zu bytes", cap); }
+    b->data = p; b->cap = cap;
+}
+
+static void bytes_append(ByteBuf* b, const void* src, size_t n) {
+    if (n == 0) { return; }
+    bytes_reserve(b, n);
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+}
+
+// makes room for `extra` more ints, doubling the capacity
+static void ints_reserve(IntVec* v, size_t extra) {
+    if (v->len + extra <= v->cap) { return; }
+    size_t cap = v->cap ? v->cap : 1024;
+    while (cap < v->len + extra) { cap *= 2; }
+    int* p = (int*)realloc(v->data, cap * sizeof(int));
+    if (p == NULL) { fatal("out of memory allocating %zu tokens", cap); }
+    v->data = p; v->cap = cap;
+}
+
+// reads a whole file (or standard input for "-") into b; fails with one line on any error
+static void read_all(const char* path, ByteBuf* b) {
+    int is_stdin = strcmp(path, "-") == 0;
+    FILE* f = is_stdin ? stdin : fopen(path, "rb");
+    if (f == NULL) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    b->len = 0;
+    for (;;) {
+        bytes_reserve(b, 1 << 20);
+        size_t got = fread(b->data + b->len, 1, b->cap - b->len, f);
+        b->len += got;
+        if (got == 0) { break; }
+    }
+    if (ferror(f)) { fatal("cannot read %s (%s)", is_stdin ? "standard input" : path, strerror(errno)); }
+    if (!is_stdin) { fclose(f); }
+}
+
+// ----------------------------------------------------------------------------
+// UTF-8
+
+// decodes one UTF-8 sequence at s (n bytes available) the WHATWG way: returns its length and
+// stores the code point, or returns the length of the maximal invalid subpart (at least 1)
+// and stores -1. Each invalid subpart becomes exactly one U+FFFD.
+static int utf8_next(const uint8_t* s, size_t n, int* cp) {
+    uint8_t c = s[0];
+    *cp = -1;
+    if (c < 0x80) { *cp = c; return 1; }
+    int need; uint8_t lo = 0x80, hi = 0xBF; int value;
+    if (c >= 0xC2 && c <= 0xDF) { need = 1; value = c & 0x1F; }
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2; value = c & 0x0F;
+        if (c == 0xE0) { lo = 0xA0; } else if (c == 0xED) { hi = 0x9F; }
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3; value = c & 0x07;
+        if (c == 0xF0) { lo = 0x90; } else if (c == 0xF4) { hi = 0x8F; }
+    } else { return 1; }
+    for (int i = 1; i <= need; i++) {
+        if ((size_t)i >= n || s[i] < lo || s[i] > hi) { return i; }
+        value = (value << 6) | (s[i] & 0x3F);
+        lo = 0x80; hi = 0xBF;
+    }
+    *cp = value;
+    return need + 1;
+}
+
+// appends text to out as valid UTF-8, each invalid subpart replaced by U+FFFD (WHATWG decoding)
+static void utf8_sanitize_append(const uint8_t* text, size_t n, ByteBuf* out) {
+    bytes_reserve(out, n);
+    size_t i = 0, copied = 0;  // text[copied, i) is valid and not yet appended
+    while (i < n) {
+        if (text[i] < 0x80) { i++; continue; }
+        int cp;
+        int len = utf8_next(text + i, n - i, &cp);
+        if (cp >= 0) { i += len; continue; }
+        bytes_append(out, text + copied, i - copied);
+        bytes_append(out, "\xEF\xBF\xBD", 3);
+        i += len;
+        copied = i;
+    }
+    bytes_append(out, text + copied, n - copied);
+}
+
+// ----------------------------------------------------------------------------
+// vocabulary: encoder.json (token string -> id) and vocab.bpe (merges in rank order)
+
+typedef struct { uint64_t key; int rank; int merged; } PairSlot;
+
+typedef struct {
+    uint8_t* token_bytes[VOCAB_SIZE];  // raw bytes of each token (byte-level mapping undone)
+    int token_len[VOCAB_SIZE];
+    int* token_slots;                  // hash of token bytes -> id, open addressing, -1 = empty
+    uint32_t token_mask;
+    PairSlot* pair_slots;              // hash of (left id, right id) -> merge rank and result
+    uint32_t pair_mask;
+    int byte_id[256];                  // id of each single byte
+} Vocab;
+
+static Vocab vocab;
+static const uint64_t PAIR_EMPTY = UINT64_MAX;
+
+static uint32_t hash_bytes(const uint8_t* s, size_t n) {
+    uint32_t h = 2166136261u;  // FNV-1a
+    for (size_t i = 0; i < n; i++) { h = (h ^ s[i]) * 16777619u; }
+    return h;
+}
+
+static uint32_t hash_pair(uint64_t key) {
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+// id of the token with these raw bytes, or -1
+static int token_lookup(const uint8_t* s, int n) {
+    for (uint32_t i = hash_bytes(s, n) & vocab.token_mask;; i = (i + 1) & vocab.token_mask) {
+        int id = vocab.token_slots[i];
+        if (id < 0) { return -1; }
+        if (vocab.token_len[id] == n && memcmp(vocab.token_bytes[id], s, n) == 0) { return id; }
+    }
+}
+
+// rank of merging token a with token b (and the merged id in *merged), or INT_MAX
+static inline int pair_lookup(int a, int b, int* merged) {
+    uint64_t key = ((uint64_t)a << 32) | (uint32_t)b;
+    for (uint32_t i = hash_pair(key) & vocab.pair_mask;; i = (i + 1) & vocab.pair_mask) {
+        const PairSlot* s = &vocab.pair_slots[i];
+        if (s->key == key) { *merged = s->merged; return s->rank; }
+        if (s->key == PAIR_EMPTY) { return INT_MAX; }
+    }
+}
+
+// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 bytes
+// for code points 256.. in byte order. Fills the inverse map, code point -> byte (-1: none).
+static void byte_level_inverse(int cp_to_byte[324]) {
+    for (int i = 0; i < 324; i++) { cp_to_byte[i] = -1; }
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        if (printable) { cp_to_byte[b] = b; } else { cp_to_byte[256 + n++] = b; }
+    }
+}
+
+// converts a token written in GPT-2's byte-level alphabet (code points) to its raw bytes
+static int byte_level_to_bytes(const int* cps, int n, uint8_t* out, const int cp_to_byte[324]) {
+    for (int i = 0; i < n; i++) {
+        if (cps[i] < 0 || cps[i] >= 324 || cp_to_byte[cps[i]] < 0) { return -1; }
+        out[i] = (uint8_t)cp_to_byte[cps[i]];
+    }
+    return n;
+}
+
+// opens a vocabulary file, failing with a hint to fetch it when it is missing
+static void read_vocab_file(const char* dir, const char* name, ByteBuf* b, char* path, size_t path_size) {
+    snprintf(path, path_size, "%s/%s", dir, name);
+    if (!file_exists(path)) {
+        fatal("GPT-2 vocabulary file %s not found; run `make vocab` to fetch it (or pass -v DIR)", path);
+    }
+    read_all(path, b);
+}
+
+static void token_insert(int id) {
+    uint32_t i = hash_bytes(vocab.token_bytes[id], vocab.token_len[id]) & vocab.token_mask;
+    while (vocab.token_slots[i] >= 0) { i = (i + 1) & vocab.token_mask; }
+    vocab.token_slots[i] = id;
+}
+
+// parses encoder.json, a flat JSON object {"token": id, ...}, into the id -> bytes table
+static void load_encoder_json(const char* dir, const int cp_to_byte[324]) {
+    char path[PATH_MAX];
+    ByteBuf b = {0};
+    read_vocab_file(dir, "encoder.json", &b, path, sizeof(path));
+    const uint8_t* s = b.data;
+    size_t n = b.len, i = 0;
+    int cps[256];
+    uint8_t raw[256];
+    int count = 0;
+    for (int id = 0; id < VOCAB_SIZE; id++) { vocab.token_bytes[id] = NULL; }
+#define SKIP_WS() while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) { i++; }
+#define BAD(what) fatal("%s is not GPT-2's encoder.json: %s at byte %zu", path, what, i)
+    SKIP_WS();
+    if (i >= n || s[i++] != '{') { BAD("expected '{'"); }
+    for (;;) {
+        SKIP_WS();
+        if (i >= n || s[i++] != '"') { BAD("expected a string"); }
+        int ncp = 0;
+        while (i < n && s[i] != '"') {
+            int cp;
+            if (s[i] == '\\') {
+                if (i + 1 >= n) { BAD("truncated escape"); }
+                char e = (char)s[i + 1];
+                i += 2;
+                if (e == 'u') {
+                    if (i + 4 > n) { BAD("truncated \\u escape"); }
+                    char hex[5] = {(char)s[i], (char)s[i + 1], (char)s[i + 2], (char)s[i + 3], 0};
+                    char* end;
+                    cp = (int)strtol(hex, &end, 16);
+                    if (*end != '\0') { BAD("bad \\u escape"); }
+                    i += 4;
+                } else {
+                    const char* from = "\"\\/bfnrt";
+                    const char* to = "\"\\/\b\f\n\r\t";
+                    const char* at = strchr(from, e);
+                    if (e == '\0' || at == NULL) { BAD("bad escape"); }
+                    cp = to[at - from];
+                }
+            } else {
+                i += utf8_next(s + i, n - i, &cp);
+                if (cp < 0) { BAD("invalid UTF-8"); }
+            }
+            if (ncp == 256) { BAD("token longer than 256 characters"); }
+            cps[ncp++] = cp;
+        }
+        if (i >= n) { BAD("unterminated string"); }
+        i++;
+        SKIP_WS();
+        if (i >= n || s[i++] != ':') { BAD("expected ':'"); }
+        SKIP_WS();
+        char* end;
+        long id = strtol((const char*)s + i, &end, 10);
+        if (end == (const char*)s + i) { BAD("expected a token id"); }
+        i = (size_t)(end - (const char*)s);
+        if (id < 0 || id >= VOCAB_SIZE) { BAD("token id out of range"); }
+        if (vocab.token_bytes[id] != NULL) { BAD("duplicate token id"); }
+        if (ncp == 0 || byte_level_to_bytes(cps, ncp, raw, cp_to_byte) < 0) { BAD("token outside the byte-level alphabet"); }
+        // <|endoftext|> is spelled in plain ASCII, which is its own byte-level spelling
+        vocab.token_bytes[id] = (uint8_t*)malloc_check(ncp);
+        memcpy(vocab.token_bytes[id], raw, ncp);
+        vocab.token_len[id] = ncp;
+        count++;
+        SKIP_WS();
+        if (i < n && s[i] == ',') { i++; continue; }
+        if (i < n && s[i] == '}') { break; }
+        BAD("expected ',' or '}'");
+    }
+#undef SKIP_WS
+#undef BAD
+    if (count != VOCAB_SIZE) { fatal("%s has %d tokens, expected GPT-2's %d", path, count, VOCAB_SIZE); }
+    free(b.data);
+}
+
+// parses vocab.bpe ("#version" line, then one merge "left right" per line, in rank order)
+static void load_vocab_bpe(const char* dir, const int cp_to_byte[324]) {
+    char path[PATH_MAX];
+    ByteBuf b = {0};
+    read_vocab_file(dir, "vocab.bpe", &b, path, sizeof(path));
+    const uint8_t* s = b.data;
+    size_t n = b.len, i = 0;
+    while (i < n && s[i] != '\n') { i++; }  // the version line
+    if (n == 0 || s[0] != '#') { fatal("%s is not GPT-2's vocab.bpe: no #version line", path); }
+    i++;
+    int rank = 0, line = 2;
+    int cps[256];
+    uint8_t raw[512];
+    for (; i < n; line++) {
+        size_t eol = i;
+        while (eol < n && s[eol] != '\n') { eol++; }
+        if (eol == i) { i = eol + 1; continue; }  // empty (last) line
+        int ids[2], len = 0, part = 0;
+        size_t j = i;
+        while (j <= eol) {
+            if (j == eol || s[j] == ' ') {
+                if (part >= 2 || len == 0) { fatal("%s line %d: expected two tokens separated by one space", path, line); }
+                int raw_len = byte_level_to_bytes(cps, len, raw, cp_to_byte);
+                ids[part] = raw_len < 0 ? -1 : token_lookup(raw, raw_len);
+                if (ids[part] < 0) { fatal("%s line %d: token not in encoder.json", path, line); }
+                part++; len = 0; j++;
+                continue;
+            }
+            int cp;
+            j += utf8_next(s + j, eol - j, &cp);
+            if (cp < 0 || len == 256) { fatal("%s line %d: invalid token", path, line); }
+            cps[len++] = cp;
+        }
+        if (part != 2) { fatal("%s line %d: expected two tokens separated by one space", path, line); }
+        int la = vocab.token_len[ids[0]], lb = vocab.token_len[ids[1]];
+        memcpy(raw, vocab.token_bytes[ids[0]], la);
+        memcpy(raw + la, vocab.token_bytes[ids[1]], lb);
+        int merged = token_lookup(raw, la + lb);
+        if (merged < 0) { fatal("%s line %d: merged token not in encoder.json", path, line); }
+        uint64_t key = ((uint64_t)ids[0] << 32) | (uint32_t)ids[1];
+        uint32_t k = hash_pair(key) & vocab.pair_mask;
+        while (vocab.pair_slots[k].key != PAIR_EMPTY && vocab.pair_slots[k].key != key) { k = (k + 1) & vocab.pair_mask; }
+        if (vocab.pair_slots[k].key == PAIR_EMPTY) {  // a repeated merge keeps its first (lowest) rank
+            vocab.pair_slots[k].key = key;
+            vocab.pair_slots[k].rank = rank;
+            vocab.pair_slots[k].merged = merged;
+        }
+        rank++;
+        i = eol + 1;
+    }
+    if (rank != NUM_MERGES) { fatal("%s has %d merges, expected GPT-2's %d", path, rank, NUM_MERGES); }
+    free(b.data);
+}
+
+// loads GPT-2's vocabulary from dir (encoder.json and vocab.bpe) into the global `vocab`
+static void vocab_load(const char* dir) {
+    int cp_to_byte[324];
+    byte_level_inverse(cp_to_byte);
+    vocab.token_mask = (1u << 17) - 1;
+    vocab.token_slots = (int*)malloc_check((vocab.token_mask + 1) * sizeof(int));
+    memset(vocab.token_slots, 0xFF, (vocab.token_mask + 1) * sizeof(int));
+    vocab.pair_mask = (1u << 17) - 1;
+    vocab.pair_slots = (PairSlot*)malloc_check((vocab.pair_mask + 1) * sizeof(PairSlot));
+    for (uint32_t k = 0; k <= vocab.pair_mask; k++) { vocab.pair_slots[k].key = PAIR_EMPTY; }
+    load_encoder_json(dir, cp_to_byte);
+    for (int id = 0; id < VOCAB_SIZE; id++) { token_insert(id); }
+    for (int byte = 0; byte < 256; byte++) {
+        uint8_t c = (uint8_t)byte;
+        vocab.byte_id[byte] = token_lookup(&c, 1);
+        if (vocab.byte_id[byte] < 0) { fatal("%s/encoder.json lacks the token for byte %d", dir, byte); }
+    }
+    load_vocab_bpe(dir, cp_to_byte);
+}
+
+// ----------------------------------------------------------------------------
+// pre-tokenizer: GPT-2's pattern, with \s spelled out as Unicode White_Space (tiktoken's \s)
+
+#define WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+static const char* GPT2_PATTERN =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+
+static pcre2_code* gpt2_regex;
+
+// compiles the pattern once (anchored: the pieces tile the text, each starts where the last
+// ended) and JIT-compiles it when the library can
+static void regex_init(void) {
+    int err;
+    PCRE2_SIZE err_off;
+    gpt2_regex = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED,
+                               PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &err_off, NULL);
+    if (gpt2_regex == NULL) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(err, msg, sizeof(msg));
+        fatal("cannot compile the GPT-2 pattern at offset %zu: %s", (size_t)err_off, (char*)msg);
+    }
+    pcre2_jit_compile(gpt2_regex, PCRE2_JIT_COMPLETE);  // on failure pcre2_match interprets
+}
+
+// Is text[p] a place where the text can be cut without changing the pieces? It is when
+// text[p-1] and text[p] are whitespace and text[p+1] is not: GPT-2's `\s+(?!\S)` then ends a
+// piece at p in the whole text, and also at the end of text[..p), and the next piece starts
+// at p in both. Only ASCII is looked at, which is enough to find places in real text.
+static int is_split_point(const uint8_t* t, size_t n, size_t p) {
+    if (p < 1 || p + 1 >= n) { return 0; }
+    uint8_t a = t[p - 1], b = t[p], c = t[p + 1];
+    return (a == ' ' || (a >= '\t' && a <= '\r')) && (b == ' ' || (b >= '\t' && b <= '\r')) && c > ' ' && c < 0x7F;
+}
+
+// ----------------------------------------------------------------------------
+// byte-pair encoding with a per-thread cache
+
+typedef struct { uint32_t hash, key_off, val_off; uint16_t key_len, val_len; } CacheSlot;
+
+typedef struct {
+    pcre2_match_data* match;
+    pcre2_match_context* match_ctx;
+    pcre2_jit_stack* jit_stack;
+    CacheSlot* cache;             // open addressing, key_len == 0 = empty
+    uint32_t cache_count;
+    ByteBuf cache_keys;           // piece bytes of the cached entries
+    IntVec cache_vals;            // their token ids
+    int* sym;                     // scratch: the symbols of the piece being merged
+    size_t sym_cap;
+} Worker;
+
+static void worker_init(Worker* w) {
+    memset(w, 0, sizeof(*w));
+    w->match = pcre2_match_data_create_from_pattern(gpt2_regex, NULL);
+    w->match_ctx = pcre2_match_context_create(NULL);
+    w->jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
+    if (w->match == NULL || w->match_ctx == NULL || w->jit_stack == NULL) { fatal("out of memory creating a regex matcher"); }
+    pcre2_jit_stack_assign(w->match_ctx, NULL, w->jit_stack);
+    w->cache = (CacheSlot*)calloc_check(CACHE_SLOTS, sizeof(CacheSlot));
+}
+
+// merges one piece: start from its bytes, then repeatedly merge every occurrence (left to
+// right) of the adjacent pair with the lowest rank, as GPT-2's bpe() does; returns the count
+static int bpe_merge(Worker* w, const uint8_t* p, int n) {
+    if ((size_t)n > w->sym_cap) {
+        w->sym_cap = (size_t)n * 2;
+        free(w->sym);
+        w->sym = (int*)malloc_check(w->sym_cap * sizeof(int));
+    }
+    int* sym = w->sym;
+    for (int i = 0; i < n; i++) { sym[i] = vocab.byte_id[p[i]]; }
+    int m = n;
+    while (m > 1) {
+        int best = INT_MAX, best_i = -1, best_merged = -1;
+        for (int i = 0; i + 1 < m; i++) {
+            int merged;
+            int rank = pair_lookup(sym[i], sym[i + 1], &merged);
+            if (rank < best) { best = rank; best_i = i; best_merged = merged; }
+        }
+        if (best_i < 0) { break; }
+        int a = sym[best_i], b = sym[best_i + 1], j = best_i;
+        for (int i = best_i; i < m;) {
+            if (i + 1 < m && sym[i] == a && sym[i + 1] == b) { sym[j++] = best_merged; i += 2; }
+            else { sym[j++] = sym[i++]; }
+        }
+        m = j;
+    }
+    return m;
+}
+
+// appends the tokens of one piece to out, through the cache
+static void bpe_piece(Worker* w, const uint8_t* p, int n, IntVec* out) {
+    if (n == 1) {
+        ints_reserve(out, 1);
+        out->data[out->len++] = vocab.byte_id[p[0]];
+        return;
+    }
+    uint32_t h = 0, slot = 0;
+    if (n <= CACHE_MAX_PIECE) {
+        h = hash_bytes(p, n);
+        for (slot = h & (CACHE_SLOTS - 1);; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
+            const CacheSlot* c = &w->cache[slot];
+            if (c->key_len == 0) { break; }
+            if (c->hash == h && c->key_len == n && memcmp(w->cache_keys.data + c->key_off, p, n) == 0) {
+                ints_reserve(out, c->val_len);
+                memcpy(out->data + out->len, w->cache_vals.data + c->val_off, c->val_len * sizeof(int));
+                out->len += c->val_len;
+                return;
+            }
+        }
+    }
+    int m = bpe_merge(w, p, n);
+    ints_reserve(out, m);
+    memcpy(out->data + out->len, w->sym, m * sizeof(int));
+    out->len += m;
+    if (n > CACHE_MAX_PIECE) { return; }
+    if (w->cache_count >= CACHE_SLOTS / 2) {  // full: start over rather than track ages
+        memset(w->cache, 0, CACHE_SLOTS * sizeof(CacheSlot));
+        w->cache_count = 0; w->cache_keys.len = 0; w->cache_vals.len = 0;
+        slot = h & (CACHE_SLOTS - 1);
+    }
+    CacheSlot* c = &w->cache[slot];
+    c->hash = h; c->key_len = (uint16_t)n; c->val_len = (uint16_t)m;
+    c->key_off = (uint32_t)w->cache_keys.len; c->val_off = (uint32_t)w->cache_vals.len;
+    bytes_append(&w->cache_keys, p, n);
+    ints_reserve(&w->cache_vals, m);
+    memcpy(w->cache_vals.data + w->cache_vals.len, w->sym, m * sizeof(int));
+    w->cache_vals.len += m;
+    w->cache_count++;
+}
+
+// appends the tokens of valid UTF-8 text to out: regex pieces, each byte-pair merged
+static void encode_text(Worker* w, const uint8_t* text, size_t len, IntVec* out) {
+    size_t pos = 0;
+    while (pos < len) {
+        int rc = pcre2_match(gpt2_regex, text, len, pos, PCRE2_NO_UTF_CHECK, w->match, w->match_ctx);
+        if (rc < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof(msg));
+            fatal("pre-tokenizer failed at byte %zu: %s", pos, (char*)msg);
+        }
+        size_t end = pcre2_get_ovector_pointer(w->match)[1];
+        bpe_piece(w, text + pos, (int)(end - pos), out);
+        pos = end;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// batches of documents, cut into chunks and encoded by a pool of threads
+
+typedef struct {
+    size_t start, len;   // byte range in the batch text
+    int first_of_doc;    // the chunk opens a document (an end-of-text token goes before it)
+    IntVec ids;
+} Chunk;
+
+typedef struct {
+    ByteBuf text;        // the documents of the batch, sanitized, back to back
+    Chunk* chunks;
+    size_t nchunks, cap;
+    size_t ndocs;
+} Batch;
+
+typedef struct {
+    Batch* batch;
+    Worker* worker;
+    atomic_size_t* next;
+} Job;
+
+static int num_threads = 1;
+static Worker* workers;
+
+// adds a document (any bytes) to the batch: sanitizes it and cuts it into chunks
+static void batch_add_document(Batch* b, const uint8_t* doc, size_t n) {
+    size_t start = b->text.len;
+    utf8_sanitize_append(doc, n, &b->text);
+    size_t end = b->text.len, pos = start;
+    int first = 1;
+    const uint8_t* t = b->text.data + start;
+    size_t tn = end - start;
+    do {
+        size_t cut = end;
+        if (end - pos > 2 * CHUNK_BYTES) {
+            for (size_t p = pos - start + CHUNK_BYTES; p + 1 < tn; p++) {
+                if (is_split_point(t, tn, p)) { cut = start + p; break; }
+            }
+        }
+        if (b->nchunks == b->cap) {
+            size_t cap = b->cap ? b->cap * 2 : 256;
+            Chunk* c = (Chunk*)realloc(b->chunks, cap * sizeof(Chunk));
+            if (c == NULL) { fatal("out of memory"); }
+            memset(c + b->cap, 0, (cap - b->cap) * sizeof(Chunk));
+            b->chunks = c; b->cap = cap;
+        }
+        Chunk* c = &b->chunks[b->nchunks++];
+        c->start = pos; c->len = cut - pos; c->first_of_doc = first; c->ids.len = 0;
+        first = 0;
+        pos = cut;
+    } while (pos < end);
+    b->ndocs++;
+}
+
+static void batch_reset(Batch* b) { b->text.len = 0; b->nchunks = 0; b->ndocs = 0; }
+
+// thread body: takes the next chunk until none is left
+static void* encode_worker(void* arg) {
+    Job* job = (Job*)arg;
+    Batch* b = job->batch;
+    for (;;) {
+        size_t i = atomic_fetch_add(job->next, 1);
+        if (i >= b->nchunks) { break; }
+        Chunk* c = &b->chunks[i];
+        encode_text(job->worker, b->text.data + c->start, c->len, &c->ids);
+    }
+    return NULL;
+}
+
+// encodes every chunk of the batch, in parallel when there is more than one
+static void batch_encode(Batch* b) {
+    atomic_size_t next = 0;
+    Job jobs[MAX_THREADS];
+    pthread_t threads[MAX_THREADS];
+    int nt = (size_t)num_threads < b->nchunks ? num_threads : (int)b->nchunks;
+    for (int t = 0; t < nt; t++) { jobs[t].batch = b; jobs[t].worker = &workers[t]; jobs[t].next = &next; }
+    for (int t = 1; t < nt; t++) {
+        if (pthread_create(&threads[t], NULL, encode_worker, &jobs[t]) != 0) { fatal("cannot start a thread"); }
+    }
+    if (nt > 0) { encode_worker(&jobs[0]); }
+    for (int t = 1; t < nt; t++) { pthread_join(threads[t], NULL); }
+}
+
+// ----------------------------------------------------------------------------
+// output helpers
+
+// buffered writer of decimal ids, one per line, to stdout
+typedef struct { char buf[1 << 16]; size_t len; } IdPrinter;
+
+static void out_flush_raw(const void* p, size_t n) { fwrite_check(p, 1, n, stdout, "standard output"); }
+
+static void print_id(IdPrinter* pr, int id) {
+    if (pr->len + 16 > sizeof(pr->buf)) { out_flush_raw(pr->buf, pr->len); pr->len = 0; }
+    char tmp[12];
+    int k = 0;
+    do { tmp[k++] = (char)('0' + id % 10); id /= 10; } while (id > 0);
+    while (k > 0) { pr->buf[pr->len++] = tmp[--k]; }
+    pr->buf[pr->len++] = '\n';
+}
+
+static void print_finish(IdPrinter* pr) {
+    out_flush_raw(pr->buf, pr->len);
+    pr->len = 0;
+    if (fflush(stdout) != 0) { fatal("write error on standard output (%s)", strerror(errno)); }
+}
+
+// ----------------------------------------------------------------------------
+// shard writer
+
+typedef struct {
+    char prefix[PATH_MAX];
+    const char* split;       // every shard named with this split; NULL: first "val", then "train"
+    int64_t shard_tokens;    // tokens per shard (the last one may have fewer)
+    AtomicFile file;
+    int open;
+    int index;               // number of the current shard
+    int64_t ntok;            // tokens in the current shard
+    int64_t total;
+    uint16_t buf[1 << 15];
+    size_t buf_len;
+} ShardWriter;
+
+// the temporary file of the shard being written, removed if the program fails (atexit)
+static char pending_tmp[PATH_MAX + 8];
+
+static void remove_pending_tmp(void) {
+    if (pending_tmp[0] != '\0') { unlink(pending_tmp); }
+}
+
+static void shard_flush_buf(ShardWriter* sw) {
+    atomic_write(&sw->file, sw->buf, sizeof(uint16_t), sw->buf_len);
+    sw->buf_len = 0;
+}
+
+// completes the current shard: header with the final count, then the atomic rename
+static void shard_close(ShardWriter* sw) {
+    shard_flush_buf(sw);
+    int header[HEADER_INTS] = {0};
+    header[0] = SHARD_MAGIC; header[1] = SHARD_VERSION; header[2] = (int)sw->ntok;
+    fseek_check(sw->file.f, 0, SEEK_SET, sw->file.tmp_path);
+    atomic_write(&sw->file, header, sizeof(int), HEADER_INTS);
+    atomic_commit(&sw->file);
+    pending_tmp[0] = '\0';
+    printf("wrote %s (%lld tokens)\n", sw->file.path, (long long)sw->ntok);
+    fflush(stdout);
+    sw->open = 0;
+    sw->index++;
+}
+
+static void shard_open(ShardWriter* sw) {
+    char path[PATH_MAX + 64];
+    const char* split = sw->split ? sw->split : (sw->index == 0 ? "val" : "train");
+    snprintf(path, sizeof(path), "%s_%s_%06d.bin", sw->prefix, split, sw->index);
+    atomic_open(&sw->file, path);
+    strcpy(pending_tmp, sw->file.tmp_path);
+    int header[HEADER_INTS] = {0};  // rewritten with the count when the shard is complete
+    atomic_write(&sw->file, header, sizeof(int), HEADER_INTS);
+    sw->open = 1;
+    sw->ntok = 0;
+}
+
+// appends tokens, starting a new shard whenever the current one is full
+static void shard_put(ShardWriter* sw, const int* ids, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!sw->open) { shard_open(sw); }
+        sw->buf[sw->buf_len++] = (uint16_t)ids[i];
+        if (sw->buf_len == sizeof(sw->buf) / sizeof(sw->buf[0])) { shard_flush_buf(sw); }
+        sw->ntok++;
+        sw->total++;
+        if (sw->ntok == sw->shard_tokens) { shard_close(sw); }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// shard files: reading back
+
+// reads a shard, validating its header and size like the trainers' data loader
+static uint16_t* shard_read(const char* path, int64_t* ntok) {
+    FILE* f = fopen_check(path, "rb");
+    int64_t size = file_size_check(f, path);
+    int header[HEADER_INTS];
+    if (size < (int64_t)sizeof(header)) { fatal("%s is not a token shard: shorter than the header", path); }
+    fread_check(header, sizeof(int), HEADER_INTS, f, path);
+    if (header[0] != SHARD_MAGIC) { fatal("%s is not a token shard: bad magic %d", path, header[0]); }
+    if (header[1] != SHARD_VERSION) { fatal("%s: unsupported shard version %d", path, header[1]); }
+    *ntok = header[2];
+    if (*ntok <= 0 || size != (int64_t)sizeof(header) + *ntok * 2) {
+        fatal("%s: header says %lld tokens but the file has %lld bytes", path, (long long)*ntok, (long long)size);
+    }
+    uint16_t* toks = (uint16_t*)malloc_check((size_t)*ntok * sizeof(uint16_t));
+    fread_check(toks, sizeof(uint16_t), (size_t)*ntok, f, path);
+    fclose(f);
+    for (int64_t i = 0; i < *ntok; i++) {
+        if (toks[i] >= VOCAB_SIZE) { fatal("%s: token %lld is %d, outside the vocabulary", path, (long long)i, toks[i]); }
+    }
+    return toks;
+}
+
+// ----------------------------------------------------------------------------
+// commands
+
+// ./tokenizer encode FILE
+static void cmd_encode(const char* path) {
+    ByteBuf raw = {0};
+    read_all(path, &raw);
+    Batch b = {0};
+    batch_add_document(&b, raw.data, raw.len);
+    batch_encode(&b);
+    IdPrinter* pr = (IdPrinter*)calloc_check(1, sizeof(IdPrinter));
+    for (size_t c = 0; c < b.nchunks; c++) {
+        for (size_t i = 0; i < b.chunks[c].ids.len; i++) { print_id(pr, b.chunks[c].ids.data[i]); }
+    }
+    print_finish(pr);
+}
+
+// ./tokenizer decode: ids on stdin, one per line, to raw bytes on stdout
+static void cmd_decode(void) {
+    char* line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    long lineno = 0;
+    while ((n = getline(&line, &cap, stdin)) > 0) {
+        lineno++;
+        if (line[n - 1] == '\n') { line[--n] = '\0'; }
+        long id = 0;
+        int ok = n > 0;
+        for (ssize_t i = 0; ok && i < n; i++) {
+            if (!isdigit((unsigned char)line[i])) { ok = 0; } else if (id < VOCAB_SIZE) { id = id * 10 + (line[i] - '0'); }
+        }
+        if (!ok) { fatal("standard input line %ld: '%.40s' is not a token id", lineno, line); }
+        if (id >= VOCAB_SIZE) { fatal("standard input line %ld: token id %.40s is out of range [0, %d)", lineno, line, VOCAB_SIZE); }
+        out_flush_raw(vocab.token_bytes[id], vocab.token_len[id]);
+    }
+    if (ferror(stdin)) { fatal("cannot read standard input (%s)", strerror(errno)); }
+    free(line);
+    if (fflush(stdout) != 0) { fatal("write error on standard output (%s)", strerror(errno)); }
+}
+
+// reads the decimal length line of the next document of the stream; 0 at the end of the stream
+static int read_doc_length(FILE* f, size_t* len, long long docno) {
+    int c = fgetc(f);
+    if (c == EOF) {
+        if (ferror(f)) { fatal("cannot read standard input (%s)", strerror(errno)); }
+        return 0;
+    }
+    size_t v = 0;
+    int digits = 0;
+    for (; c != '\n'; c = fgetc(f)) {
+        if (c == EOF || !isdigit(c) || digits == 15) {
+            fatal("document stream: document %lld must start with its length in bytes and a newline", docno);
+        }
+        v = v * 10 + (size_t)(c - '0');
+        digits++;
+    }
+    if (digits == 0) { fatal("document stream: document %lld has an empty length line", docno); }
+    *len = v;
+    return 1;
+}
+
+// ./tokenizer shard: document stream on stdin -> shards of shard_tokens tokens
+static void cmd_shard(const char* prefix, const char* split, int64_t shard_tokens) {
+    char dir[PATH_MAX];
+    if (strlen(prefix) >= PATH_MAX - 64) { fatal("output prefix too long: %s", prefix); }
+    strcpy(dir, prefix);
+    char* slash = strrchr(dir, '/');
+    if (slash == NULL) { strcpy(dir, "."); } else if (slash == dir) { dir[1] = '\0'; } else { *slash = '\0'; }
+    ensure_dir_writable(dir);
+    ShardWriter* sw = (ShardWriter*)calloc_check(1, sizeof(ShardWriter));
+    strcpy(sw->prefix, prefix);
+    sw->split = split;
+    sw->shard_tokens = shard_tokens;
+    atexit(remove_pending_tmp);
+    Batch b = {0};
+    ByteBuf doc = {0};
+    long long docno = 0;
+    int more = 1;
+    const int eot = EOT_TOKEN;
+    while (more) {
+        batch_reset(&b);
+        size_t len;
+        while (b.text.len < BATCH_BYTES && (more = read_doc_length(stdin, &len, docno + 1))) {
+            doc.len = 0;
+            bytes_reserve(&doc, len);
+            if (fread(doc.data, 1, len, stdin) != len) {
+                fatal("document stream: document %lld is truncated (expected %zu bytes)", docno + 1, len);
+            }
+            batch_add_document(&b, doc.data, len);
+            docno++;
+        }
+        batch_encode(&b);
+        for (size_t c = 0; c < b.nchunks; c++) {
+            if (b.chunks[c].first_of_doc) { shard_put(sw, &eot, 1); }
+            shard_put(sw, b.chunks[c].ids.data, b.chunks[c].ids.len);
+        }
+    }
+    if (docno == 0) { fatal("document stream on standard input is empty: no documents to write"); }
+    if (sw->open) { shard_close(sw); }
+    printf("%lld documents, %lld tokens in %d shard%s\n", docno, (long long)sw->total, sw->index, sw->index == 1 ? "" : "s");
+}
+
+// ./tokenizer info SHARD...: tokens, documents (end-of-text tokens), longest document
+static void cmd_info(int n, char** paths) {
+    int64_t total = 0, docs = 0, longest = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t ntok, nd = 0, run = 0, lg = 0;
+        uint16_t* t = shard_read(paths[k], &ntok);
+        for (int64_t i = 0; i < ntok; i++) {
+            if (t[i] == EOT_TOKEN) { nd++; run = 0; } else if (++run > lg) { lg = run; }
+        }
+        free(t);
+        printf("%s: %lld tokens, %lld documents, longest document %lld tokens\n", paths[k], (long long)ntok, (long long)nd, (long long)lg);
+        total += ntok; docs += nd; longest = lg > longest ? lg : longest;
+    }
+    if (n > 1) { printf("total: %lld tokens, %lld documents, longest document %lld tokens\n", (long long)total, (long long)docs, (long long)longest); }
+}
+
+// ./tokenizer dump SHARD: its token ids, one per line
+static void cmd_dump(const char* path) {
+    int64_t ntok;
+    uint16_t* t = shard_read(path, &ntok);
+    IdPrinter* pr = (IdPrinter*)calloc_check(1, sizeof(IdPrinter));
+    for (int64_t i = 0; i < ntok; i++) { print_id(pr, t[i]); }
+    print_finish(pr);
+    free(t);
+}
+
+// ./tokenizer write-bin FILE: llm.c's tokenizer file, header then (length, bytes) per token
+static void cmd_write_bin(const char* path) {
+    int header[HEADER_INTS] = {0};
+    header[0] = TOKENIZER_MAGIC; header[1] = TOKENIZER_VERSION; header[2] = VOCAB_SIZE; header[3] = EOT_TOKEN;
+    AtomicFile af;
+    atomic_open(&af, path);
+    strcpy(pending_tmp, af.tmp_path);
+    atexit(remove_pending_tmp);
+    atomic_write(&af, header, sizeof(int), HEADER_INTS);
+    for (int id = 0; id < VOCAB_SIZE; id++) {
+        if (vocab.token_len[id] > 255) { fatal("token %d is longer than 255 bytes", id); }
+        uint8_t len = (uint8_t)vocab.token_len[id];
+        atomic_write(&af, &len, 1, 1);
+        atomic_write(&af, vocab.token_bytes[id], 1, len);
+    }
+    atomic_commit(&af);
+    pending_tmp[0] = '\0';
+    printf("wrote %s (%d tokens)\n", path, VOCAB_SIZE);
+}
+
+static void usage(void) {
+    fprintf(stderr,
+        "usage: ./tokenizer [-v DIR] [-t THREADS] COMMAND ...\n"
+        "  encode FILE                    token ids of FILE ('-' = stdin), one per line, no end-of-text\n"
+        "  decode                         token ids on stdin, one per line -> bytes on stdout\n"
+        "  shard [-n N] [-s SPLIT] PREFIX document stream on stdin -> PREFIX_<split>_NNNNNN.bin shards of\n"
+        "                                 N tokens (default 100000000); without -s the first shard is\n"
+        "                                 'val' and the others 'train', as in llm.c\n"
+        "  info SHARD...                  tokens, documents and longest document of shards\n"
+        "  dump SHARD                     token ids of a shard, one per line\n"
+        "  write-bin FILE                 llm.c's tokenizer file (gpt2_tokenizer.bin)\n"
+        "  -v DIR: vocabulary directory with encoder.json and vocab.bpe (default data/gpt2)\n"
+        "  document stream: per document, its byte length in decimal, a newline, then the bytes\n");
+    exit(1);
+}
+
+int main(int argc, char** argv) {
+    const char* vocab_dir = "data/gpt2";
+    const char* split = NULL;
+    int64_t shard_tokens = 100000000;
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    char* args[64];
+    int nargs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        if (a[0] == '-' && a[1] != '\0' && a[2] == '\0' && strchr("vtns", a[1]) != NULL) {
+            if (i + 1 >= argc) { fatal("flag %s needs a value", a); }
+            const char* v = argv[++i];
+            if (a[1] == 'v') { vocab_dir = v; }
+            else if (a[1] == 't') { threads = parse_long(a, v, 1, MAX_THREADS); }
+            else if (a[1] == 'n') { shard_tokens = parse_long(a, v, 1, INT_MAX); }
+            else {
+                if (v[0] == '\0' || strchr(v, '/') != NULL) { fatal("flag -s expects a split name such as train, got '%s'", v); }
+                split = v;
+            }
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fatal("unknown flag %s (run ./tokenizer without arguments for help)", a);
+        } else {
+            if (nargs == 64) { fatal("too many arguments"); }
+            args[nargs++] = argv[i];
+        }
+    }
+    if (nargs == 0) { usage(); }
+    const char* cmd = args[0];
+    num_threads = threads < 1 ? 1 : (int)threads;
+    if (strcmp(cmd, "info") == 0 && nargs >= 2) { cmd_info(nargs - 1, args + 1); return 0; }
+    if (strcmp(cmd, "dump") == 0 && nargs == 2) { cmd_dump(args[1]); return 0; }
+    int known = (strcmp(cmd, "encode") == 0 && nargs == 2) || (strcmp(cmd, "decode") == 0 && nargs == 1) ||
+                (strcmp(cmd, "shard") == 0 && nargs == 2) || (strcmp(cmd, "write-bin") == 0 && nargs == 2);
+    if (!known) { usage(); }
+    vocab_load(vocab_dir);
+    if (strcmp(cmd, "decode") == 0) { cmd_decode(); return 0; }
+    if (strcmp(cmd, "write-bin") == 0) { cmd_write_bin(args[1]); return 0; }
+    regex_init();
+    workers = (Worker*)malloc_check(num_threads * sizeof(Worker));
+    for (int t = 0; t < num_threads; t++) { worker_init(&workers[t]); }
+    if (strcmp(cmd, "encode") == 0) { cmd_encode(args[1]); } else { cmd_shard(args[1], split, shard_tokens); }
+    return 0;
+}
