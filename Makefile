@@ -1,0 +1,90 @@
+# GPT-2 trainer for length-extrapolation research. The positional encoding is a
+# compile-time switch:  make train_gpt2 PE=cable && ./train_gpt2
+#
+#   make train_gpt2 PE=<name>     CPU trainer (./train_gpt2)
+#   make train_gpt2cu PE=<name>   CUDA trainer (./train_gpt2cu)
+#   make test                     every test that runs without a GPU (what CI runs)
+#   make test_gpt2cu PE=<name>    GPU-vs-CPU test binary (run it on a machine with a GPU)
+#   make starter                  the built-in dataset (data/starter/)
+#
+# Per-encoding binaries are built under build/; the top-level binaries are copies of
+# the one named by PE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
+
+PE ?= learned
+PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable
+ifeq ($(filter $(PE),$(PE_LIST)),)
+$(error unknown PE '$(PE)'; valid names: $(PE_LIST))
+endif
+pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
+
+CC := gcc
+CFLAGS := -O3 -march=native -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
+LDLIBS := -lm
+ifeq ($(NO_OPENMP),1)
+  CFLAGS := $(filter-out -fopenmp,$(CFLAGS)) -Wno-unknown-pragmas -Idev/no_openmp
+endif
+
+# OpenBLAS for the matmuls (Debian: libopenblas-dev), unless NO_BLAS=1
+ifneq ($(NO_BLAS),1)
+  ifneq ($(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/openblas/cblas.h),)
+    CFLAGS += -DUSE_BLAS $(shell pkg-config --cflags openblas 2>/dev/null)
+    LDLIBS += -lopenblas
+  else
+    $(info OpenBLAS not found: building the plain-loop matmuls (apt-get install libopenblas-dev))
+  endif
+endif
+
+# MPI for multi-process training (Debian: libopenmpi-dev openmpi-bin), unless NO_MPI=1
+MPICC := $(shell command -v mpicc 2>/dev/null)
+ifneq ($(NO_MPI),1)
+  ifneq ($(MPICC),)
+    CC := $(MPICC)
+    CFLAGS += -DUSE_MPI
+  endif
+endif
+
+HEADERS := $(wildcard llmc/*.h)
+BUILD := build
+
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds
+all: train_gpt2
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+# ---------------------------------------------------------------------------
+# CPU trainer and tests, one binary per encoding
+
+$(BUILD)/train_gpt2_%: train_gpt2.c $(HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $(call pe_flag,$*) -o $@ train_gpt2.c $(LDLIBS)
+
+$(BUILD)/test_gpt2_%: test_gpt2.c train_gpt2.c $(HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $(call pe_flag,$*) -o $@ test_gpt2.c $(LDLIBS)
+
+# the same tests in double precision: the finite-difference gradient checks run here
+$(BUILD)/gradcheck_%: test_gpt2.c train_gpt2.c $(HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $(call pe_flag,$*) -DREAL_DOUBLE -o $@ test_gpt2.c $(LDLIBS)
+
+train_gpt2: $(BUILD)/train_gpt2_$(PE) | starter gpt2_tokenizer.bin
+	cp $< $@
+
+test_gpt2: $(BUILD)/test_gpt2_$(PE)
+	cp $< $@
+
+# ---------------------------------------------------------------------------
+# tests (no GPU needed)
+
+test-builds: $(foreach pe,$(PE_LIST),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe) $(BUILD)/gradcheck_$(pe))
+
+test-cpu: test-builds
+	@for pe in $(PE_LIST); do \
+	  echo "=== $$pe: tests (fp32) ==="; $(BUILD)/test_gpt2_$$pe || exit 1; \
+	  echo "=== $$pe: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$pe gradcheck || exit 1; \
+	done
+
+test: test-cpu
+
+clean:
+	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+
+-include data/data.mk

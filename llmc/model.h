@@ -1,0 +1,348 @@
+/*
+The model's parameter layout, shared by the CPU and CUDA trainers because it is the
+checkpoint format: the configuration, the model presets, the list of parameter
+tensors (llm.c's 16 GPT-2 tensors in llm.c's order, then the PE's tensors), which
+of them take weight decay, the random initialization, and the checkpoint header.
+
+Checkpoint: int32 header[256] = {20240326, version (3 = fp32, 5 = bf16), maxT, V, L,
+NH, C, Vp, PE id, 0...}, then every parameter tensor in the order below. A tensor
+that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
+`learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
+here as `learned`.
+*/
+#ifndef LLMC_MODEL_H
+#define LLMC_MODEL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "pe.h"
+#include "rand.h"
+#include "utils.h"
+
+#define CHECKPOINT_MAGIC 20240326
+#define CHECKPOINT_FP32 3
+#define CHECKPOINT_BF16 5
+#define GPT2_VOCAB 50257
+#define GPT2_PADDED_VOCAB 50304
+#define GPT2_EOT 50256
+
+typedef struct {
+    int max_seq_len;       // maxT: positions of wpe (learned); the training length otherwise
+    int vocab_size;        // V
+    int padded_vocab_size; // Vp: V rounded up to a multiple of 128
+    int num_layers;        // L
+    int num_heads;         // NH
+    int channels;          // C
+    int pe;                // PE id (llmc/pe.h)
+} GPT2Config;
+
+// ----------------------------------------------------------------------------
+// parameter tensors
+
+#define NUM_PARAMETER_TENSORS 29
+enum {
+    P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
+    // PE tensors, every layer's values consecutive as in the GPT-2 tensors above
+    P_CABLE_WB, P_CABLE_BB, P_CABLE_WW, P_CABLE_BW,
+    P_T5_TABLE, P_KERPLE_R1, P_KERPLE_R2,
+    P_FIRE_W1, P_FIRE_B1, P_FIRE_W2, P_FIRE_B2, P_FIRE_C, P_FIRE_L,
+};
+
+static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb",
+    "cable_wb", "cable_bb", "cable_ww", "cable_bw",
+    "t5_table", "kerple_r1", "kerple_r2",
+    "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L",
+};
+
+// weight decay applies to the matrices (2-D per layer) and to nothing else
+static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
+    1, 1, 0, 0, 1, 0, 1, 0,
+    0, 0, 1, 0, 1, 0, 0, 0,
+    1, 0, 1, 0,
+    1, 0, 0,
+    1, 0, 1, 0, 0, 0,
+};
+
+static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
+    size_t Vp = cfg->padded_vocab_size, C = cfg->channels, maxT = cfg->max_seq_len;
+    size_t L = cfg->num_layers, NH = cfg->num_heads;
+    int pe = cfg->pe;
+    int cable = pe == PE_ID_CABLE_V1 || pe == PE_ID_CABLE_NW || pe == PE_ID_CABLE || pe == PE_ID_KCABLE;
+    sizes[P_WTE] = Vp * C;
+    sizes[P_WPE] = pe == PE_ID_LEARNED ? maxT * C : 0;
+    sizes[P_LN1W] = L * C;
+    sizes[P_LN1B] = L * C;
+    sizes[P_QKVW] = L * (3 * C) * C;
+    sizes[P_QKVB] = L * (3 * C);
+    sizes[P_ATTPROJW] = L * C * C;
+    sizes[P_ATTPROJB] = L * C;
+    sizes[P_LN2W] = L * C;
+    sizes[P_LN2B] = L * C;
+    sizes[P_FCW] = L * (4 * C) * C;
+    sizes[P_FCB] = L * (4 * C);
+    sizes[P_FCPROJW] = L * C * (4 * C);
+    sizes[P_FCPROJB] = L * C;
+    sizes[P_LNFW] = C;
+    sizes[P_LNFB] = C;
+    sizes[P_CABLE_WB] = cable ? L * NH * C : 0;
+    sizes[P_CABLE_BB] = cable ? L * NH : 0;
+    sizes[P_CABLE_WW] = pe == PE_ID_CABLE ? L * NH * C : 0;
+    sizes[P_CABLE_BW] = pe == PE_ID_CABLE ? L * NH : 0;
+    sizes[P_T5_TABLE] = pe == PE_ID_T5 ? L * NH * T5_NUM_BUCKETS : 0;
+    sizes[P_KERPLE_R1] = pe == PE_ID_KERPLE ? L * NH : 0;
+    sizes[P_KERPLE_R2] = pe == PE_ID_KERPLE ? L * NH : 0;
+    sizes[P_FIRE_W1] = pe == PE_ID_FIRE ? L * FIRE_HIDDEN : 0;
+    sizes[P_FIRE_B1] = pe == PE_ID_FIRE ? L * FIRE_HIDDEN : 0;
+    sizes[P_FIRE_W2] = pe == PE_ID_FIRE ? L * NH * FIRE_HIDDEN : 0;
+    sizes[P_FIRE_B2] = pe == PE_ID_FIRE ? L * NH : 0;
+    sizes[P_FIRE_C] = pe == PE_ID_FIRE ? L : 0;
+    sizes[P_FIRE_L] = pe == PE_ID_FIRE ? L : 0;
+}
+
+static size_t count_parameters(const GPT2Config* cfg) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    fill_in_parameter_sizes(sizes, cfg);
+    size_t n = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { n += sizes[i]; }
+    return n;
+}
+
+// ----------------------------------------------------------------------------
+// configurations: presets and checks
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// checks a configuration read from a file or the command line; `what` names its source
+static void gpt2_config_check(const GPT2Config* c, const char* what) {
+    if (c->num_layers < 1 || c->num_layers > 1024) { fatal("%s: bad number of layers %d", what, c->num_layers); }
+    if (c->num_heads < 1 || c->num_heads > 1024) { fatal("%s: bad number of heads %d", what, c->num_heads); }
+    if (c->channels < 1 || c->channels > 65536 || c->channels % c->num_heads != 0) {
+        fatal("%s: bad channels %d (must be a multiple of the %d heads)", what, c->channels, c->num_heads);
+    }
+    if (c->pe == PE_ID_ROPE && (c->channels / c->num_heads) % 2 != 0) {
+        fatal("%s: rope needs an even head size, got %d", what, c->channels / c->num_heads);
+    }
+    if (c->vocab_size < 2 || c->vocab_size > 65536 || c->padded_vocab_size < c->vocab_size
+        || c->padded_vocab_size > (1 << 20)) {
+        fatal("%s: bad vocabulary sizes V=%d Vp=%d", what, c->vocab_size, c->padded_vocab_size);
+    }
+    if (c->max_seq_len < 1 || c->max_seq_len > (1 << 24)) { fatal("%s: bad max sequence length %d", what, c->max_seq_len); }
+    if (c->pe < 0 || c->pe >= PE_NUM_IDS) { fatal("%s: unknown positional encoding id %d", what, c->pe); }
+}
+
+// Model presets by name: the papers' GPT-Tiny / Small / Medium, llm.c's dN
+// (d6, d12, d24, d36, d48) and a CPU preset small enough to train in minutes on
+// two cores. maxT is the training length T. Returns 0 if the name is no preset.
+static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int pe) {
+    int L = 0, NH = 0, C = 0;
+    if (strcmp(name, "cpu") == 0) { L = 4; NH = 8; C = 256; }
+    else if (strcmp(name, "tiny") == 0) { L = 6; NH = 8; C = 512; }
+    else if (strcmp(name, "small") == 0) { L = 12; NH = 12; C = 768; }
+    else if (strcmp(name, "medium") == 0) { L = 24; NH = 16; C = 1024; }
+    else {
+        const char* d = name;
+        if (strncmp(d, "gpt2:", 5) == 0) { d += 5; }
+        if (d[0] != 'd' || d[1] == '\0') { return 0; }
+        char* end = NULL;
+        long depth = strtol(d + 1, &end, 10);
+        if (*end != '\0') { return 0; }
+        if (depth == 6) { C = 384; NH = 6; }
+        else if (depth == 12) { C = 768; NH = 12; }
+        else if (depth == 24) { C = 1024; NH = 16; }
+        else if (depth == 36) { C = 1280; NH = 20; }
+        else if (depth == 48) { C = 1600; NH = 25; }
+        else { fatal("unsupported GPT-2 depth in preset '%s' (use d6, d12, d24, d36 or d48)", name); }
+        L = (int)depth;
+    }
+    c->num_layers = L;
+    c->num_heads = NH;
+    c->channels = C;
+    c->max_seq_len = T;
+    c->vocab_size = GPT2_VOCAB;
+    c->padded_vocab_size = GPT2_PADDED_VOCAB;
+    c->pe = pe;
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+// random initialization, on the host into fp32, identical for both trainers:
+// GPT-2's N(0, 0.02) weights with residual projections scaled by 1/sqrt(2L), zero
+// biases, unit layernorm weights; each PE's tensors as its paper or code starts them.
+
+static void fill_normal(float* p, size_t n, float std, uint64_t* rng) {
+    for (size_t i = 0; i < n; i++) { p[i] = std * random_normal(rng); }
+}
+
+static void fill_uniform(float* p, size_t n, float lo, float hi, uint64_t* rng) {
+    for (size_t i = 0; i < n; i++) { p[i] = lo + (hi - lo) * random_f32(rng); }
+}
+
+static void fill_const(float* p, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) { p[i] = v; }
+}
+
+static void gpt2_init_params(float* params, const GPT2Config* cfg, uint64_t seed) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    fill_in_parameter_sizes(sizes, cfg);
+    uint64_t rng = random_seed(seed);
+    float residual_std = 0.02f / sqrtf(2.0f * cfg->num_layers);
+    float* p = params;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        size_t n = sizes[i];
+        switch (i) {
+            case P_WTE: // the padded rows stay zero
+                fill_normal(p, (size_t)cfg->vocab_size * cfg->channels, 0.02f, &rng);
+                fill_const(p + (size_t)cfg->vocab_size * cfg->channels, n - (size_t)cfg->vocab_size * cfg->channels, 0.0f);
+                break;
+            case P_WPE: case P_QKVW: case P_FCW: case P_CABLE_WB: case P_CABLE_WW: case P_T5_TABLE:
+                fill_normal(p, n, 0.02f, &rng); break;
+            case P_ATTPROJW: case P_FCPROJW:
+                fill_normal(p, n, residual_std, &rng); break;
+            case P_LN1W: case P_LN2W: case P_LNFW: case P_CABLE_BW:
+                fill_const(p, n, 1.0f); break;
+            case P_CABLE_BB: // softplus(0) = log 2 for cable_v1; the ReLU variants start at log 2 directly
+                fill_const(p, n, cfg->pe == PE_ID_CABLE_V1 ? 0.0f : CABLE_INIT_INCREMENT); break;
+            case P_KERPLE_R1: // as the Kerple code: r1 ~ U(0, 2), r2 ~ U(0, 1), kept >= 0.01
+                fill_uniform(p, n, 0.0f, 2.0f, &rng);
+                for (size_t j = 0; j < n; j++) { p[j] = fmaxf(p[j], KERPLE_MIN); }
+                break;
+            case P_KERPLE_R2:
+                fill_uniform(p, n, 0.0f, 1.0f, &rng);
+                for (size_t j = 0; j < n; j++) { p[j] = fmaxf(p[j], KERPLE_MIN); }
+                break;
+            case P_FIRE_W1: case P_FIRE_B1: // the MLP as PyTorch's default Linear init: U(+-1/sqrt(fan_in))
+                fill_uniform(p, n, -1.0f, 1.0f, &rng); break;
+            case P_FIRE_W2: case P_FIRE_B2:
+                fill_uniform(p, n, -1.0f / sqrtf(FIRE_HIDDEN), 1.0f / sqrtf(FIRE_HIDDEN), &rng); break;
+            case P_FIRE_C:
+                fill_const(p, n, FIRE_INIT_C); break;
+            case P_FIRE_L: // the threshold starts at the training length
+                fill_const(p, n, (float)cfg->max_seq_len); break;
+            default: // biases
+                fill_const(p, n, 0.0f); break;
+        }
+        p += n;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// checkpoint header
+
+static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int version) {
+    memset(header, 0, 256 * sizeof(int));
+    header[0] = CHECKPOINT_MAGIC;
+    header[1] = version;
+    header[2] = cfg->max_seq_len;
+    header[3] = cfg->vocab_size;
+    header[4] = cfg->num_layers;
+    header[5] = cfg->num_heads;
+    header[6] = cfg->channels;
+    header[7] = cfg->padded_vocab_size;
+    header[8] = cfg->pe;
+}
+
+// Opens a checkpoint and validates its header and size against the PE this binary
+// was built with. Returns the open file positioned at the first parameter.
+static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
+    FILE* f = fopen_check(path, "rb");
+    int64_t size = file_size_check(f, path);
+    int header[256];
+    if (size < (int64_t)sizeof(header)) { fatal("%s is not a checkpoint: %lld bytes, shorter than the header", path, (long long)size); }
+    fread_check(header, sizeof(int), 256, f, path);
+    if (header[0] != CHECKPOINT_MAGIC) { fatal("%s is not a checkpoint: bad magic %d (expected %d)", path, header[0], CHECKPOINT_MAGIC); }
+    if (header[1] != CHECKPOINT_FP32 && header[1] != CHECKPOINT_BF16) {
+        fatal("%s: unsupported checkpoint version %d (expected 3 = fp32 or 5 = bf16)", path, header[1]);
+    }
+    *version = header[1];
+    cfg->max_seq_len = header[2];
+    cfg->vocab_size = header[3];
+    cfg->num_layers = header[4];
+    cfg->num_heads = header[5];
+    cfg->channels = header[6];
+    cfg->padded_vocab_size = header[7];
+    cfg->pe = header[8];
+    gpt2_config_check(cfg, path);
+    if (cfg->pe != PE_ID) {
+        fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s)",
+              path, pe_name(cfg->pe), pe_name(PE_ID), pe_name(cfg->pe));
+    }
+    int64_t expected = (int64_t)sizeof(header) + (int64_t)count_parameters(cfg) * (*version == CHECKPOINT_FP32 ? 4 : 2);
+    if (size < expected) { fatal("%s is truncated: %lld bytes, expected %lld", path, (long long)size, (long long)expected); }
+    if (size > expected) { fatal("%s has %lld bytes, more than the %lld its header describes", path, (long long)size, (long long)expected); }
+    return f;
+}
+
+// bf16 <-> fp32 conversions for checkpoint version 5 (round to nearest even)
+static inline float bf16_to_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// ----------------------------------------------------------------------------
+// training state (resume): int32 header[256], then the AdamW moments m and v (fp32)
+// of this rank's parameters. llm.c's state file idea, with our own fields.
+
+#define STATE_MAGIC 20240527
+#define STATE_VERSION 100
+
+typedef struct {
+    int step;             // optimizer steps done
+    int world;            // processes when saved
+    int rank;
+    int pe;
+    uint64_t rng;         // sampling RNG
+    uint64_t shard_idx;   // training data position
+    uint64_t shard_pos;
+    uint64_t num_params;  // length of m and v in this file
+    int updates;          // AdamW updates applied (skipped steps do not count)
+    int bad_steps;        // consecutive skipped updates (training health)
+} TrainState;
+
+static void state_header_fill(int* h, const TrainState* s) {
+    memset(h, 0, 256 * sizeof(int));
+    h[0] = STATE_MAGIC;
+    h[1] = STATE_VERSION;
+    h[2] = s->world;
+    h[3] = s->rank;
+    h[4] = s->pe;
+    h[10] = s->step;
+    h[11] = s->bad_steps;
+    h[12] = s->updates;
+    memcpy(&h[20], &s->rng, 8);
+    memcpy(&h[30], &s->shard_idx, 8);
+    memcpy(&h[32], &s->shard_pos, 8);
+    memcpy(&h[34], &s->num_params, 8);
+}
+
+// opens a state file and validates it; returns the file positioned at m
+static FILE* state_open(const char* path, TrainState* s) {
+    FILE* f = fopen_check(path, "rb");
+    int64_t size = file_size_check(f, path);
+    int h[256];
+    if (size < (int64_t)sizeof(h)) { fatal("%s is not a training state file (too short)", path); }
+    fread_check(h, sizeof(int), 256, f, path);
+    if (h[0] != STATE_MAGIC) { fatal("%s is not a training state file: bad magic %d", path, h[0]); }
+    if (h[1] != STATE_VERSION) { fatal("%s: unsupported state version %d (expected %d)", path, h[1], STATE_VERSION); }
+    s->world = h[2];
+    s->rank = h[3];
+    s->pe = h[4];
+    s->step = h[10];
+    s->bad_steps = h[11];
+    s->updates = h[12];
+    memcpy(&s->rng, &h[20], 8);
+    memcpy(&s->shard_idx, &h[30], 8);
+    memcpy(&s->shard_pos, &h[32], 8);
+    memcpy(&s->num_params, &h[34], 8);
+    int64_t expected = (int64_t)sizeof(h) + 2 * (int64_t)s->num_params * 4;
+    if (size != expected) { fatal("%s: %lld bytes, expected %lld (truncated or corrupt)", path, (long long)size, (long long)expected); }
+    return f;
+}
+
+#endif // LLMC_MODEL_H

@@ -1,0 +1,177 @@
+/*
+Small helpers shared by every program of the project: checked file and memory
+operations that fail with one clear line on stderr and a nonzero exit, crash-safe
+file writes (temporary file, flush, fsync, rename), and strict number parsing for
+command-line flags.
+*/
+#ifndef LLMC_UTILS_H
+#define LLMC_UTILS_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// ----------------------------------------------------------------------------
+// fatal errors
+
+// rank of this process in a multi-process run (-1: single process), named in errors
+static int fatal_rank = -1;
+// called instead of exit() when set: the multi-process layer points it at MPI_Abort,
+// so that one failing rank takes the whole job down at once instead of hanging it
+static void (*fatal_abort)(int code) = NULL;
+
+__attribute__((format(printf, 1, 2), noreturn))
+static void fatal(const char* fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (fatal_rank >= 0) { fprintf(stderr, "error (rank %d): %s\n", fatal_rank, msg); }
+    else { fprintf(stderr, "error: %s\n", msg); }
+    fflush(stderr);
+    if (fatal_abort) { fatal_abort(1); }
+    exit(1);
+}
+
+// ----------------------------------------------------------------------------
+// checked memory and file operations
+
+static void* malloc_check(size_t size) {
+    void* p = malloc(size > 0 ? size : 1);
+    if (p == NULL) { fatal("out of memory allocating %zu bytes", size); }
+    return p;
+}
+
+static void* calloc_check(size_t n, size_t size) {
+    void* p = calloc(n > 0 ? n : 1, size > 0 ? size : 1);
+    if (p == NULL) { fatal("out of memory allocating %zu x %zu bytes", n, size); }
+    return p;
+}
+
+static FILE* fopen_check(const char* path, const char* mode) {
+    FILE* f = fopen(path, mode);
+    if (f == NULL) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    return f;
+}
+
+// reads exactly n items or fails naming the file: a short read means a truncated file
+static void fread_check(void* ptr, size_t size, size_t n, FILE* f, const char* path) {
+    size_t got = fread(ptr, size, n, f);
+    if (got != n) {
+        if (ferror(f)) { fatal("read error in %s (%s)", path, strerror(errno)); }
+        fatal("%s is truncated: expected %zu more bytes, found %zu", path, size * n, size * got);
+    }
+}
+
+// writes exactly n items or fails naming the file (a full disk ends up here)
+static void fwrite_check(const void* ptr, size_t size, size_t n, FILE* f, const char* path) {
+    if (fwrite(ptr, size, n, f) != n) { fatal("write error in %s (%s)", path, strerror(errno)); }
+}
+
+static void fseek_check(FILE* f, long off, int whence, const char* path) {
+    if (fseek(f, off, whence) != 0) { fatal("seek error in %s (%s)", path, strerror(errno)); }
+}
+
+static int64_t file_size_check(FILE* f, const char* path) {
+    fseek_check(f, 0, SEEK_END, path);
+    long size = ftell(f);
+    if (size < 0) { fatal("cannot tell the size of %s (%s)", path, strerror(errno)); }
+    fseek_check(f, 0, SEEK_SET, path);
+    return (int64_t)size;
+}
+
+static int file_exists(const char* path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+// creates a directory (one level) if missing and checks that it is writable
+static void ensure_dir_writable(const char* dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (mkdir(dir, 0755) != 0) { fatal("cannot create directory %s (%s)", dir, strerror(errno)); }
+    } else if (!S_ISDIR(st.st_mode)) {
+        fatal("%s exists and is not a directory", dir);
+    }
+    if (access(dir, W_OK) != 0) { fatal("directory %s is not writable", dir); }
+}
+
+// ----------------------------------------------------------------------------
+// crash-safe writes: everything is written to "<path>.tmp", flushed and fsynced,
+// then renamed over <path>. A crash at any moment leaves either the old file or
+// the new one, never a torn one.
+
+typedef struct {
+    FILE* f;
+    char path[PATH_MAX];
+    char tmp_path[PATH_MAX + 8];
+} AtomicFile;
+
+// test hook: when the environment variable LLMC_SLOW_WRITE_MS is set, every atomic
+// write sleeps that long before its commit, so a test can kill a process mid-save
+static void atomic_slow_write_hook(void) {
+    const char* ms = getenv("LLMC_SLOW_WRITE_MS");
+    if (ms != NULL) { usleep((useconds_t)atoi(ms) * 1000); }
+}
+
+static void atomic_open(AtomicFile* af, const char* path) {
+    if (strlen(path) >= PATH_MAX) { fatal("path too long: %s", path); }
+    strcpy(af->path, path);
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
+    af->f = fopen(af->tmp_path, "wb");
+    if (af->f == NULL) { fatal("cannot write %s (%s)", af->tmp_path, strerror(errno)); }
+}
+
+static void atomic_write(AtomicFile* af, const void* ptr, size_t size, size_t n) {
+    fwrite_check(ptr, size, n, af->f, af->tmp_path);
+}
+
+static void atomic_commit(AtomicFile* af) {
+    if (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0) {
+        fatal("cannot flush %s (%s)", af->tmp_path, strerror(errno));
+    }
+    if (fclose(af->f) != 0) { fatal("cannot close %s (%s)", af->tmp_path, strerror(errno)); }
+    af->f = NULL;
+    atomic_slow_write_hook();
+    if (rename(af->tmp_path, af->path) != 0) {
+        fatal("cannot rename %s to %s (%s)", af->tmp_path, af->path, strerror(errno));
+    }
+    // fsync the directory so that the rename itself is durable
+    char dir[PATH_MAX];
+    strcpy(dir, af->path);
+    char* slash = strrchr(dir, '/');
+    if (slash == NULL) { strcpy(dir, "."); } else if (slash == dir) { dir[1] = '\0'; } else { *slash = '\0'; }
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) { fsync(fd); close(fd); }
+}
+
+// ----------------------------------------------------------------------------
+// strict parsing of command-line values: the whole string must be a number in range
+
+static long parse_long(const char* flag, const char* s, long lo, long hi) {
+    char* end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (s[0] == '\0' || *end != '\0' || errno != 0) { fatal("flag %s expects an integer, got '%s'", flag, s); }
+    if (v < lo || v > hi) { fatal("flag %s must be in [%ld, %ld], got %ld", flag, lo, hi, v); }
+    return v;
+}
+
+static float parse_float(const char* flag, const char* s, float lo, float hi) {
+    char* end = NULL;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (s[0] == '\0' || *end != '\0' || errno != 0 || v != v) { fatal("flag %s expects a number, got '%s'", flag, s); }
+    if (v < lo || v > hi) { fatal("flag %s must be in [%g, %g], got %g", flag, lo, hi, v); }
+    return v;
+}
+
+#endif // LLMC_UTILS_H

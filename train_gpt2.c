@@ -1,0 +1,1275 @@
+/*
+GPT-2 training on the CPU, in fp32 (or fp64 for the gradient checks), with the
+positional encoding chosen at compile time: the readable reference of every
+encoding, forward and backward. The CUDA trainer (train_gpt2.cu) computes the same
+thing fast, and a test holds the two equal.
+
+Build and run:  make train_gpt2 PE=cable && ./train_gpt2
+The encodings are defined in DESIGN.md; each lives in one marked section below
+("positional encodings"), with the same function names in train_gpt2.cu.
+
+Memory: attention is computed one query row at a time and keeps only each row's
+log-sum-exp for the backward pass, and the classifier works on chunks of rows, so no
+T x T and no (B*T, vocab) tensor ever exists; in evaluation only one layer's
+activations are kept. A small model evaluates 16k-token windows in well under 1 GiB.
+*/
+#include <math.h>
+#include <tgmath.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef USE_BLAS
+#include <cblas.h>
+#endif
+#include <sys/resource.h>
+#include "llmc/utils.h"
+#include "llmc/pe.h"
+#include "llmc/model.h"
+#include "llmc/multiprocess.h"
+
+// The CPU path computes in `real`: float for training; the gradient checks build the
+// very same code with -DREAL_DOUBLE so that finite differences are exact to ~1e-9.
+#ifdef REAL_DOUBLE
+typedef double real;
+#define cblas_gemm cblas_dgemm
+#else
+typedef float real;
+#define cblas_gemm cblas_sgemm
+#endif
+
+// rows of the classifier processed at once (bounds the logits scratch to CLASSIFIER_CHUNK x Vp)
+#define CLASSIFIER_CHUNK 256
+
+// ----------------------------------------------------------------------------
+// the model's tensors: parameters (the checkpoint layout, llmc/model.h) and activations
+
+typedef struct {
+    real* wte;      // (Vp, C) token embeddings, also the classifier (tied)
+    real* wpe;      // (maxT, C) learned position embeddings (PE learned only)
+    real* ln1w;     // (L, C)
+    real* ln1b;     // (L, C)
+    real* qkvw;     // (L, 3C, C)
+    real* qkvb;     // (L, 3C)
+    real* attprojw; // (L, C, C)
+    real* attprojb; // (L, C)
+    real* ln2w;     // (L, C)
+    real* ln2b;     // (L, C)
+    real* fcw;      // (L, 4C, C)
+    real* fcb;      // (L, 4C)
+    real* fcprojw;  // (L, C, 4C)
+    real* fcprojb;  // (L, C)
+    real* lnfw;     // (C)
+    real* lnfb;     // (C)
+    real* cable_wb; // (L, NH, C) CABLE increment layer
+    real* cable_bb; // (L, NH)
+    real* cable_ww; // (L, NH, C) CABLE v2 weight layer (cable only)
+    real* cable_bw; // (L, NH)
+    real* t5_table; // (L, NH, 32)
+    real* kerple_r1; // (L, NH)
+    real* kerple_r2; // (L, NH)
+    real* fire_w1;  // (L, 32) FIRE MLP, input 1 -> 32
+    real* fire_b1;  // (L, 32)
+    real* fire_w2;  // (L, NH, 32) 32 -> NH
+    real* fire_b2;  // (L, NH)
+    real* fire_c;   // (L)
+    real* fire_L;   // (L)
+} ParameterTensors;
+
+// points the tensors of `params` into one allocation, in checkpoint order
+static void point_parameters(ParameterTensors* params, real* memory, const size_t* sizes) {
+    real** ptrs[NUM_PARAMETER_TENSORS] = {
+        &params->wte, &params->wpe, &params->ln1w, &params->ln1b, &params->qkvw, &params->qkvb,
+        &params->attprojw, &params->attprojb, &params->ln2w, &params->ln2b, &params->fcw, &params->fcb,
+        &params->fcprojw, &params->fcprojb, &params->lnfw, &params->lnfb,
+        &params->cable_wb, &params->cable_bb, &params->cable_ww, &params->cable_bw,
+        &params->t5_table, &params->kerple_r1, &params->kerple_r2,
+        &params->fire_w1, &params->fire_b1, &params->fire_w2, &params->fire_b2, &params->fire_c, &params->fire_L,
+    };
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        *(ptrs[i]) = memory;
+        memory += sizes[i];
+    }
+}
+
+// Activations for a capacity of N = B*T tokens and NL stored layers: NL = L when
+// training (the backward pass needs every layer), NL = 1 in evaluation (each layer
+// overwrites the last). Per-layer tensors are indexed with a stride of N tokens.
+#define NUM_ACTIVATION_TENSORS 23
+typedef struct {
+    real* encoded;   // (N, C) token + position embeddings
+    real* ln1;       // (NL, N, C)
+    real* ln1_mean;  // (NL, N)
+    real* ln1_rstd;  // (NL, N)
+    real* qkv;       // (NL, N, 3C) q and k after the PE's rotation (rope)
+    real* atty;      // (NL, N, C)
+    real* att_lse;   // (NL, B, NH, T) log-sum-exp of each attention row, for the backward pass
+    real* attproj;   // (NL, N, C)
+    real* residual2; // (NL, N, C)
+    real* ln2;       // (NL, N, C)
+    real* ln2_mean;  // (NL, N)
+    real* ln2_rstd;  // (NL, N)
+    real* fch;       // (NL, N, 4C)
+    real* fch_gelu;  // (NL, N, 4C)
+    real* fcproj;    // (NL, N, C)
+    real* residual3; // (NL, N, C)
+    real* lnf;       // (N, C)
+    real* lnf_mean;  // (N)
+    real* lnf_rstd;  // (N)
+    real* losses;    // (N) per-token cross-entropy
+    real* pe_a;      // (NL, N, NH) CABLE: increment pre-activation x W_b + b_b
+    real* pe_s;      // (NL, N, NH) CABLE: S, cumulative sum of the increments
+    real* pe_w;      // (NL, N, NH) cable: the per-token weight w = x W_w + b_w
+} ActivationTensors;
+
+typedef struct {
+    ActivationTensors t;
+    real* memory;
+    size_t num;      // total elements
+} ActivationSet;
+
+static void fill_in_activation_sizes(size_t* sizes, const GPT2Config* cfg, size_t N, size_t NL) {
+    size_t C = cfg->channels, NH = cfg->num_heads;
+    int cable = cfg->pe == PE_ID_CABLE_V1 || cfg->pe == PE_ID_CABLE_NW || cfg->pe == PE_ID_CABLE || cfg->pe == PE_ID_KCABLE;
+    sizes[0] = N * C;          // encoded
+    sizes[1] = NL * N * C;     // ln1
+    sizes[2] = NL * N;         // ln1_mean
+    sizes[3] = NL * N;         // ln1_rstd
+    sizes[4] = NL * N * 3 * C; // qkv
+    sizes[5] = NL * N * C;     // atty
+    sizes[6] = NL * N * NH;    // att_lse
+    sizes[7] = NL * N * C;     // attproj
+    sizes[8] = NL * N * C;     // residual2
+    sizes[9] = NL * N * C;     // ln2
+    sizes[10] = NL * N;        // ln2_mean
+    sizes[11] = NL * N;        // ln2_rstd
+    sizes[12] = NL * N * 4 * C; // fch
+    sizes[13] = NL * N * 4 * C; // fch_gelu
+    sizes[14] = NL * N * C;    // fcproj
+    sizes[15] = NL * N * C;    // residual3
+    sizes[16] = N * C;         // lnf
+    sizes[17] = N;             // lnf_mean
+    sizes[18] = N;             // lnf_rstd
+    sizes[19] = N;             // losses
+    sizes[20] = cable ? NL * N * NH : 0; // pe_a
+    sizes[21] = cable ? NL * N * NH : 0; // pe_s
+    sizes[22] = cfg->pe == PE_ID_CABLE ? NL * N * NH : 0; // pe_w
+}
+
+static void activation_set_alloc(ActivationSet* a, const GPT2Config* cfg, size_t N, size_t NL) {
+    size_t sizes[NUM_ACTIVATION_TENSORS];
+    fill_in_activation_sizes(sizes, cfg, N, NL);
+    a->num = 0;
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) { a->num += sizes[i]; }
+    a->memory = (real*)calloc_check(a->num, sizeof(real));
+    real** ptrs[NUM_ACTIVATION_TENSORS] = {
+        &a->t.encoded, &a->t.ln1, &a->t.ln1_mean, &a->t.ln1_rstd, &a->t.qkv, &a->t.atty, &a->t.att_lse,
+        &a->t.attproj, &a->t.residual2, &a->t.ln2, &a->t.ln2_mean, &a->t.ln2_rstd, &a->t.fch, &a->t.fch_gelu,
+        &a->t.fcproj, &a->t.residual3, &a->t.lnf, &a->t.lnf_mean, &a->t.lnf_rstd, &a->t.losses, &a->t.pe_a, &a->t.pe_s, &a->t.pe_w,
+    };
+    real* p = a->memory;
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) { *(ptrs[i]) = p; p += sizes[i]; }
+}
+
+typedef struct {
+    GPT2Config config;
+    // parameters, their gradients, and the AdamW moments (allocated at the first update)
+    ParameterTensors params;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    real* params_memory;
+    size_t num_parameters;
+    ParameterTensors grads;
+    real* grads_memory;
+    real* m_memory;
+    real* v_memory;
+    // activations and their gradients (the latter only when training)
+    ActivationSet acts;
+    ActivationSet grads_acts;
+    size_t acts_N;        // capacity in tokens, acts_B * acts_T: the stride of per-layer tensors
+    int acts_B;           // largest batch the buffers allow
+    int acts_T;           // longest sequence the buffers allow
+    int acts_layers;      // layers stored: L when training, 1 in evaluation
+    real* logits;         // (CLASSIFIER_CHUNK, Vp) classifier scratch
+    real* att_scratch;    // (threads, T) one attention row per thread
+    real* pe_dbh;         // (B, NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
+    real* alibi_slopes;   // (NH)
+    // the last forward pass
+    int batch_size;
+    int seq_len;
+    int* inputs;
+    int* targets;
+    real mean_loss;       // -1 when no targets were given
+} GPT2;
+
+// ----------------------------------------------------------------------------
+// the layers, forward and backward
+
+// encoder_forward: looks up each token's embedding (the position, if any, is added by the PE)
+void encoder_forward(real* out, const int* inp, const real* wte, int B, int T, int C) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        memcpy(out + (size_t)bt * C, wte + (size_t)inp[bt] * C, C * sizeof(real));
+    }
+}
+
+// encoder_backward: scatters the embedding gradients back to the rows of the used tokens
+// (serial: two positions may hold the same token)
+void encoder_backward(real* dwte, const real* dout, const int* inp, int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {
+        real* d = dwte + (size_t)inp[bt] * C;
+        const real* g = dout + (size_t)bt * C;
+        for (int c = 0; c < C; c++) { d[c] += g[c]; }
+    }
+}
+
+// layernorm_forward: normalizes each row to zero mean and unit variance, then scales and
+// shifts; keeps mean and 1/std for the backward pass
+void layernorm_forward(real* out, real* mean, real* rstd, const real* inp, const real* weight,
+                       const real* bias, int N, int C) {
+    const real eps = 1e-5;
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* x = inp + (size_t)n * C;
+        real m = 0;
+        for (int i = 0; i < C; i++) { m += x[i]; }
+        m /= C;
+        real v = 0;
+        for (int i = 0; i < C; i++) { real d = x[i] - m; v += d * d; }
+        v /= C;
+        real s = 1 / sqrt(v + eps);
+        real* o = out + (size_t)n * C;
+        for (int i = 0; i < C; i++) { o[i] = (x[i] - m) * s * weight[i] + bias[i]; }
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+// layernorm_backward: gradients of the input (per row, in parallel), then of weight and
+// bias (summed over rows)
+void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
+                        const real* weight, const real* mean, const real* rstd, int N, int C) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* g = dout + (size_t)n * C;
+        const real* x = inp + (size_t)n * C;
+        real m = mean[n], s = rstd[n];
+        real dnorm_mean = 0, dnorm_norm_mean = 0;
+        for (int i = 0; i < C; i++) {
+            real norm = (x[i] - m) * s;
+            real dnorm = weight[i] * g[i];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * norm;
+        }
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
+        real* d = dinp + (size_t)n * C;
+        for (int i = 0; i < C; i++) {
+            real norm = (x[i] - m) * s;
+            d[i] += (weight[i] * g[i] - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+    }
+    for (int n = 0; n < N; n++) {
+        const real* g = dout + (size_t)n * C;
+        const real* x = inp + (size_t)n * C;
+        for (int i = 0; i < C; i++) {
+            dbias[i] += g[i];
+            dweight[i] += (x[i] - mean[n]) * rstd[n] * g[i];
+        }
+    }
+}
+
+// matmul_forward_naive: out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC), plain
+// loops; the reference for the BLAS version and the path when built without BLAS
+void matmul_forward_naive(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* x = inp + (size_t)n * C;
+        for (int o = 0; o < OC; o++) {
+            const real* w = weight + (size_t)o * C;
+            real acc = bias != NULL ? bias[o] : 0;
+            for (int i = 0; i < C; i++) { acc += x[i] * w[i]; }
+            out[(size_t)n * OC + o] = acc;
+        }
+    }
+}
+
+// matmul_backward_naive: dinp += dout @ weight, dweight += dout^T @ inp, dbias += column
+// sums of dout; plain loops
+void matmul_backward_naive(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
+                           const real* weight, int N, int C, int OC) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* g = dout + (size_t)n * OC;
+        real* d = dinp + (size_t)n * C;
+        for (int o = 0; o < OC; o++) {
+            const real* w = weight + (size_t)o * C;
+            for (int i = 0; i < C; i++) { d[i] += g[o] * w[i]; }
+        }
+    }
+    #pragma omp parallel for
+    for (int o = 0; o < OC; o++) {
+        real* dw = dweight + (size_t)o * C;
+        for (int n = 0; n < N; n++) {
+            real g = dout[(size_t)n * OC + o];
+            const real* x = inp + (size_t)n * C;
+            for (int i = 0; i < C; i++) { dw[i] += g * x[i]; }
+            if (dbias != NULL) { dbias[o] += g; }
+        }
+    }
+}
+
+#ifdef USE_BLAS
+// matmul_forward: as matmul_forward_naive, through BLAS gemm (the bulk of all the FLOPs)
+void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
+    cblas_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1, inp, C, weight, C, 0, out, OC);
+    if (bias != NULL) {
+        #pragma omp parallel for
+        for (int n = 0; n < N; n++) {
+            for (int o = 0; o < OC; o++) { out[(size_t)n * OC + o] += bias[o]; }
+        }
+    }
+}
+
+// matmul_backward: as matmul_backward_naive, through BLAS gemm
+void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
+                     const real* weight, int N, int C, int OC) {
+    cblas_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1, dout, OC, weight, C, 1, dinp, C);
+    cblas_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1, dout, OC, inp, C, 1, dweight, C);
+    if (dbias != NULL) {
+        for (int n = 0; n < N; n++) {
+            for (int o = 0; o < OC; o++) { dbias[o] += dout[(size_t)n * OC + o]; }
+        }
+    }
+}
+#else
+#define matmul_forward matmul_forward_naive
+#define matmul_backward matmul_backward_naive
+#endif
+
+#define GELU_SCALING_FACTOR 0.7978845608028654 // sqrt(2 / pi)
+#define GELU_CUBIC 0.044715
+
+// gelu_forward: GELU, tanh approximation (GPT-2's)
+void gelu_forward(real* out, const real* inp, size_t N) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i++) {
+        real x = inp[i];
+        out[i] = (real)0.5 * x * (1 + tanh((real)GELU_SCALING_FACTOR * (x + (real)GELU_CUBIC * x * x * x)));
+    }
+}
+
+// gelu_backward: derivative of the tanh approximation times the upstream gradient
+void gelu_backward(real* dinp, const real* inp, const real* dout, size_t N) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i++) {
+        real x = inp[i];
+        real arg = (real)GELU_SCALING_FACTOR * (x + (real)GELU_CUBIC * x * x * x);
+        real th = tanh(arg);
+        real sech2 = 1 - th * th;
+        real local = (real)0.5 * (1 + th)
+                   + x * (real)0.5 * sech2 * (real)GELU_SCALING_FACTOR * (1 + 3 * (real)GELU_CUBIC * x * x);
+        dinp[i] += local * dout[i];
+    }
+}
+
+// residual_forward: out = a + b
+void residual_forward(real* out, const real* a, const real* b, size_t N) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i++) { out[i] = a[i] + b[i]; }
+}
+
+// residual_backward: the gradient flows unchanged into both branches
+void residual_backward(real* da, real* db, const real* dout, size_t N) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i++) { da[i] += dout[i]; db[i] += dout[i]; }
+}
+
+// fused_classifier: logits = lnf @ wte^T, softmax over the V real tokens, cross-entropy
+// against the targets; when training (dloss != 0) the logits' gradient
+// (softmax - onehot) * dloss / N goes straight back into dlnf and dwte. Rows go in
+// chunks, so only CLASSIFIER_CHUNK x Vp logits ever exist (a 16k-token evaluation would
+// otherwise need 3 GiB of logits).
+void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const real* lnf, const real* wte,
+                      const int* targets, real dloss, int N, int V, int Vp, int C) {
+    for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK) {
+        int n = N - r0 < CLASSIFIER_CHUNK ? N - r0 : CLASSIFIER_CHUNK;
+        matmul_forward(logits, lnf + (size_t)r0 * C, wte, NULL, n, C, Vp);
+        #pragma omp parallel for
+        for (int r = 0; r < n; r++) {
+            real* row = logits + (size_t)r * Vp;
+            real maxv = -INFINITY;
+            for (int v = 0; v < V; v++) { if (row[v] > maxv) { maxv = row[v]; } }
+            real sum = 0;
+            for (int v = 0; v < V; v++) { sum += exp(row[v] - maxv); }
+            real lse = maxv + log(sum);
+            int target = targets[r0 + r];
+            losses[r0 + r] = lse - row[target];
+            if (dloss != 0) {
+                real scale = dloss / N;
+                for (int v = 0; v < V; v++) { row[v] = (exp(row[v] - lse) - (v == target)) * scale; }
+                for (int v = V; v < Vp; v++) { row[v] = 0; }
+            }
+        }
+        if (dloss != 0) {
+            matmul_backward(dlnf + (size_t)r0 * C, dwte, NULL, logits, lnf + (size_t)r0 * C, wte, n, C, Vp);
+        }
+    }
+}
+
+// ============================================================================
+// positional encodings
+//
+// Everything an encoding does is in its block below. The hooks, with the same names
+// in train_gpt2.cu:
+//   pe_embed_forward / pe_embed_backward  position embeddings added to the token embeddings
+//   pe_layer_forward / pe_layer_backward  per-layer work between the qkv projection and the
+//                                         attention: rope's rotation of q and k, CABLE's
+//                                         per-token increments and their cumulative sum
+//   PEBias, pe_bias_setup, pe_bias, pe_bias_backward, pe_bias_reduce
+//                                         the additive attention bias b(i, j) of head h,
+//                                         computed on the fly inside the attention kernel
+//   pe_project                            keeps constrained parameters in range after an update
+// A block defines PE_EMBED, PE_LAYER, PE_BIAS for the hooks it implements; the others do
+// nothing (defaults after the last block). PE_BH_GRADS is the number of gradient
+// accumulators each (batch, head) of the attention backward needs for the PE's shared
+// parameters (summed afterwards by pe_bias_reduce, so threads never race).
+// ============================================================================
+
+// the activations of layer l (slot 0 in evaluation, when only one layer is stored)
+static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
+
+#if defined(PE_LEARNED)
+// learned: GPT-2's absolute position embeddings wpe [maxT, C]
+#define PE_EMBED
+static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
+    int C = model->config.channels;
+    const real* wpe = model->params.wpe;
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const real* p = wpe + (size_t)(bt % T) * C;
+        real* o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++) { o[c] += p[c]; }
+    }
+}
+static void pe_embed_backward(GPT2* model, const real* dout, int B, int T) {
+    int C = model->config.channels;
+    real* dwpe = model->grads.wpe;
+    for (int bt = 0; bt < B * T; bt++) {
+        real* d = dwpe + (size_t)(bt % T) * C;
+        const real* g = dout + (size_t)bt * C;
+        for (int c = 0; c < C; c++) { d[c] += g[c]; }
+    }
+}
+
+#elif defined(PE_SINUSOIDAL)
+// sinusoidal (Vaswani): p[pos, 2k] = sin(pos / 10000^(2k/C)), p[pos, 2k+1] = cos(same),
+// added to the token embeddings; no parameters, so no backward
+#define PE_EMBED
+static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
+    int C = model->config.channels;
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        int pos = bt % T;
+        real* o = out + (size_t)bt * C;
+        for (int k = 0; 2 * k < C; k++) {
+            double angle = pos / pow(10000.0, 2.0 * k / C);
+            o[2 * k] += (real)sin(angle);
+            if (2 * k + 1 < C) { o[2 * k + 1] += (real)cos(angle); }
+        }
+    }
+}
+static void pe_embed_backward(GPT2* model, const real* dout, int B, int T) {
+    (void)model; (void)dout; (void)B; (void)T;
+}
+
+#elif defined(PE_ROPE)
+// rope: rotate each pair (2k, 2k+1) of q and k by the angle pos * 10000^(-2k/hs), in every
+// layer; the backward rotates the gradients back (the transpose of a rotation)
+#define PE_LAYER
+static void rope_rotate(real* qkv, int B, int T, int C, int NH, int direction) {
+    int hs = C / NH;
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            real* row = qkv + ((size_t)b * T + t) * 3 * C;
+            for (int k = 0; 2 * k < hs; k++) {
+                double angle = t * pow(ROPE_BASE, -2.0 * k / hs);
+                real cs = (real)cos(angle), sn = (real)(direction * sin(angle));
+                for (int part = 0; part < 2; part++) { // q, then k
+                    for (int h = 0; h < NH; h++) {
+                        real* x = row + part * C + h * hs + 2 * k;
+                        real x0 = x[0], x1 = x[1];
+                        x[0] = x0 * cs - x1 * sn;
+                        x[1] = x0 * sn + x1 * cs;
+                    }
+                }
+            }
+        }
+    }
+}
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {
+    GPT2Config* c = &model->config;
+    rope_rotate(model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, B, T, c->channels, c->num_heads, 1);
+}
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {
+    GPT2Config* c = &model->config;
+    rope_rotate(model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * c->channels, B, T, c->channels, c->num_heads, -1);
+}
+
+#elif defined(PE_NOPE)
+// nope: no position information at all (causal masking alone)
+
+#elif defined(PE_ALIBI)
+// alibi: b(i, j) = -m_h (i - j), fixed head slopes m_h (llmc/pe.h), not scaled by 1/sqrt(hs)
+#define PE_BIAS
+#define PE_BH_GRADS 0
+typedef struct { const real* slopes; } PEBias;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)l; (void)B; (void)T; (void)backward;
+    pb->slopes = model->alibi_slopes;
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    (void)b;
+    return -pb->slopes[h] * (i - j);
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+
+#elif defined(PE_T5)
+// t5: a learned scalar per head and distance bucket, b(i, j) = table[h][bucket(i - j)]
+#define PE_BIAS
+#define PE_BH_GRADS T5_NUM_BUCKETS
+typedef struct { const real* table; real* dbh; int NH; int bucket[T5_MAX_DISTANCE]; } PEBias;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    int NH = model->config.num_heads;
+    (void)T;
+    pb->NH = NH;
+    pb->table = model->params.t5_table + (size_t)l * NH * T5_NUM_BUCKETS;
+    pb->dbh = model->pe_dbh;
+    for (int n = 0; n < T5_MAX_DISTANCE; n++) { pb->bucket[n] = t5_bucket(n); }
+    if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
+}
+static inline int pe_t5_bucket(const PEBias* pb, int n) { return n < T5_MAX_DISTANCE ? pb->bucket[n] : T5_NUM_BUCKETS - 1; }
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    (void)b;
+    return pb->table[h * T5_NUM_BUCKETS + pe_t5_bucket(pb, i - j)];
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    pb->dbh[((size_t)b * pb->NH + h) * PE_BH_GRADS + pe_t5_bucket(pb, i - j)] += ds;
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int NH = pb->NH;
+    real* dtable = model->grads.t5_table + (size_t)l * NH * T5_NUM_BUCKETS;
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int k = 0; k < T5_NUM_BUCKETS; k++) { dtable[h * T5_NUM_BUCKETS + k] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + k]; }
+        }
+    }
+}
+
+#elif defined(PE_KERPLE)
+// kerple (logarithmic): b(i, j) = -r1_h log(1 + r2_h (i - j)), r1, r2 learned and kept >= 0.01
+#define PE_BIAS
+#define PE_BH_GRADS 2
+typedef struct { const real* r1; const real* r2; real* dbh; int NH; } PEBias;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    int NH = model->config.num_heads;
+    (void)T;
+    pb->NH = NH;
+    pb->r1 = model->params.kerple_r1 + (size_t)l * NH;
+    pb->r2 = model->params.kerple_r2 + (size_t)l * NH;
+    pb->dbh = model->pe_dbh;
+    if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    (void)b;
+    return -pb->r1[h] * log(1 + pb->r2[h] * (i - j));
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    real n = (real)(i - j);
+    real* d = pb->dbh + ((size_t)b * pb->NH + h) * PE_BH_GRADS;
+    d[0] -= ds * log(1 + pb->r2[h] * n);
+    d[1] -= ds * pb->r1[h] * n / (1 + pb->r2[h] * n);
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int NH = pb->NH;
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            model->grads.kerple_r1[(size_t)l * NH + h] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + 0];
+            model->grads.kerple_r2[(size_t)l * NH + h] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + 1];
+        }
+    }
+}
+#define PE_PROJECT
+static void pe_project(GPT2* model) {
+    size_t n = model->param_sizes[P_KERPLE_R1];
+    for (size_t i = 0; i < n; i++) {
+        if (model->params.kerple_r1[i] < KERPLE_MIN) { model->params.kerple_r1[i] = KERPLE_MIN; }
+        if (model->params.kerple_r2[i] < KERPLE_MIN) { model->params.kerple_r2[i] = KERPLE_MIN; }
+    }
+}
+
+#elif defined(PE_FIRE)
+// fire: b(i, j) = f(psi(i - j) / psi(max(L, i + 1))), psi(x) = log(c x + 1), f an MLP
+// 1 -> 32 (ReLU) -> NH shared by the heads of a layer; c and the threshold L are learned
+// and used as |c|, |L| (as FIRE's code), and a small eps keeps the division finite.
+#define PE_BIAS
+#define PE_BH_GRADS (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, L
+typedef struct { const real* w1; const real* b1; const real* w2; const real* b2; real c; real L; real* dbh; int NH; } PEBias;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    int NH = model->config.num_heads;
+    (void)T;
+    pb->NH = NH;
+    pb->w1 = model->params.fire_w1 + (size_t)l * FIRE_HIDDEN;
+    pb->b1 = model->params.fire_b1 + (size_t)l * FIRE_HIDDEN;
+    pb->w2 = model->params.fire_w2 + (size_t)l * NH * FIRE_HIDDEN;
+    pb->b2 = model->params.fire_b2 + (size_t)l * NH;
+    pb->c = model->params.fire_c[l];
+    pb->L = model->params.fire_L[l];
+    pb->dbh = model->pe_dbh;
+    if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
+}
+// the MLP's input u = psi(i - j) / (psi(max(|L|, i + 1)) + eps)
+static inline real fire_input(const PEBias* pb, int i, int j, real* psi_num, real* psi_den, real* lpos) {
+    real c = fabs(pb->c);
+    real L = fabs(pb->L);
+    *lpos = L > i + 1 ? L : (real)(i + 1);
+    *psi_num = log(c * (i - j) + 1);
+    *psi_den = log(c * *lpos + 1) + (real)FIRE_EPS;
+    return *psi_num / *psi_den;
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    (void)b;
+    real pn, pd, lp;
+    real u = fire_input(pb, i, j, &pn, &pd, &lp);
+    const real* w2 = pb->w2 + h * FIRE_HIDDEN;
+    real out = pb->b2[h];
+    for (int k = 0; k < FIRE_HIDDEN; k++) {
+        real hid = pb->w1[k] * u + pb->b1[k];
+        if (hid > 0) { out += w2[k] * hid; }
+    }
+    return out;
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    real pn, pd, lp;
+    real u = fire_input(pb, i, j, &pn, &pd, &lp);
+    const real* w2 = pb->w2 + h * FIRE_HIDDEN;
+    real* d = pb->dbh + ((size_t)b * pb->NH + h) * PE_BH_GRADS;
+    real* dw1 = d;
+    real* db1 = d + FIRE_HIDDEN;
+    real* dw2 = d + 2 * FIRE_HIDDEN;
+    real du = 0;
+    for (int k = 0; k < FIRE_HIDDEN; k++) {
+        real hid = pb->w1[k] * u + pb->b1[k];
+        if (hid > 0) {
+            dw2[k] += ds * hid;
+            real dhid = ds * w2[k];
+            dw1[k] += dhid * u;
+            db1[k] += dhid;
+            du += dhid * pb->w1[k];
+        }
+    }
+    d[3 * FIRE_HIDDEN] += ds; // b2
+    // u = pn / pd with pn = log(|c| n + 1), pd = log(|c| lp + 1) + eps
+    real c = fabs(pb->c), sc = pb->c >= 0 ? 1 : -1;
+    real n = (real)(i - j);
+    real dpn = du / pd, dpd = -du * pn / (pd * pd);
+    real dc = dpn * n / (c * n + 1) + dpd * lp / (c * lp + 1);
+    d[3 * FIRE_HIDDEN + 1] += dc * sc;
+    if (fabs(pb->L) > i + 1) { // the threshold is active: lp = |L|
+        real sl = pb->L >= 0 ? 1 : -1;
+        d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1) * sl;
+    }
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int NH = pb->NH;
+    real* dw1 = model->grads.fire_w1 + (size_t)l * FIRE_HIDDEN;
+    real* db1 = model->grads.fire_b1 + (size_t)l * FIRE_HIDDEN;
+    real* dw2 = model->grads.fire_w2 + (size_t)l * NH * FIRE_HIDDEN;
+    real* db2 = model->grads.fire_b2 + (size_t)l * NH;
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const real* d = pb->dbh + ((size_t)b * NH + h) * PE_BH_GRADS;
+            for (int k = 0; k < FIRE_HIDDEN; k++) {
+                dw1[k] += d[k];
+                db1[k] += d[FIRE_HIDDEN + k];
+                dw2[h * FIRE_HIDDEN + k] += d[2 * FIRE_HIDDEN + k];
+            }
+            db2[h] += d[3 * FIRE_HIDDEN];
+            model->grads.fire_c[l] += d[3 * FIRE_HIDDEN + 1];
+            model->grads.fire_L[l] += d[3 * FIRE_HIDDEN + 2];
+        }
+    }
+}
+
+#elif defined(PE_CABLE_FAMILY)
+// CABLE: each token adds a learned, context-dependent increment d_t = -g(x_t W_b + b_b)
+// per head (x = the attention block's input after ln_1), S_t = d_1 + ... + d_t, and the
+// bias is made of S:
+//   cable_v1  g = softplus           b(i, j) = S_i - S_j         (the released code)
+//   cable_nw  g = ReLU               b(i, j) = S_i - S_j         (CABLE v2 without weights)
+//   cable     g = ReLU               b(i, j) = w_i (S_i - S_j),  w_i = x_i W_w + b_w
+//   kcable    g = ReLU               b(i, j) = -log(1 + (S_i - S_j)^2)
+// With every increment equal to -m the bias is ALiBi's -m (i - j). S stays in full
+// precision. In the backward pass the attention kernel turns the score gradients into
+// dS (column and row sums) and, for cable, dw (row sums); pe_layer_backward then runs
+// the reverse cumulative sum and the two small linear layers backward.
+#define PE_LAYER
+#define PE_BIAS
+#define PE_BH_GRADS 0
+typedef struct { const real* S; const real* w; real* dS; real* dw; int T; int NH; } PEBias;
+
+static inline real cable_increment(real a) { // g(a), the (positive) size of the step
+#if defined(PE_CABLE_V1)
+    return a > 20 ? a : log1p(exp(a));
+#else
+    return a > 0 ? a : 0;
+#endif
+}
+static inline real cable_increment_grad(real a) { // g'(a)
+#if defined(PE_CABLE_V1)
+    return 1 / (1 + exp(-a));
+#else
+    return a > 0 ? 1 : 0;
+#endif
+}
+
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {
+    GPT2Config* cfg = &model->config;
+    int C = cfg->channels, NH = cfg->num_heads;
+    size_t N = model->acts_N, slot = layer_slot(model, l);
+    const real* ln1 = model->acts.t.ln1 + slot * N * C;
+    real* a = model->acts.t.pe_a + slot * N * NH;
+    real* S = model->acts.t.pe_s + slot * N * NH;
+    matmul_forward(a, ln1, model->params.cable_wb + (size_t)l * NH * C, model->params.cable_bb + (size_t)l * NH, B * T, C, NH);
+#if defined(PE_CABLE)
+    real* w = model->acts.t.pe_w + slot * N * NH;
+    matmul_forward(w, ln1, model->params.cable_ww + (size_t)l * NH * C, model->params.cable_bw + (size_t)l * NH, B * T, C, NH);
+#endif
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            real s = 0;
+            for (int t = 0; t < T; t++) {
+                size_t idx = ((size_t)b * T + t) * NH + h;
+                s -= cable_increment(a[idx]);
+                S[idx] = s;
+            }
+        }
+    }
+}
+
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {
+    GPT2Config* cfg = &model->config;
+    int C = cfg->channels, NH = cfg->num_heads;
+    size_t N = model->acts_N;
+    const real* ln1 = model->acts.t.ln1 + (size_t)l * N * C;
+    const real* a = model->acts.t.pe_a + (size_t)l * N * NH;
+    real* dS = model->grads_acts.t.pe_s + (size_t)l * N * NH;
+    real* da = model->grads_acts.t.pe_a + (size_t)l * N * NH;
+    real* dln1 = model->grads_acts.t.ln1 + (size_t)l * N * C;
+    // S_t = -sum_{k<=t} g(a_k): dL/da_k = -g'(a_k) * sum_{t>=k} dL/dS_t (a reverse cumulative sum)
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            real acc = 0;
+            for (int t = T - 1; t >= 0; t--) {
+                size_t idx = ((size_t)b * T + t) * NH + h;
+                acc += dS[idx];
+                da[idx] = -cable_increment_grad(a[idx]) * acc;
+            }
+        }
+    }
+    matmul_backward(dln1, model->grads.cable_wb + (size_t)l * NH * C, model->grads.cable_bb + (size_t)l * NH,
+                    da, ln1, model->params.cable_wb + (size_t)l * NH * C, B * T, C, NH);
+#if defined(PE_CABLE)
+    real* dw = model->grads_acts.t.pe_w + (size_t)l * N * NH;
+    matmul_backward(dln1, model->grads.cable_ww + (size_t)l * NH * C, model->grads.cable_bw + (size_t)l * NH,
+                    dw, ln1, model->params.cable_ww + (size_t)l * NH * C, B * T, C, NH);
+#endif
+}
+
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    int NH = model->config.num_heads;
+    size_t N = model->acts_N, slot = layer_slot(model, l);
+    (void)B;
+    pb->T = T;
+    pb->NH = NH;
+    pb->S = model->acts.t.pe_s + slot * N * NH;
+    pb->w = model->acts.t.pe_w + slot * N * NH;
+    pb->dS = backward ? model->grads_acts.t.pe_s + (size_t)l * N * NH : NULL;
+    pb->dw = backward ? model->grads_acts.t.pe_w + (size_t)l * N * NH : NULL;
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    size_t row = (size_t)b * pb->T;
+    real diff = pb->S[(row + i) * pb->NH + h] - pb->S[(row + j) * pb->NH + h];
+#if defined(PE_CABLE)
+    return pb->w[(row + i) * pb->NH + h] * diff;
+#elif defined(PE_KCABLE)
+    return -log(1 + diff * diff);
+#else
+    return diff;
+#endif
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    size_t row = (size_t)b * pb->T;
+    size_t si = (row + i) * pb->NH + h, sj = (row + j) * pb->NH + h;
+#if defined(PE_CABLE)
+    real diff = pb->S[si] - pb->S[sj];
+    pb->dw[si] += ds * diff;
+    ds *= pb->w[si];
+#elif defined(PE_KCABLE)
+    real diff = pb->S[si] - pb->S[sj];
+    ds *= -2 * diff / (1 + diff * diff);
+#endif
+    pb->dS[si] += ds;
+    pb->dS[sj] -= ds;
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+#endif
+
+// defaults: the hooks an encoding does not define do nothing
+#ifndef PE_EMBED
+static void pe_embed_forward(GPT2* model, real* out, int B, int T) { (void)model; (void)out; (void)B; (void)T; }
+static void pe_embed_backward(GPT2* model, const real* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
+#endif
+#ifndef PE_LAYER
+static void pe_layer_forward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
+static void pe_layer_backward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
+#endif
+#ifndef PE_BIAS
+#define PE_BH_GRADS 0
+typedef struct { int unused; } PEBias;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)pb; (void)model; (void)l; (void)B; (void)T; (void)backward;
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) { (void)pb; (void)b; (void)h; (void)i; (void)j; return 0; }
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+#endif
+#ifndef PE_PROJECT
+static void pe_project(GPT2* model) { (void)model; }
+#endif
+
+// ============================================================================
+// attention
+
+// attention_forward: causal multi-head attention with the PE's additive bias,
+// softmax(q.k / sqrt(hs) + b(i, j)) v, one query row at a time so that only one row of
+// scores (per thread) ever exists; each row's log-sum-exp is kept for the backward pass.
+// qkv is (B, T, 3C) with q, k, v side by side, out is (B, T, C), lse is (B, NH, T).
+void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, real* scratch,
+                       int B, int T, int C, int NH) {
+    int C3 = 3 * C, hs = C / NH;
+    real scale = 1 / sqrt((real)hs);
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            real* s = scratch + (size_t)omp_get_thread_num() * T;
+            for (int i = 0; i < T; i++) {
+                const real* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
+                real maxv = -INFINITY;
+                for (int j = 0; j <= i; j++) {
+                    const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
+                    real dot = 0;
+                    #pragma omp simd reduction(+:dot)
+                    for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
+                    s[j] = dot * scale + pe_bias(pb, b, h, i, j);
+                    if (s[j] > maxv) { maxv = s[j]; }
+                }
+                real sum = 0;
+                for (int j = 0; j <= i; j++) { s[j] = exp(s[j] - maxv); sum += s[j]; }
+                real* o = out + ((size_t)b * T + i) * C + h * hs;
+                for (int c = 0; c < hs; c++) { o[c] = 0; }
+                for (int j = 0; j <= i; j++) {
+                    const real* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
+                    real p = s[j] / sum;
+                    #pragma omp simd
+                    for (int c = 0; c < hs; c++) { o[c] += p * v[c]; }
+                }
+                lse[((size_t)b * NH + h) * T + i] = maxv + log(sum);
+            }
+        }
+    }
+}
+
+// attention_backward: recomputes each row's probabilities from q, k and the saved
+// log-sum-exp (no stored attention matrix), then with D_i = dout_i . out_i:
+// ds_ij = p_ij (dout_i . v_j - D_i), dq_i += ds_ij k_j / sqrt(hs), dk_j += ds_ij q_i / sqrt(hs),
+// dv_j += p_ij dout_i, and hands ds_ij to the PE's bias backward. Each (b, h) is one
+// thread's, so the accumulations never race.
+void attention_backward(real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
+                        PEBias* pb, int B, int T, int C, int NH) {
+    int C3 = 3 * C, hs = C / NH;
+    real scale = 1 / sqrt((real)hs);
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < T; i++) {
+                const real* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
+                const real* g = dout + ((size_t)b * T + i) * C + h * hs;
+                const real* o = out + ((size_t)b * T + i) * C + h * hs;
+                real* dq = dqkv + ((size_t)b * T + i) * C3 + h * hs;
+                real row_lse = lse[((size_t)b * NH + h) * T + i];
+                real D = 0;
+                for (int c = 0; c < hs; c++) { D += g[c] * o[c]; }
+                for (int j = 0; j <= i; j++) {
+                    const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
+                    const real* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
+                    real* dk = dqkv + ((size_t)b * T + j) * C3 + C + h * hs;
+                    real* dv = dqkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
+                    real dot = 0, dp = 0;
+                    #pragma omp simd reduction(+:dot, dp)
+                    for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; dp += g[c] * v[c]; }
+                    real p = exp(dot * scale + pe_bias(pb, b, h, i, j) - row_lse);
+                    real ds = p * (dp - D);
+                    #pragma omp simd
+                    for (int c = 0; c < hs; c++) {
+                        dq[c] += ds * scale * k[c];
+                        dk[c] += ds * scale * q[c];
+                        dv[c] += p * g[c];
+                    }
+                    pe_bias_backward(pb, b, h, i, j, ds);
+                }
+            }
+        }
+    }
+}
+
+// ============================================================================
+// the model
+
+static void gpt2_allocate(GPT2* model) {
+    fill_in_parameter_sizes(model->param_sizes, &model->config);
+    model->num_parameters = count_parameters(&model->config);
+    model->params_memory = (real*)malloc_check(model->num_parameters * sizeof(real));
+    point_parameters(&model->params, model->params_memory, model->param_sizes);
+    model->alibi_slopes = (real*)malloc_check(model->config.num_heads * sizeof(real));
+    float* slopes = (float*)malloc_check(model->config.num_heads * sizeof(float));
+    alibi_slopes(slopes, model->config.num_heads);
+    for (int h = 0; h < model->config.num_heads; h++) { model->alibi_slopes[h] = slopes[h]; }
+    free(slopes);
+}
+
+// builds a freshly initialized model (llmc/model.h: gpt2_init_params) for a configuration
+void gpt2_build_from_config(GPT2* model, const GPT2Config* cfg, uint64_t seed) {
+    memset(model, 0, sizeof(*model));
+    model->config = *cfg;
+    gpt2_config_check(cfg, "model configuration");
+    if (cfg->pe != PE_ID) { fatal("configuration asks for PE '%s' but this binary was built with PE '%s'", pe_name(cfg->pe), pe_name(PE_ID)); }
+    gpt2_allocate(model);
+    float* init = (float*)malloc_check(model->num_parameters * sizeof(float));
+    gpt2_init_params(init, cfg, seed);
+    for (size_t i = 0; i < model->num_parameters; i++) { model->params_memory[i] = init[i]; }
+    free(init);
+    model->mean_loss = -1;
+}
+
+// loads a checkpoint (fp32 or bf16) after validating its header, size and PE
+void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
+    memset(model, 0, sizeof(*model));
+    int version;
+    FILE* f = checkpoint_open(path, &model->config, &version);
+    gpt2_allocate(model);
+    size_t n = model->num_parameters;
+    if (version == CHECKPOINT_FP32) {
+        float* buf = (float*)malloc_check(n * sizeof(float));
+        fread_check(buf, sizeof(float), n, f, path);
+        for (size_t i = 0; i < n; i++) { model->params_memory[i] = buf[i]; }
+        free(buf);
+    } else {
+        uint16_t* buf = (uint16_t*)malloc_check(n * sizeof(uint16_t));
+        fread_check(buf, sizeof(uint16_t), n, f, path);
+        for (size_t i = 0; i < n; i++) { model->params_memory[i] = bf16_to_float(buf[i]); }
+        free(buf);
+    }
+    fclose(f);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(model->params_memory[i])) { fatal("%s holds a non-finite parameter (index %zu)", path, i); }
+    }
+    model->mean_loss = -1;
+}
+
+// writes the parameters in fp32 (checkpoint version 3), crash-safely
+void gpt2_save_checkpoint(const GPT2* model, const char* path) {
+    int header[256];
+    checkpoint_header_fill(header, &model->config, CHECKPOINT_FP32);
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), 256);
+    float* buf = (float*)malloc_check(model->num_parameters * sizeof(float));
+    for (size_t i = 0; i < model->num_parameters; i++) { buf[i] = (float)model->params_memory[i]; }
+    atomic_write(&af, buf, sizeof(float), model->num_parameters);
+    free(buf);
+    atomic_commit(&af);
+}
+
+// (re)allocates activations for B x T tokens: every layer when training, one otherwise
+static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
+    size_t N = (size_t)B * T;
+    int layers = training ? model->config.num_layers : 1;
+    int fits = model->acts.memory != NULL && B <= model->acts_B && T <= model->acts_T
+            && (!training || model->grads_acts.memory != NULL);
+    if (fits) { return; }
+    free(model->acts.memory);
+    free(model->grads_acts.memory);
+    free(model->att_scratch);
+    free(model->pe_dbh);
+    free(model->logits);
+    free(model->inputs);
+    free(model->targets);
+    memset(&model->grads_acts, 0, sizeof(model->grads_acts));
+    activation_set_alloc(&model->acts, &model->config, N, layers);
+    if (training) { activation_set_alloc(&model->grads_acts, &model->config, N, layers); }
+    model->acts_N = N;
+    model->acts_B = B;
+    model->acts_T = T;
+    model->acts_layers = layers;
+    model->att_scratch = (real*)malloc_check((size_t)omp_get_max_threads() * T * sizeof(real));
+    model->pe_dbh = (real*)malloc_check(((size_t)B * model->config.num_heads * PE_BH_GRADS + 1) * sizeof(real));
+    model->logits = (real*)malloc_check((size_t)CLASSIFIER_CHUNK * model->config.padded_vocab_size * sizeof(real));
+    model->inputs = (int*)malloc_check(N * sizeof(int));
+    model->targets = (int*)malloc_check(N * sizeof(int));
+}
+
+// allocates the parameter gradients on first use (evaluation never needs them)
+static void gpt2_ensure_grads(GPT2* model) {
+    if (model->grads_memory == NULL) {
+        model->grads_memory = (real*)calloc_check(model->num_parameters, sizeof(real));
+        point_parameters(&model->grads, model->grads_memory, model->param_sizes);
+    }
+}
+
+// longest sequence the model can process: learned embeddings stop at maxT
+int gpt2_max_length(const GPT2* model) {
+    return model->config.pe == PE_ID_LEARNED ? model->config.max_seq_len : INT32_MAX;
+}
+
+// Forward pass over B x T tokens. With targets, computes the per-token losses and their
+// mean. dloss is d(objective)/d(mean loss): nonzero when training, and then the
+// classifier's backward runs here (fused_classifier) and gpt2_backward continues it.
+void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, real dloss) {
+    GPT2Config* cfg = &model->config;
+    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
+    if (T > gpt2_max_length(model)) {
+        fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len);
+    }
+    for (int i = 0; i < B * T; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < 0 || targets[i] >= V))) {
+            fatal("token id out of range [0, %d) at position %d of the batch", V, i);
+        }
+    }
+    int training = dloss != 0;
+    gpt2_ensure_activations(model, B, T, training);
+    if (training) { gpt2_ensure_grads(model); }
+    model->batch_size = B;
+    model->seq_len = T;
+    memcpy(model->inputs, inputs, (size_t)B * T * sizeof(int));
+    if (targets != NULL) { memcpy(model->targets, targets, (size_t)B * T * sizeof(int)); }
+    if (training) { memset(model->grads_acts.memory, 0, model->grads_acts.num * sizeof(real)); }
+
+    ParameterTensors p = model->params;
+    ActivationTensors a = model->acts.t;
+    size_t N = model->acts_N;
+    encoder_forward(a.encoded, inputs, p.wte, B, T, C);
+    pe_embed_forward(model, a.encoded, B, T);
+    for (int l = 0; l < L; l++) {
+        size_t s = layer_slot(model, l);
+        // the residual stream entering layer l: the embeddings, or layer l-1's output
+        // (in evaluation that is the same slot, read before it is overwritten)
+        real* residual = l == 0 ? a.encoded : a.residual3 + layer_slot(model, l - 1) * N * C;
+        real* l_ln1 = a.ln1 + s * N * C;
+        real* l_qkv = a.qkv + s * N * 3 * C;
+        real* l_atty = a.atty + s * N * C;
+        real* l_residual2 = a.residual2 + s * N * C;
+        real* l_ln2 = a.ln2 + s * N * C;
+        real* l_fch = a.fch + s * N * 4 * C;
+        real* l_fch_gelu = a.fch_gelu + s * N * 4 * C;
+        layernorm_forward(l_ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, residual,
+                          p.ln1w + (size_t)l * C, p.ln1b + (size_t)l * C, B * T, C);
+        matmul_forward(l_qkv, l_ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + (size_t)l * 3 * C, B * T, C, 3 * C);
+        pe_layer_forward(model, l, B, T);
+        PEBias pb;
+        pe_bias_setup(&pb, model, l, B, T, 0);
+        attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, model->att_scratch, B, T, C, NH);
+        matmul_forward(a.attproj + s * N * C, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C);
+        residual_forward(l_residual2, residual, a.attproj + s * N * C, (size_t)B * T * C);
+        layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
+                          p.ln2w + (size_t)l * C, p.ln2b + (size_t)l * C, B * T, C);
+        matmul_forward(l_fch, l_ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + (size_t)l * 4 * C, B * T, C, 4 * C);
+        gelu_forward(l_fch_gelu, l_fch, (size_t)B * T * 4 * C);
+        matmul_forward(a.fcproj + s * N * C, l_fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, p.fcprojb + (size_t)l * C, B * T, 4 * C, C);
+        residual_forward(a.residual3 + s * N * C, l_residual2, a.fcproj + s * N * C, (size_t)B * T * C);
+    }
+    real* last = a.residual3 + layer_slot(model, L - 1) * N * C;
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p.lnfw, p.lnfb, B * T, C);
+    if (targets == NULL) { model->mean_loss = -1; return; }
+    fused_classifier(a.losses, training ? model->grads_acts.t.lnf : NULL, training ? model->grads.wte : NULL,
+                     model->logits, a.lnf, p.wte, targets, dloss, B * T, V, Vp, C);
+    real sum = 0;
+    for (int i = 0; i < B * T; i++) { sum += a.losses[i]; }
+    model->mean_loss = sum / (B * T);
+}
+
+void gpt2_zero_grad(GPT2* model) {
+    if (model->grads_memory != NULL) { memset(model->grads_memory, 0, model->num_parameters * sizeof(real)); }
+}
+
+// Backward pass of the last training forward, continuing from the gradient of lnf that
+// the fused classifier left; accumulates into the parameter gradients.
+void gpt2_backward(GPT2* model) {
+    GPT2Config* cfg = &model->config;
+    int B = model->batch_size, T = model->seq_len, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
+    if (model->acts_layers != L || model->mean_loss < 0) { fatal("gpt2_backward needs a training forward pass with targets first"); }
+    ParameterTensors p = model->params, g = model->grads;
+    ActivationTensors a = model->acts.t, d = model->grads_acts.t;
+    size_t N = model->acts_N;
+    layernorm_backward(d.residual3 + (size_t)(L - 1) * N * C, g.lnfw, g.lnfb, d.lnf, a.residual3 + (size_t)(L - 1) * N * C,
+                       p.lnfw, a.lnf_mean, a.lnf_rstd, B * T, C);
+    for (int l = L - 1; l >= 0; l--) {
+        size_t o = (size_t)l * N;
+        real* residual = l == 0 ? a.encoded : a.residual3 + (o - N) * C;
+        real* dresidual = l == 0 ? d.encoded : d.residual3 + (o - N) * C;
+        matmul_backward(d.fch_gelu + o * 4 * C, g.fcprojw + (size_t)l * C * 4 * C, g.fcprojb + (size_t)l * C,
+                        d.residual3 + o * C, a.fch_gelu + o * 4 * C, p.fcprojw + (size_t)l * C * 4 * C, B * T, 4 * C, C);
+        gelu_backward(d.fch + o * 4 * C, a.fch + o * 4 * C, d.fch_gelu + o * 4 * C, (size_t)B * T * 4 * C);
+        matmul_backward(d.ln2 + o * C, g.fcw + (size_t)l * 4 * C * C, g.fcb + (size_t)l * 4 * C,
+                        d.fch + o * 4 * C, a.ln2 + o * C, p.fcw + (size_t)l * 4 * C * C, B * T, C, 4 * C);
+        // the residual stream: residual3 = residual2 + fcproj, residual2 = residual + attproj
+        residual_backward(d.residual2 + o * C, d.fcproj + o * C, d.residual3 + o * C, (size_t)B * T * C);
+        layernorm_backward(d.residual2 + o * C, g.ln2w + (size_t)l * C, g.ln2b + (size_t)l * C, d.ln2 + o * C,
+                           a.residual2 + o * C, p.ln2w + (size_t)l * C, a.ln2_mean + o, a.ln2_rstd + o, B * T, C);
+        residual_backward(dresidual, d.attproj + o * C, d.residual2 + o * C, (size_t)B * T * C);
+        matmul_backward(d.atty + o * C, g.attprojw + (size_t)l * C * C, g.attprojb + (size_t)l * C,
+                        d.attproj + o * C, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C);
+        PEBias pb;
+        pe_bias_setup(&pb, model, l, B, T, 1);
+        attention_backward(d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
+                           &pb, B, T, C, NH);
+        pe_bias_reduce(&pb, model, l, B);
+        pe_layer_backward(model, l, B, T);
+        matmul_backward(d.ln1 + o * C, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C,
+                        d.qkv + o * 3 * C, a.ln1 + o * C, p.qkvw + (size_t)l * 3 * C * C, B * T, C, 3 * C);
+        layernorm_backward(dresidual, g.ln1w + (size_t)l * C, g.ln1b + (size_t)l * C, d.ln1 + o * C,
+                           residual, p.ln1w + (size_t)l * C, a.ln1_mean + o, a.ln1_rstd + o, B * T, C);
+    }
+    encoder_backward(g.wte, d.encoded, model->inputs, B, T, C);
+    pe_embed_backward(model, d.encoded, B, T);
+}
+
+// squared L2 norm of all parameter gradients (in double: the sum has millions of terms)
+double gpt2_grad_norm_squared(const GPT2* model) {
+    double sum = 0;
+    #pragma omp parallel for reduction(+:sum)
+    for (size_t i = 0; i < model->num_parameters; i++) { sum += (double)model->grads_memory[i] * model->grads_memory[i]; }
+    return sum;
+}
+
+// AdamW step t (1-based) at learning rate lr; gradients are multiplied by grad_scale
+// first (clipping). Weight decay only on the matrices (llmc/model.h: PARAM_DECAY).
+void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    if (model->m_memory == NULL) {
+        model->m_memory = (real*)calloc_check(model->num_parameters, sizeof(real));
+        model->v_memory = (real*)calloc_check(model->num_parameters, sizeof(real));
+    }
+    real bc1 = 1 - pow(beta1, t), bc2 = 1 - pow(beta2, t);
+    size_t offset = 0;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        real wd = PARAM_DECAY[k] ? weight_decay : 0;
+        size_t n = model->param_sizes[k];
+        #pragma omp parallel for
+        for (size_t i = offset; i < offset + n; i++) {
+            real grad = model->grads_memory[i] * grad_scale;
+            real m = beta1 * model->m_memory[i] + (1 - beta1) * grad;
+            real v = beta2 * model->v_memory[i] + (1 - beta2) * grad * grad;
+            model->m_memory[i] = m;
+            model->v_memory[i] = v;
+            model->params_memory[i] -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * model->params_memory[i]);
+        }
+        offset += n;
+    }
+    pe_project(model);
+}
+
+// logits over the vocabulary at position t of row b of the last forward pass (sampling)
+void gpt2_logits_row(GPT2* model, int b, int t, float* out) {
+    int C = model->config.channels, Vp = model->config.padded_vocab_size;
+    const real* x = model->acts.t.lnf + ((size_t)b * model->seq_len + t) * C;
+    matmul_forward(model->logits, x, model->params.wte, NULL, 1, C, Vp);
+    for (int v = 0; v < Vp; v++) { out[v] = (float)model->logits[v]; }
+}
+
+// per-token losses of the last forward pass with targets
+void gpt2_token_losses(const GPT2* model, float* out) {
+    size_t n = (size_t)model->batch_size * model->seq_len;
+    for (size_t i = 0; i < n; i++) { out[i] = (float)model->acts.t.losses[i]; }
+}
+
+void gpt2_free(GPT2* model) {
+    free(model->params_memory);
+    free(model->grads_memory);
+    free(model->m_memory);
+    free(model->v_memory);
+    free(model->acts.memory);
+    free(model->grads_acts.memory);
+    free(model->att_scratch);
+    free(model->pe_dbh);
+    free(model->logits);
+    free(model->alibi_slopes);
+    free(model->inputs);
+    free(model->targets);
+}
+
+// averages the parameter gradients over the processes (data parallelism)
+void gpt2_allreduce_grads(GPT2* model, const MultiProcess* mp) {
+    if (mp->world == 1) { return; }
+#ifdef REAL_DOUBLE
+    mp_allreduce_sum_f64(model->grads_memory, model->num_parameters);
+#else
+    mp_allreduce_sum_f32(model->grads_memory, model->num_parameters);
+#endif
+    for (size_t i = 0; i < model->num_parameters; i++) { model->grads_memory[i] /= mp->world; }
+}
+
+// the AdamW moments, for the training state file (zeros before the first update)
+size_t gpt2_opt_state_size(const GPT2* model) { return model->num_parameters; }
+
+void gpt2_opt_state_get(const GPT2* model, float* m, float* v) {
+    for (size_t i = 0; i < model->num_parameters; i++) {
+        m[i] = model->m_memory != NULL ? (float)model->m_memory[i] : 0.0f;
+        v[i] = model->v_memory != NULL ? (float)model->v_memory[i] : 0.0f;
+    }
+}
+
+void gpt2_opt_state_set(GPT2* model, const float* m, const float* v) {
+    if (model->m_memory == NULL) {
+        model->m_memory = (real*)calloc_check(model->num_parameters, sizeof(real));
+        model->v_memory = (real*)calloc_check(model->num_parameters, sizeof(real));
+    }
+    for (size_t i = 0; i < model->num_parameters; i++) { model->m_memory[i] = m[i]; model->v_memory[i] = v[i]; }
+}
+
+// peak resident memory of the process so far
+double gpt2_peak_memory_mib(const GPT2* model) {
+    (void)model;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+// ----------------------------------------------------------------------------
+// the program: command line, data, training loop, evaluation (shared with the CUDA trainer)
+
+#define TRAINER_NAME "train_gpt2"
+#include "llmc/driver.h"
+
+#ifndef TESTING
+int main(int argc, char** argv) {
+    return train_main(argc, argv);
+}
+#endif
