@@ -1,0 +1,740 @@
+/*
+Tests of the CPU trainer for the encoding it is built with (make test builds and runs
+it for every encoding, in fp32, and again in fp64 for the gradient checks):
+
+  ./test_gpt2            fp32 tests: the forward pass against an independent naive
+                         implementation of the encoding's definition (explicit bias
+                         matrices), identities between encodings, NoPE's permutation
+                         invariance, BLAS vs plain-loop matmuls, learned's maxT limit,
+                         checkpoint round trip and bad files, overfitting one batch,
+                         memory at long sequence lengths
+  ./gradcheck gradcheck  fp64: every parameter tensor's analytic gradient against
+                         central finite differences
+
+Every check prints its measured error next to its tolerance and fails the run if it
+is exceeded.
+*/
+#define TESTING
+#include "train_gpt2.c"
+#include <sys/wait.h>
+
+static int failures = 0;
+
+static void check(int ok, const char* what, double value, double tol) {
+    printf("  %-58s %s  (%.3g, tolerance %.3g)\n", what, ok ? "ok  " : "FAIL", value, tol);
+    if (!ok) { failures++; }
+}
+
+// a tiny model: 2 layers, 3 heads (a non-power-of-two count for ALiBi's slopes),
+// head size 4, a vocabulary of 250 padded to 256
+static GPT2Config tiny_config(int maxT) {
+    GPT2Config c;
+    c.num_layers = 2; c.num_heads = 3; c.channels = 12;
+    c.vocab_size = 250; c.padded_vocab_size = 256; c.max_seq_len = maxT; c.pe = PE_ID;
+    return c;
+}
+
+static void random_tokens(int* x, int n, int V, uint64_t* rng) {
+    for (int i = 0; i < n; i++) { x[i] = (int)(random_u32(rng) % V); }
+}
+
+// moves every parameter away from its initial value so that no gradient is
+// trivially zero (layernorm weights are all 1 and biases 0 after init)
+static void perturb_parameters(GPT2* model, real amount, uint64_t* rng) {
+    for (size_t i = 0; i < model->num_parameters; i++) { model->params_memory[i] += amount * random_normal(rng); }
+    pe_project(model);
+}
+
+// ----------------------------------------------------------------------------
+// the encodings' definitions, written out again independently of train_gpt2.c
+
+#if defined(PE_T5)
+// T5's _relative_position_bucket (causal), computed the way the reference does in fp32
+static int ref_t5_bucket(int n) {
+    if (n < 16) { return n; }
+    int v = 16 + (int)(logf((float)n / 16.0f) / logf(128.0f / 16.0f) * 16.0f);
+    return v < 31 ? v : 31;
+}
+#endif
+
+// S of head h for the CABLE family at layer l, row b, position t, recomputed from ln1
+#if defined(PE_CABLE_FAMILY)
+static double ref_cable_S(GPT2* model, int l, int b, int h, int t, int T, int force_m, double m) {
+    int C = model->config.channels, NH = model->config.num_heads;
+    const real* W = model->params.cable_wb + ((size_t)l * NH + h) * C;
+    double S = 0;
+    for (int k = 0; k <= t; k++) {
+        const real* x = model->acts.t.ln1 + ((size_t)l * model->acts_N + (size_t)b * T + k) * C;
+        double a = model->params.cable_bb[l * NH + h];
+        for (int c = 0; c < C; c++) { a += x[c] * W[c]; }
+#if defined(PE_CABLE_V1)
+        double inc = log(1 + exp(a));
+#else
+        double inc = a > 0 ? a : 0;
+#endif
+        S -= force_m ? m : inc;
+    }
+    return S;
+}
+#endif
+
+// the bias b(i, j) of head h in layer l for row b, as DESIGN.md defines it
+static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    int NH = model->config.num_heads;
+    (void)NH; (void)l; (void)b; (void)h; (void)i; (void)j; (void)T;
+#if defined(PE_ALIBI)
+    return -model->alibi_slopes[h] * (double)(i - j);
+#elif defined(PE_T5)
+    return model->params.t5_table[((size_t)l * NH + h) * 32 + ref_t5_bucket(i - j)];
+#elif defined(PE_KERPLE)
+    return -model->params.kerple_r1[l * NH + h] * log(1 + model->params.kerple_r2[l * NH + h] * (double)(i - j));
+#elif defined(PE_FIRE)
+    double c = fabs(model->params.fire_c[l]), L = fabs(model->params.fire_L[l]);
+    double u = log(c * (i - j) + 1) / (log(c * fmax(L, i + 1.0) + 1) + 1e-6);
+    double out = model->params.fire_b2[l * NH + h];
+    for (int k = 0; k < 32; k++) {
+        double hid = model->params.fire_w1[l * 32 + k] * u + model->params.fire_b1[l * 32 + k];
+        out += model->params.fire_w2[((size_t)l * NH + h) * 32 + k] * (hid > 0 ? hid : 0);
+    }
+    return out;
+#elif defined(PE_CABLE_FAMILY)
+    double d = ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
+#if defined(PE_CABLE)
+    int C = model->config.channels;
+    const real* x = model->acts.t.ln1 + ((size_t)l * model->acts_N + (size_t)b * T + i) * C;
+    double w = model->params.cable_bw[l * NH + h];
+    for (int c = 0; c < C; c++) { w += x[c] * model->params.cable_ww[((size_t)l * NH + h) * C + c]; }
+    return w * d;
+#elif defined(PE_KCABLE)
+    return -log(1 + d * d);
+#else
+    return d;
+#endif
+#else
+    return 0;
+#endif
+}
+
+typedef double (*BiasFn)(GPT2* model, int l, int b, int h, int i, int j, int T);
+
+// naive attention with an explicit bias matrix from `bias` on the model's stored q, k, v
+// of layer l; returns the largest difference to the model's stored attention output
+static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int T) {
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    const real* out = model->acts.t.atty + (size_t)l * model->acts_N * C;
+    double* scores = (double*)malloc_check((size_t)T * T * sizeof(double));
+    double maxdiff = 0;
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < T; i++) {
+                for (int j = 0; j < T; j++) {
+                    if (j > i) { scores[i * T + j] = -INFINITY; continue; }
+                    double dot = 0;
+                    for (int c = 0; c < hs; c++) {
+                        dot += qkv[((size_t)b * T + i) * 3 * C + h * hs + c] * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c];
+                    }
+                    scores[i * T + j] = dot / sqrt((double)hs) + bias(model, l, b, h, i, j, T);
+                }
+            }
+            for (int i = 0; i < T; i++) {
+                double m = -INFINITY, sum = 0;
+                for (int j = 0; j < T; j++) { m = fmax(m, scores[i * T + j]); }
+                for (int j = 0; j < T; j++) { sum += exp(scores[i * T + j] - m); }
+                for (int c = 0; c < hs; c++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++) { o += exp(scores[i * T + j] - m) / sum * qkv[((size_t)b * T + j) * 3 * C + 2 * C + h * hs + c]; }
+                    maxdiff = fmax(maxdiff, fabs(o - out[((size_t)b * T + i) * C + h * hs + c]));
+                }
+            }
+        }
+    }
+    free(scores);
+    return maxdiff;
+}
+
+// q and k as the definition makes them: ln1 @ qkvw^T + qkvb, then rope's rotation
+static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    (void)NH; (void)hs;
+    double maxdiff = 0;
+    for (int bt = 0; bt < B * T; bt++) {
+        const real* x = model->acts.t.ln1 + ((size_t)l * model->acts_N + bt) * C;
+        const real* stored = model->acts.t.qkv + ((size_t)l * model->acts_N + bt) * 3 * C;
+        double ref[3 * 4096];
+        for (int o = 0; o < 3 * C; o++) {
+            double acc = model->params.qkvb[(size_t)l * 3 * C + o];
+            for (int c = 0; c < C; c++) { acc += x[c] * model->params.qkvw[((size_t)l * 3 * C + o) * C + c]; }
+            ref[o] = acc;
+        }
+#if defined(PE_ROPE)
+        int pos = bt % T;
+        for (int part = 0; part < 2; part++) {
+            for (int h = 0; h < NH; h++) {
+                for (int k = 0; k < hs / 2; k++) {
+                    double theta = pos * pow(10000.0, -2.0 * k / hs);
+                    double* p = ref + part * C + h * hs + 2 * k;
+                    double a = p[0], bb = p[1];
+                    p[0] = a * cos(theta) - bb * sin(theta);
+                    p[1] = a * sin(theta) + bb * cos(theta);
+                }
+            }
+        }
+#endif
+        for (int o = 0; o < 3 * C; o++) { maxdiff = fmax(maxdiff, fabs(ref[o] - stored[o])); }
+    }
+    return maxdiff;
+}
+
+// the embeddings as the definition makes them: wte[token] + the position embedding
+static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
+    int C = model->config.channels;
+    double maxdiff = 0;
+    for (int bt = 0; bt < B * T; bt++) {
+        int pos = bt % T;
+        for (int c = 0; c < C; c++) {
+            double ref = model->params.wte[(size_t)x[bt] * C + c];
+#if defined(PE_LEARNED)
+            ref += model->params.wpe[(size_t)pos * C + c];
+#elif defined(PE_SINUSOIDAL)
+            int k = c / 2;
+            double angle = pos / pow(10000.0, 2.0 * k / C);
+            ref += c % 2 == 0 ? sin(angle) : cos(angle);
+#endif
+            (void)pos;
+            maxdiff = fmax(maxdiff, fabs(ref - model->acts.t.encoded[(size_t)bt * C + c]));
+        }
+    }
+    return maxdiff;
+}
+
+static void test_reference_forward(void) {
+    printf("forward pass against the definition (%s)\n", pe_name(PE_ID));
+    int B = 2, T = 40; // T > 16 exercises T5's logarithmic buckets
+    GPT2Config cfg = tiny_config(T);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 7);
+    uint64_t rng = random_seed(11);
+    perturb_parameters(&model, 0.1f, &rng);
+#if defined(PE_FIRE)
+    for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = T / 2; } // both sides of max(L, i+1)
+#endif
+    int x[80], y[80];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    gpt2_forward(&model, x, y, B, T, 1); // a training forward keeps every layer's activations
+    check(embedding_vs_reference(&model, x, B, T) < 1e-5, "embeddings = wte[token] + position embedding", embedding_vs_reference(&model, x, B, T), 1e-5);
+    for (int l = 0; l < cfg.num_layers; l++) {
+        char what[128];
+        double dq = qkv_vs_reference(&model, l, B, T);
+        snprintf(what, sizeof(what), "layer %d: q, k, v (after the PE's rotation)", l);
+        check(dq < 1e-4, what, dq, 1e-4);
+        double da = attention_vs_reference(&model, l, ref_bias, B, T);
+        snprintf(what, sizeof(what), "layer %d: attention with the explicit bias matrix", l);
+        check(da < 1e-5, what, da, 1e-5);
+    }
+    gpt2_free(&model);
+}
+
+// ----------------------------------------------------------------------------
+// identities that pin the math
+
+#if defined(PE_CABLE_NW)
+static double alibi_bias_of_this_model(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    (void)l; (void)b; (void)T;
+    float slopes[64];
+    alibi_slopes(slopes, model->config.num_heads);
+    return -(double)slopes[h] * (i - j);
+}
+#endif
+#if defined(PE_CABLE)
+static double cable_nw_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    return ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
+}
+#endif
+
+static void test_identities(void) {
+#if defined(PE_CABLE_NW) || defined(PE_CABLE)
+    int B = 2, T = 24;
+    GPT2Config cfg = tiny_config(T);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 3);
+    uint64_t rng = random_seed(5);
+    perturb_parameters(&model, 0.1f, &rng);
+    int x[48], y[48];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    int NH = cfg.num_heads, L = cfg.num_layers, C = cfg.channels;
+#if defined(PE_CABLE_NW)
+    printf("identity: cable_nw with every increment forced to m_h is ALiBi with slopes m_h\n");
+    float slopes[64];
+    alibi_slopes(slopes, NH);
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < NH; h++) {
+            for (int c = 0; c < C; c++) { model.params.cable_wb[((size_t)l * NH + h) * C + c] = 0; }
+            model.params.cable_bb[l * NH + h] = slopes[h];
+        }
+    }
+    gpt2_forward(&model, x, y, B, T, 1);
+    for (int l = 0; l < L; l++) {
+        double d = attention_vs_reference(&model, l, alibi_bias_of_this_model, B, T);
+        check(d < 1e-5, "attention equals ALiBi's", d, 1e-5);
+    }
+#else
+    printf("identity: cable with w = 1 is cable_nw\n");
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < NH; h++) {
+            for (int c = 0; c < C; c++) { model.params.cable_ww[((size_t)l * NH + h) * C + c] = 0; }
+            model.params.cable_bw[l * NH + h] = 1;
+        }
+    }
+    gpt2_forward(&model, x, y, B, T, 1);
+    for (int l = 0; l < L; l++) {
+        double d = attention_vs_reference(&model, l, cable_nw_bias, B, T);
+        check(d < 1e-5, "attention equals cable_nw's", d, 1e-5);
+    }
+#endif
+    gpt2_free(&model);
+#endif
+#if defined(PE_ALIBI)
+    printf("identity: ALiBi slopes as the reference get_slopes\n");
+    float s[12];
+    alibi_slopes(s, 8);
+    double e = 0;
+    for (int h = 0; h < 8; h++) { e = fmax(e, fabs(s[h] - pow(2.0, -(h + 1)))); }
+    check(e < 1e-7, "8 heads: 2^-1 ... 2^-8", e, 1e-7);
+    alibi_slopes(s, 12); // 8 heads' slopes, then every other slope of 16 heads: 2^-0.5, 2^-1.5, ...
+    e = 0;
+    for (int h = 0; h < 8; h++) { e = fmax(e, fabs(s[h] - pow(2.0, -(h + 1)))); }
+    for (int h = 0; h < 4; h++) { e = fmax(e, fabs(s[8 + h] - pow(2.0, -(0.5 + h)))); }
+    check(e < 1e-7, "12 heads: 2^-1 ... 2^-8, 2^-0.5 ... 2^-3.5", e, 1e-7);
+    alibi_slopes(s, 3);
+    e = fmax(fmax(fabs(s[0] - 1.0 / 16), fabs(s[1] - 1.0 / 256)), fabs(s[2] - 0.25));
+    check(e < 1e-7, "3 heads: 1/16, 1/256, 1/4", e, 1e-7);
+#endif
+#if defined(PE_T5)
+    printf("identity: T5 buckets as the reference _relative_position_bucket\n");
+    int bad = 0;
+    for (int n = 0; n < 5000; n++) { bad += t5_bucket(n) != ref_t5_bucket(n); }
+    check(bad == 0, "buckets of distances 0..4999", bad, 0);
+    check(t5_bucket(15) == 15 && t5_bucket(16) == 16 && t5_bucket(20) == 17 && t5_bucket(127) == 31 && t5_bucket(100000) == 31,
+          "known buckets 15->15, 16->16, 20->17, 127->31, 1e5->31", 0, 0);
+#endif
+}
+
+// NoPE: with one layer, the last position's output depends on the set of earlier
+// tokens, not their order; every other encoding must see the permutation
+static void test_permutation(void) {
+    printf("permuting the prefix of a one-layer model\n");
+    int T = 12;
+    GPT2Config cfg = tiny_config(T);
+    cfg.num_layers = 1;
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 9);
+    uint64_t rng = random_seed(4);
+    perturb_parameters(&model, 0.3f, &rng);
+    int x[12], xp[12];
+    random_tokens(x, T, cfg.vocab_size, &rng);
+    for (int t = 0; t < T; t++) { xp[t] = x[t]; }
+    for (int t = 0; t < T - 1; t++) { xp[t] = x[T - 2 - t]; } // reverse all but the last token
+    float* a = (float*)malloc_check(cfg.padded_vocab_size * sizeof(float));
+    float* b = (float*)malloc_check(cfg.padded_vocab_size * sizeof(float));
+    gpt2_forward(&model, x, NULL, 1, T, 0);
+    gpt2_logits_row(&model, 0, T - 1, a);
+    gpt2_forward(&model, xp, NULL, 1, T, 0);
+    gpt2_logits_row(&model, 0, T - 1, b);
+    double d = 0;
+    for (int v = 0; v < cfg.vocab_size; v++) { d = fmax(d, fabs(a[v] - b[v])); }
+#if defined(PE_NOPE)
+    check(d < 1e-5, "nope: last logits unchanged", d, 1e-5);
+#else
+    check(d > 1e-4, "position-aware: last logits change", d, 1e-4);
+#endif
+    free(a);
+    free(b);
+    gpt2_free(&model);
+}
+
+// ----------------------------------------------------------------------------
+// BLAS against the plain loops
+
+static void test_matmul(void) {
+#ifdef USE_BLAS
+    printf("BLAS matmuls against the plain loops\n");
+    int N = 37, C = 29, OC = 53;
+    uint64_t rng = random_seed(1);
+    real* inp = (real*)malloc_check((size_t)N * C * sizeof(real));
+    real* w = (real*)malloc_check((size_t)OC * C * sizeof(real));
+    real* bias = (real*)malloc_check(OC * sizeof(real));
+    real* dout = (real*)malloc_check((size_t)N * OC * sizeof(real));
+    real* out[2]; real* dinp[2]; real* dw[2]; real* db[2];
+    for (int k = 0; k < 2; k++) {
+        out[k] = (real*)calloc_check((size_t)N * OC, sizeof(real));
+        dinp[k] = (real*)calloc_check((size_t)N * C, sizeof(real));
+        dw[k] = (real*)calloc_check((size_t)OC * C, sizeof(real));
+        db[k] = (real*)calloc_check(OC, sizeof(real));
+    }
+    for (int i = 0; i < N * C; i++) { inp[i] = random_normal(&rng); }
+    for (int i = 0; i < OC * C; i++) { w[i] = random_normal(&rng); }
+    for (int i = 0; i < OC; i++) { bias[i] = random_normal(&rng); }
+    for (int i = 0; i < N * OC; i++) { dout[i] = random_normal(&rng); }
+    matmul_forward(out[0], inp, w, bias, N, C, OC);
+    matmul_forward_naive(out[1], inp, w, bias, N, C, OC);
+    matmul_backward(dinp[0], dw[0], db[0], dout, inp, w, N, C, OC);
+    matmul_backward_naive(dinp[1], dw[1], db[1], dout, inp, w, N, C, OC);
+    double e[4] = {0, 0, 0, 0};
+    for (int i = 0; i < N * OC; i++) { e[0] = fmax(e[0], fabs(out[0][i] - out[1][i])); }
+    for (int i = 0; i < N * C; i++) { e[1] = fmax(e[1], fabs(dinp[0][i] - dinp[1][i])); }
+    for (int i = 0; i < OC * C; i++) { e[2] = fmax(e[2], fabs(dw[0][i] - dw[1][i])); }
+    for (int i = 0; i < OC; i++) { e[3] = fmax(e[3], fabs(db[0][i] - db[1][i])); }
+    check(e[0] < 1e-4, "forward", e[0], 1e-4);
+    check(e[1] < 1e-4, "backward: input", e[1], 1e-4);
+    check(e[2] < 1e-4, "backward: weight", e[2], 1e-4);
+    check(e[3] < 1e-4, "backward: bias", e[3], 1e-4);
+    for (int k = 0; k < 2; k++) { free(out[k]); free(dinp[k]); free(dw[k]); free(db[k]); }
+    free(inp); free(w); free(bias); free(dout);
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// errors: a call that must fail runs in a child process; the test checks its exit
+// status and that its one line on stderr says what is wrong
+
+typedef void (*FailFn)(const void* arg);
+
+static void expect_failure(const char* what, FailFn fn, const void* arg, const char* expect) {
+    int pipefd[2];
+    if (pipe(pipefd) != 0) { fatal("pipe failed"); }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        dup2(pipefd[1], 2);
+        fn(arg);
+        _exit(0); // reaching here means it did not fail
+    }
+    close(pipefd[1]);
+    char buf[2048];
+    ssize_t n = 0, r;
+    while ((r = read(pipefd[0], buf + n, sizeof(buf) - 1 - n)) > 0) { n += r; }
+    buf[n > 0 ? n : 0] = '\0';
+    close(pipefd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    int exited_with_error = WIFEXITED(status) && WEXITSTATUS(status) != 0;
+    int said = strstr(buf, expect) != NULL;
+    int one_line = n > 0 && strchr(buf, '\n') == buf + n - 1;
+    char line[160];
+    snprintf(line, sizeof(line), "%s", what);
+    check(exited_with_error && said && one_line, line, exited_with_error + said + one_line, 3);
+    if (!(exited_with_error && said && one_line)) { printf("    stderr was: %s", buf); }
+}
+
+static char tmpdir[256];
+
+static void write_shard(const char* path, int magic, int version, int ntok_header, const uint16_t* toks, int ntok) {
+    FILE* f = fopen_check(path, "wb");
+    int header[256] = {0};
+    header[0] = magic; header[1] = version; header[2] = ntok_header;
+    fwrite(header, sizeof(int), 256, f);
+    fwrite(toks, sizeof(uint16_t), ntok, f);
+    fclose(f);
+}
+
+static void fail_forward_beyond_maxT(const void* arg) {
+    (void)arg;
+    GPT2Config cfg = tiny_config(16);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1);
+    int x[17] = {0};
+    gpt2_forward(&model, x, NULL, 1, 17, 0);
+}
+static void fail_load(const void* path) {
+    GPT2 model;
+    gpt2_build_from_checkpoint(&model, (const char*)path);
+}
+static void fail_dataloader(const void* pattern) {
+    DataLoader dl;
+    dataloader_init(&dl, (const char*)pattern, 2, 8, 0, 1, 250);
+    dataloader_next_batch(&dl);
+}
+static void fail_token_out_of_range(const void* arg) {
+    (void)arg;
+    GPT2Config cfg = tiny_config(16);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1);
+    int x[4] = {0, 1, 250, 3};
+    gpt2_forward(&model, x, NULL, 1, 4, 0);
+}
+
+static void test_files_and_errors(void) {
+    printf("checkpoints, shards and bad input\n");
+    GPT2Config cfg = tiny_config(16);
+    GPT2 model, loaded;
+    gpt2_build_from_config(&model, &cfg, 21);
+    uint64_t rng = random_seed(2);
+    perturb_parameters(&model, 0.05f, &rng);
+    char ckpt[512], ckpt2[512], bad[512];
+    snprintf(ckpt, sizeof(ckpt), "%s/model.bin", tmpdir);
+    snprintf(ckpt2, sizeof(ckpt2), "%s/model2.bin", tmpdir);
+    gpt2_save_checkpoint(&model, ckpt);
+    gpt2_build_from_checkpoint(&loaded, ckpt);
+    int same = loaded.num_parameters == model.num_parameters
+            && memcmp(loaded.params_memory, model.params_memory, model.num_parameters * sizeof(real)) == 0
+            && memcmp(&loaded.config, &model.config, sizeof(GPT2Config)) == 0;
+    check(same, "save/load round trip is bit-exact", !same, 0);
+    gpt2_save_checkpoint(&loaded, ckpt2);
+    FILE* f1 = fopen_check(ckpt, "rb");
+    FILE* f2 = fopen_check(ckpt2, "rb");
+    int64_t size = file_size_check(f1, ckpt);
+    unsigned char* b1 = (unsigned char*)malloc_check(size);
+    unsigned char* b2 = (unsigned char*)malloc_check(size);
+    fread_check(b1, 1, size, f1, ckpt);
+    size_t n2 = fread(b2, 1, size + 1, f2);
+    fclose(f1); fclose(f2);
+    check(n2 == (size_t)size && memcmp(b1, b2, size) == 0, "save(load(file)) is the same file", n2 != (size_t)size, 0);
+    int* h = (int*)b1;
+    check(h[0] == 20240326 && h[1] == 3 && h[8] == PE_ID, "header: magic, version 3, PE id in word 8", h[8], PE_ID);
+    // broken copies of the checkpoint
+    snprintf(bad, sizeof(bad), "%s/truncated.bin", tmpdir);
+    FILE* f = fopen_check(bad, "wb"); fwrite(b1, 1, size - 10, f); fclose(f);
+    expect_failure("truncated checkpoint", fail_load, bad, "truncated");
+    snprintf(bad, sizeof(bad), "%s/magic.bin", tmpdir);
+    h[0] = 12345; f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f); h[0] = 20240326;
+    expect_failure("checkpoint with a wrong magic number", fail_load, bad, "bad magic");
+    snprintf(bad, sizeof(bad), "%s/version.bin", tmpdir);
+    h[1] = 4; f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f); h[1] = 3;
+    expect_failure("checkpoint with an unknown version", fail_load, bad, "version");
+    snprintf(bad, sizeof(bad), "%s/pe.bin", tmpdir);
+    int other = (PE_ID + 1) % PE_NUM_IDS;
+    h[8] = other; f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f); h[8] = PE_ID;
+    char expect[128];
+    snprintf(expect, sizeof(expect), "trained with PE '%s' but this binary was built with PE '%s'", pe_name(other), pe_name(PE_ID));
+    expect_failure("checkpoint of another encoding names both", fail_load, bad, expect);
+    snprintf(bad, sizeof(bad), "%s/sizes.bin", tmpdir);
+    h[6] = 13; f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f); h[6] = 12;
+    expect_failure("checkpoint with inconsistent sizes", fail_load, bad, "channels");
+    snprintf(bad, sizeof(bad), "%s/missing.bin", tmpdir);
+    expect_failure("missing checkpoint", fail_load, bad, "cannot open");
+    free(b1); free(b2);
+    gpt2_free(&loaded);
+
+    // shards
+    uint16_t toks[200];
+    for (int i = 0; i < 200; i++) { toks[i] = (uint16_t)(i % 250); }
+    char path[600], pattern[600];
+    snprintf(path, sizeof(path), "%s/good_000000.bin", tmpdir);
+    write_shard(path, 20240520, 1, 200, toks, 200);
+    DataLoader dl;
+    snprintf(pattern, sizeof(pattern), "%s/good_*.bin", tmpdir);
+    dataloader_init(&dl, pattern, 2, 8, 0, 1, 250);
+    dataloader_next_batch(&dl);
+    dataloader_next_batch(&dl);
+    int okb = dl.inputs[0] == 16 && dl.targets[0] == 17 && dl.inputs[15] == 31 && dl.targets[15] == 32;
+    check(okb, "loader: second batch is tokens 16..32", !okb, 0);
+    dataloader_free(&dl);
+    snprintf(path, sizeof(path), "%s/magic_000000.bin", tmpdir);
+    write_shard(path, 1234, 1, 200, toks, 200);
+    snprintf(pattern, sizeof(pattern), "%s/magic_*.bin", tmpdir);
+    expect_failure("shard with a wrong magic number", fail_dataloader, pattern, "bad magic");
+    snprintf(path, sizeof(path), "%s/version_000000.bin", tmpdir);
+    write_shard(path, 20240520, 2, 200, toks, 200);
+    snprintf(pattern, sizeof(pattern), "%s/version_*.bin", tmpdir);
+    expect_failure("shard with a wrong version", fail_dataloader, pattern, "version");
+    snprintf(path, sizeof(path), "%s/count_000000.bin", tmpdir);
+    write_shard(path, 20240520, 1, 300, toks, 200);
+    snprintf(pattern, sizeof(pattern), "%s/count_*.bin", tmpdir);
+    expect_failure("shard whose token count does not match its size", fail_dataloader, pattern, "header says 300 tokens");
+    toks[5] = 300;
+    snprintf(path, sizeof(path), "%s/range_000000.bin", tmpdir);
+    write_shard(path, 20240520, 1, 200, toks, 200);
+    snprintf(pattern, sizeof(pattern), "%s/range_*.bin", tmpdir);
+    expect_failure("shard with a token id >= vocab", fail_dataloader, pattern, "out of range");
+    snprintf(pattern, sizeof(pattern), "%s/nothing_*.bin", tmpdir);
+    expect_failure("no file matching the pattern", fail_dataloader, pattern, "no file matches");
+    expect_failure("token id out of range in a batch", fail_token_out_of_range, NULL, "out of range");
+
+#if defined(PE_LEARNED)
+    expect_failure("learned refuses T > maxT", fail_forward_beyond_maxT, NULL, "maxT = 16");
+#else
+    int x[64], y[64];
+    random_tokens(x, 64, cfg.vocab_size, &rng);
+    random_tokens(y, 64, cfg.vocab_size, &rng);
+    gpt2_forward(&model, x, y, 1, 64, 0);
+    check(isfinite(model.mean_loss), "runs at 4x maxT (64 tokens)", model.mean_loss, 0);
+#endif
+    (void)fail_forward_beyond_maxT;
+    gpt2_free(&model);
+}
+
+// ----------------------------------------------------------------------------
+// training sanity: AdamW drives the loss on one batch down
+
+static void test_overfit(void) {
+    printf("overfitting one batch\n");
+    GPT2Config cfg;
+    cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 32;
+    cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 16; cfg.pe = PE_ID;
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 42);
+    int B = 4, T = 16;
+    int x[64], y[64];
+    uint64_t rng = random_seed(8);
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    for (int i = 0; i < B * T; i++) { y[i] = i + 1 < B * T ? x[i + 1] : x[0]; }
+    float first = 0, last = 0;
+    for (int step = 1; step <= 150; step++) {
+        gpt2_zero_grad(&model);
+        gpt2_forward(&model, x, y, B, T, 1);
+        gpt2_backward(&model);
+        double norm = sqrt(gpt2_grad_norm_squared(&model));
+        gpt2_update(&model, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, norm > 1 ? 1 / norm : 1, step);
+        if (step == 1) { first = model.mean_loss; }
+        last = model.mean_loss;
+    }
+    printf("  loss %.4f at step 1, %.4f at step 150\n", first, last);
+    check(first > 5.0f && last < 0.1f, "loss below 0.1 within 150 steps", last, 0.1);
+    gpt2_free(&model);
+}
+
+// ----------------------------------------------------------------------------
+// memory: a long evaluation keeps no T x T tensor (that would need 2 heads x 8192^2 x 4
+// bytes = 512 MiB here)
+
+static long rss_kib(void) {
+    FILE* f = fopen("/proc/self/status", "r");
+    if (f == NULL) { return -1; }
+    char line[256];
+    long v = -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmHWM: %ld kB", &v) == 1) { break; }
+    }
+    fclose(f);
+    return v;
+}
+
+static void test_long_sequence_memory(void) {
+    printf("memory of an 8192-token evaluation\n");
+    int T = 8192;
+    GPT2Config cfg;
+    cfg.num_layers = 1; cfg.num_heads = 2; cfg.channels = 16;
+    cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 64; cfg.pe = PE_ID;
+#if defined(PE_LEARNED)
+    cfg.max_seq_len = T;
+#endif
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 42);
+    int* x = (int*)malloc_check(T * sizeof(int));
+    int* y = (int*)malloc_check(T * sizeof(int));
+    uint64_t rng = random_seed(3);
+    random_tokens(x, T, cfg.vocab_size, &rng);
+    random_tokens(y, T, cfg.vocab_size, &rng);
+    long before = rss_kib();
+    gpt2_forward(&model, x, y, 1, T, 0);
+    long grown = rss_kib() - before;
+    check(isfinite(model.mean_loss) && grown < 64 * 1024, "peak memory growth in KiB", grown, 64 * 1024);
+    free(x); free(y);
+    gpt2_free(&model);
+}
+
+// ----------------------------------------------------------------------------
+// gradient checks (fp64 build): analytic gradients against central differences
+
+static double loss_at(GPT2* model, const int* x, const int* y, int B, int T) {
+    gpt2_forward(model, x, y, B, T, 0);
+    return model->mean_loss;
+}
+
+static void test_gradients(void) {
+#ifndef REAL_DOUBLE
+    printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
+    failures++;
+#else
+    printf("gradient checks against central finite differences (%s, fp64)\n", pe_name(PE_ID));
+    int B = 2, T = 24;
+    GPT2Config cfg = tiny_config(T);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 13);
+    uint64_t rng = random_seed(17);
+    perturb_parameters(&model, 0.1, &rng);
+#if defined(PE_FIRE)
+    for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = T / 2 + 0.5; } // both sides of max(L, i+1)
+#endif
+    int x[48], y[48];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    gpt2_zero_grad(&model);
+    gpt2_forward(&model, x, y, B, T, 1);
+    gpt2_backward(&model);
+    real* grad = (real*)malloc_check(model.num_parameters * sizeof(real));
+    memcpy(grad, model.grads_memory, model.num_parameters * sizeof(real));
+    const double eps = 1e-5, atol = 1e-8, rtol = 1e-5;
+    size_t offset = 0;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        size_t n = model.param_sizes[k];
+        if (n == 0) { continue; }
+        // up to 24 single elements, spread over the tensor, and one random direction
+        double worst = 0, worst_abs = 0;
+        int samples = n < 24 ? (int)n : 24;
+        for (int s = 0; s < samples; s++) {
+            size_t i = offset + (n <= 24 ? (size_t)s : random_u32(&rng) % n);
+            if (k == P_WTE && (i - offset) / cfg.channels >= (size_t)cfg.vocab_size) { continue; } // padding rows
+            real keep = model.params_memory[i];
+            model.params_memory[i] = keep + eps;
+            double lp = loss_at(&model, x, y, B, T);
+            model.params_memory[i] = keep - eps;
+            double lm = loss_at(&model, x, y, B, T);
+            model.params_memory[i] = keep;
+            double fd = (lp - lm) / (2 * eps);
+            double err = fabs(fd - grad[i]);
+            worst_abs = fmax(worst_abs, err);
+            worst = fmax(worst, err / (atol / rtol + fabs(fd)));
+        }
+        real* dir = (real*)malloc_check(n * sizeof(real));
+        double analytic = 0;
+        for (size_t i = 0; i < n; i++) {
+            dir[i] = (k == P_WTE && i / cfg.channels >= (size_t)cfg.vocab_size) ? 0 : random_normal(&rng);
+            analytic += dir[i] * grad[offset + i];
+        }
+        real* p = model.params_memory + offset;
+        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
+        double lp = loss_at(&model, x, y, B, T);
+        for (size_t i = 0; i < n; i++) { p[i] -= 2 * eps * dir[i]; }
+        double lm = loss_at(&model, x, y, B, T);
+        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
+        double fd = (lp - lm) / (2 * eps);
+        double dir_err = fabs(fd - analytic) / (atol / rtol + fabs(fd));
+        free(dir);
+        char what[160];
+        snprintf(what, sizeof(what), "%-10s %6zu elements: max rel error (elements | direction)", PARAM_NAMES[k], n);
+        printf("  %-58s %.2e | %.2e  (abs %.1e)\n", what, worst, dir_err, worst_abs);
+        int ok = worst <= rtol && dir_err <= rtol;
+        if (!ok) { printf("  %-58s FAIL (tolerance: |fd - analytic| <= %.0e + %.0e |fd|)\n", PARAM_NAMES[k], atol, rtol); failures++; }
+        offset += n;
+    }
+    free(grad);
+    gpt2_free(&model);
+#endif
+}
+
+int main(int argc, char** argv) {
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());
+    ensure_dir_writable(tmpdir);
+    if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
+        test_gradients();
+    } else {
+        test_reference_forward();
+        test_identities();
+        test_permutation();
+        test_matmul();
+        test_files_and_errors();
+        test_overfit();
+        test_long_sequence_memory();
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) { printf("could not remove %s\n", tmpdir); }
+    if (failures == 0) { printf("all tests passed (%s)\n", pe_name(PE_ID)); }
+    else { printf("%d FAILURES (%s)\n", failures, pe_name(PE_ID)); }
+    return failures == 0 ? 0 : 1;
+}
