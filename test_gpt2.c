@@ -10,6 +10,9 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          memory at long sequence lengths
   ./gradcheck gradcheck  fp64: every parameter tensor's analytic gradient against
                          central finite differences
+  ./test_gpt2 debug-state PREFIX
+                         writes the reference that test_gpt2cu compares the CUDA
+                         path against (llmc/debug_state.h)
 
 Every check prints its measured error next to its tolerance and fails the run if it
 is exceeded.
@@ -17,6 +20,7 @@ is exceeded.
 #define TESTING
 #include "train_gpt2.c"
 #include <sys/wait.h>
+#include "llmc/debug_state.h"
 
 static int failures = 0;
 
@@ -717,7 +721,73 @@ static void test_gradients(void) {
 #endif
 }
 
+// ----------------------------------------------------------------------------
+// the CPU reference for the CUDA path (llmc/debug_state.h)
+
+static void write_debug_state(const char* prefix) {
+    GPT2Config cfg;
+    cfg.num_layers = DEBUG_LAYERS; cfg.num_heads = DEBUG_HEADS; cfg.channels = DEBUG_CHANNELS;
+    cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = DEBUG_T; cfg.pe = PE_ID;
+    int B = DEBUG_B, T = DEBUG_T, Vp = cfg.padded_vocab_size;
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1234);
+    uint64_t rng = random_seed(99);
+    perturb_parameters(&model, 0.02f, &rng);
+#if defined(PE_FIRE)
+    for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = T / 2 + 0.5f; }
+#endif
+    char path[1024];
+    snprintf(path, sizeof(path), "%s_model.bin", prefix);
+    gpt2_save_checkpoint(&model, path);
+    int* x = (int*)malloc_check((size_t)B * T * sizeof(int));
+    int* y = (int*)malloc_check((size_t)B * T * sizeof(int));
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    // logits, loss and gradients of the batch
+    gpt2_zero_grad(&model);
+    gpt2_forward(&model, x, y, B, T, 1);
+    gpt2_backward(&model);
+    float* logits = (float*)malloc_check((size_t)B * T * Vp * sizeof(float));
+    for (int bt = 0; bt < B * T; bt++) { gpt2_logits_row(&model, bt / T, bt % T, logits + (size_t)bt * Vp); }
+    float loss = (float)model.mean_loss;
+    float* grads = (float*)malloc_check(model.num_parameters * sizeof(float));
+    for (size_t i = 0; i < model.num_parameters; i++) { grads[i] = (float)model.grads_memory[i]; }
+    // the losses of DEBUG_STEPS AdamW steps on the same batch
+    float losses[DEBUG_STEPS];
+    for (int step = 0; step < DEBUG_STEPS; step++) {
+        gpt2_zero_grad(&model);
+        gpt2_forward(&model, x, y, B, T, 1);
+        gpt2_backward(&model);
+        losses[step] = (float)model.mean_loss;
+        double norm = sqrt(gpt2_grad_norm_squared(&model));
+        gpt2_update(&model, DEBUG_LR, DEBUG_BETA1, DEBUG_BETA2, DEBUG_EPS, DEBUG_WD, norm > 1 ? (float)(1 / norm) : 1.0f, step + 1);
+    }
+    int header[256] = {0};
+    header[0] = DEBUG_STATE_MAGIC; header[1] = 1; header[2] = B; header[3] = T; header[4] = DEBUG_STEPS; header[5] = PE_ID;
+    uint64_t np = model.num_parameters;
+    memcpy(&header[8], &np, 8);
+    snprintf(path, sizeof(path), "%s_state.bin", prefix);
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), 256);
+    atomic_write(&af, x, sizeof(int), (size_t)B * T);
+    atomic_write(&af, y, sizeof(int), (size_t)B * T);
+    atomic_write(&af, logits, sizeof(float), (size_t)B * T * Vp);
+    atomic_write(&af, &loss, sizeof(float), 1);
+    atomic_write(&af, grads, sizeof(float), model.num_parameters);
+    atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
+    atomic_commit(&af);
+    printf("wrote %s_model.bin and %s_state.bin (%s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
+           pe_name(PE_ID), loss, losses[0], losses[DEBUG_STEPS - 1]);
+    free(x); free(y); free(logits); free(grads);
+    gpt2_free(&model);
+}
+
 int main(int argc, char** argv) {
+    if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {
+        write_debug_state(argv[2]);
+        return 0;
+    }
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());
     ensure_dir_writable(tmpdir);
     if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {

@@ -1262,6 +1262,12 @@ double gpt2_peak_memory_mib(const GPT2* model) {
     return ru.ru_maxrss / 1024.0;
 }
 
+// extra text for the step line (the CUDA trainer reports MFU here)
+void gpt2_step_info(const GPT2* model, double seconds, long tokens, char* out, size_t n) {
+    (void)model; (void)seconds; (void)tokens;
+    if (n > 0) { out[0] = '\0'; }
+}
+
 // ----------------------------------------------------------------------------
 // the program: command line, data, training loop, evaluation (shared with the CUDA trainer)
 

@@ -10,7 +10,8 @@ The trainer that includes this file provides the model (type GPT2, real) and:
   gpt2_forward, gpt2_backward, gpt2_zero_grad, gpt2_allreduce_grads,
   gpt2_grad_norm_squared, gpt2_update, gpt2_logits_row, gpt2_token_losses,
   gpt2_max_length, gpt2_opt_state_size, gpt2_opt_state_get, gpt2_opt_state_set,
-  gpt2_peak_memory_mib, gpt2_free, and the string TRAINER_NAME.
+  gpt2_peak_memory_mib, gpt2_step_info (text appended to the step line, e.g. MFU),
+  gpt2_free, and the string TRAINER_NAME.
 */
 #ifndef LLMC_DRIVER_H
 #define LLMC_DRIVER_H
@@ -647,9 +648,11 @@ static int train_main(int argc, char** argv) {
         double dt = now_seconds() - t0;
         if (step > start_step) { total_time += dt; timed_steps++; }
         if (mp.rank == 0) {
-            printf("step %4d/%d | loss %.6f (%+.2fz) | norm %.4f (%+.2fz) | lr %.2e | %.2f ms | %.0f tok/s\n",
+            char info[128];
+            gpt2_step_info(&model, dt, a.total_batch, info, sizeof(info));
+            printf("step %4d/%d | loss %.6f (%+.2fz) | norm %.4f (%+.2fz) | lr %.2e | %.2f ms | %.0f tok/s%s\n",
                    step + 1, total_steps, loss[0], isnan(zl) ? 0.0 : zl, norm, isnan(zn) ? 0.0 : zn, lr, dt * 1000,
-                   a.total_batch / dt);
+                   a.total_batch / dt, info);
             fflush(stdout);
         }
         logger_line(&logger, "s:%d trl:%.4f lr:%.6f norm:%.2f\n", step + 1, loss[0], lr, norm);

@@ -1,0 +1,31 @@
+/*
+The reference that holds the CUDA path equal to the CPU path: `./test_gpt2 debug-state
+PREFIX` (CPU, fp32) writes PREFIX_model.bin (a checkpoint) and PREFIX_state.bin with a
+batch, the logits, the loss and every parameter gradient of that batch, and the losses
+of DEBUG_STEPS AdamW steps on it; `./test_gpt2cu PREFIX` loads the same checkpoint on
+the GPU, runs the same batch and steps, and compares value by value.
+
+PREFIX_state.bin: int32 header[256] = {DEBUG_STATE_MAGIC, 1, B, T, steps, PE id, 0...}
+(num_params as uint64 at word 8), then int32 inputs[B*T], int32 targets[B*T],
+float logits[B*T*Vp], float loss, float grads[num_params], float step_losses[steps].
+*/
+#ifndef LLMC_DEBUG_STATE_H
+#define LLMC_DEBUG_STATE_H
+
+#define DEBUG_STATE_MAGIC 20240327
+#define DEBUG_STEPS 10
+// the AdamW steps: learning rate, betas, eps, weight decay; gradients clipped at norm 1
+#define DEBUG_LR 1e-3f
+#define DEBUG_BETA1 0.9f
+#define DEBUG_BETA2 0.95f
+#define DEBUG_EPS 1e-8f
+#define DEBUG_WD 0.1f
+// the model and batch: GPT-2's vocabulary, 2 layers, head size 64, T = 64 (so that
+// T5's logarithmic buckets and FIRE's threshold are both exercised)
+#define DEBUG_LAYERS 2
+#define DEBUG_HEADS 4
+#define DEBUG_CHANNELS 256
+#define DEBUG_B 4
+#define DEBUG_T 64
+
+#endif // LLMC_DEBUG_STATE_H
