@@ -19,8 +19,9 @@ The encoding is GPT-2's, token for token (tiktoken's "gpt2", OpenAI's original e
      spelled out as the Unicode White_Space set, as in tiktoken, not JavaScript's \s;
   3. each piece is byte-pair merged with the ranks of vocab.bpe (lowest rank first, all its
      occurrences left to right), with a per-thread cache of merged pieces.
-Large texts are cut into chunks at places where the regular expression is known to cut
-(see find_split), and chunks are encoded by a pool of threads, in order.
+Documents are read in batches and large ones cut into chunks at places where the regular
+expression is known to cut (see is_split_point); threads encode the chunks of one batch while
+the main thread reads the next batch and writes out the last, in order.
 
 Document stream (what `shard` reads): for each document, its length in bytes as ASCII
 decimal and a newline, then exactly that many bytes of text. Every document becomes the
@@ -85,7 +86,7 @@ static void ints_reserve(IntVec* v, size_t extra) {
     v->data = p; v->cap = cap;
 }
 
-// reads a whole file (or standard input for "-") into b; fails with one line on any error
+// reads a whole file (or standard input for "-") into b, NUL-terminated; fails with one line on any error
 static void read_all(const char* path, ByteBuf* b) {
     int is_stdin = strcmp(path, "-") == 0;
     FILE* f = is_stdin ? stdin : fopen(path, "rb");
@@ -99,6 +100,8 @@ static void read_all(const char* path, ByteBuf* b) {
     }
     if (ferror(f)) { fatal("cannot read %s (%s)", is_stdin ? "standard input" : path, strerror(errno)); }
     if (!is_stdin) { fclose(f); }
+    bytes_reserve(b, 1);
+    b->data[b->len] = '\0';  // so that the parsers may use strtol at the end
 }
 
 // ----------------------------------------------------------------------------
@@ -129,21 +132,37 @@ static int utf8_next(const uint8_t* s, size_t n, int* cp) {
     return need + 1;
 }
 
-// appends text to out as valid UTF-8, each invalid subpart replaced by U+FFFD (WHATWG decoding)
-static void utf8_sanitize_append(const uint8_t* text, size_t n, ByteBuf* out) {
-    bytes_reserve(out, n);
-    size_t i = 0, copied = 0;  // text[copied, i) is valid and not yet appended
+// makes text[start, len) valid UTF-8 in place, each invalid subpart replaced by U+FFFD
+// (WHATWG decoding); valid text, the usual case, is only scanned
+static void utf8_sanitize_tail(ByteBuf* text, size_t start, ByteBuf* scratch) {
+    const uint8_t* t = text->data;
+    size_t n = text->len, i = start;
     while (i < n) {
-        if (text[i] < 0x80) { i++; continue; }
+        if (i + 8 <= n) {  // eight ASCII bytes at a time
+            uint64_t w;
+            memcpy(&w, t + i, 8);
+            if ((w & 0x8080808080808080ull) == 0) { i += 8; continue; }
+        }
+        if (t[i] < 0x80) { i++; continue; }
         int cp;
-        int len = utf8_next(text + i, n - i, &cp);
-        if (cp >= 0) { i += len; continue; }
-        bytes_append(out, text + copied, i - copied);
-        bytes_append(out, "\xEF\xBF\xBD", 3);
+        int len = utf8_next(t + i, n - i, &cp);
+        if (cp < 0) { break; }
         i += len;
-        copied = i;
     }
-    bytes_append(out, text + copied, n - copied);
+    if (i == n) { return; }
+    // from the first invalid byte on, copy aside and write back with replacements
+    scratch->len = 0;
+    bytes_append(scratch, t + i, n - i);
+    text->len = i;
+    bytes_reserve(text, scratch->len);
+    const uint8_t* in = scratch->data;
+    size_t j = 0;
+    while (j < scratch->len) {
+        int cp;
+        int len = utf8_next(in + j, scratch->len - j, &cp);
+        if (cp >= 0) { bytes_append(text, in + j, len); } else { bytes_append(text, "\xEF\xBF\xBD", 3); }
+        j += len;
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -254,12 +273,11 @@ static void load_encoder_json(const char* dir, const int cp_to_byte[324]) {
                 char e = (char)s[i + 1];
                 i += 2;
                 if (e == 'u') {
-                    if (i + 4 > n) { BAD("truncated \\u escape"); }
-                    char hex[5] = {(char)s[i], (char)s[i + 1], (char)s[i + 2], (char)s[i + 3], 0};
-                    char* end;
-                    cp = (int)strtol(hex, &end, 16);
-                    if (*end != '\0') { BAD("bad \\u escape"); }
-                    i += 4;
+                    cp = 0;
+                    for (int k = 0; k < 4; k++, i++) {
+                        if (i >= n || !isxdigit(s[i])) { BAD("bad \\u escape"); }
+                        cp = cp * 16 + (isdigit(s[i]) ? s[i] - '0' : (tolower(s[i]) - 'a' + 10));
+                    }
                 } else {
                     const char* from = "\"\\/bfnrt";
                     const char* to = "\"\\/\b\f\n\r\t";
@@ -286,7 +304,6 @@ static void load_encoder_json(const char* dir, const int cp_to_byte[324]) {
         if (id < 0 || id >= VOCAB_SIZE) { BAD("token id out of range"); }
         if (vocab.token_bytes[id] != NULL) { BAD("duplicate token id"); }
         if (ncp == 0 || byte_level_to_bytes(cps, ncp, raw, cp_to_byte) < 0) { BAD("token outside the byte-level alphabet"); }
-        // <|endoftext|> is spelled in plain ASCII, which is its own byte-level spelling
         vocab.token_bytes[id] = (uint8_t*)malloc_check(ncp);
         memcpy(vocab.token_bytes[id], raw, ncp);
         vocab.token_len[id] = ncp;
@@ -344,11 +361,9 @@ static void load_vocab_bpe(const char* dir, const int cp_to_byte[324]) {
         uint64_t key = ((uint64_t)ids[0] << 32) | (uint32_t)ids[1];
         uint32_t k = hash_pair(key) & vocab.pair_mask;
         while (vocab.pair_slots[k].key != PAIR_EMPTY && vocab.pair_slots[k].key != key) { k = (k + 1) & vocab.pair_mask; }
-        if (vocab.pair_slots[k].key == PAIR_EMPTY) {  // a repeated merge keeps its first (lowest) rank
-            vocab.pair_slots[k].key = key;
-            vocab.pair_slots[k].rank = rank;
-            vocab.pair_slots[k].merged = merged;
-        }
+        vocab.pair_slots[k].key = key;  // a repeated merge takes its later rank, as in GPT-2's dict
+        vocab.pair_slots[k].rank = rank;
+        vocab.pair_slots[k].merged = merged;
         rank++;
         i = eol + 1;
     }
@@ -384,6 +399,7 @@ static const char* GPT2_PATTERN =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+";
 
 static pcre2_code* gpt2_regex;
+static int gpt2_regex_jit;  // JIT-compiled: matched with pcre2_jit_match, which skips some checks
 
 // compiles the pattern once (anchored: the pieces tile the text, each starts where the last
 // ended) and JIT-compiles it when the library can
@@ -397,7 +413,7 @@ static void regex_init(void) {
         pcre2_get_error_message(err, msg, sizeof(msg));
         fatal("cannot compile the GPT-2 pattern at offset %zu: %s", (size_t)err_off, (char*)msg);
     }
-    pcre2_jit_compile(gpt2_regex, PCRE2_JIT_COMPLETE);  // on failure pcre2_match interprets
+    gpt2_regex_jit = pcre2_jit_compile(gpt2_regex, PCRE2_JIT_COMPLETE) == 0;  // else interpreted
 }
 
 // Is text[p] a place where the text can be cut without changing the pieces? It is when
@@ -466,6 +482,12 @@ static int bpe_merge(Worker* w, const uint8_t* p, int n) {
     return m;
 }
 
+// short byte strings compare faster in a loop than through a call to memcmp
+static inline int bytes_equal(const uint8_t* a, const uint8_t* b, int n) {
+    for (int i = 0; i < n; i++) { if (a[i] != b[i]) { return 0; } }
+    return 1;
+}
+
 // appends the tokens of one piece to out, through the cache
 static void bpe_piece(Worker* w, const uint8_t* p, int n, IntVec* out) {
     if (n == 1) {
@@ -479,7 +501,7 @@ static void bpe_piece(Worker* w, const uint8_t* p, int n, IntVec* out) {
         for (slot = h & (CACHE_SLOTS - 1);; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
             const CacheSlot* c = &w->cache[slot];
             if (c->key_len == 0) { break; }
-            if (c->hash == h && c->key_len == n && memcmp(w->cache_keys.data + c->key_off, p, n) == 0) {
+            if (c->hash == h && c->key_len == n && bytes_equal(w->cache_keys.data + c->key_off, p, n)) {
                 ints_reserve(out, c->val_len);
                 memcpy(out->data + out->len, w->cache_vals.data + c->val_off, c->val_len * sizeof(int));
                 out->len += c->val_len;
@@ -511,7 +533,8 @@ static void bpe_piece(Worker* w, const uint8_t* p, int n, IntVec* out) {
 static void encode_text(Worker* w, const uint8_t* text, size_t len, IntVec* out) {
     size_t pos = 0;
     while (pos < len) {
-        int rc = pcre2_match(gpt2_regex, text, len, pos, PCRE2_NO_UTF_CHECK, w->match, w->match_ctx);
+        int rc = gpt2_regex_jit ? pcre2_jit_match(gpt2_regex, text, len, pos, PCRE2_NO_UTF_CHECK, w->match, w->match_ctx)
+                                : pcre2_match(gpt2_regex, text, len, pos, PCRE2_NO_UTF_CHECK, w->match, w->match_ctx);
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof(msg));
@@ -536,31 +559,28 @@ typedef struct {
     ByteBuf text;        // the documents of the batch, sanitized, back to back
     Chunk* chunks;
     size_t nchunks, cap;
-    size_t ndocs;
+    ByteBuf scratch;
 } Batch;
 
-typedef struct {
-    Batch* batch;
-    Worker* worker;
-    atomic_size_t* next;
-} Job;
-
 static int num_threads = 1;
-static Worker* workers;
+static Worker* workers;          // one per thread, kept across batches (their caches stay warm)
+static pthread_t threads[MAX_THREADS];
+static int threads_running;
+static Batch* encoding;          // the batch the threads are encoding
+static atomic_size_t next_chunk;
 
-// adds a document (any bytes) to the batch: sanitizes it and cuts it into chunks
-static void batch_add_document(Batch* b, const uint8_t* doc, size_t n) {
-    size_t start = b->text.len;
-    utf8_sanitize_append(doc, n, &b->text);
-    size_t end = b->text.len, pos = start;
-    int first = 1;
+// takes the document that was appended to the batch text at `start`: sanitizes it and cuts
+// it into chunks of about CHUNK_BYTES at split points, so that threads can share it
+static void batch_add_document(Batch* b, size_t start) {
+    utf8_sanitize_tail(&b->text, start, &b->scratch);
     const uint8_t* t = b->text.data + start;
-    size_t tn = end - start;
+    size_t n = b->text.len - start, pos = 0;
+    int first = 1;
     do {
-        size_t cut = end;
-        if (end - pos > 2 * CHUNK_BYTES) {
-            for (size_t p = pos - start + CHUNK_BYTES; p + 1 < tn; p++) {
-                if (is_split_point(t, tn, p)) { cut = start + p; break; }
+        size_t cut = n;
+        if (n - pos > 2 * CHUNK_BYTES) {
+            for (size_t p = pos + CHUNK_BYTES; p + 1 < n; p++) {
+                if (is_split_point(t, n, p)) { cut = p; break; }
             }
         }
         if (b->nchunks == b->cap) {
@@ -571,40 +591,39 @@ static void batch_add_document(Batch* b, const uint8_t* doc, size_t n) {
             b->chunks = c; b->cap = cap;
         }
         Chunk* c = &b->chunks[b->nchunks++];
-        c->start = pos; c->len = cut - pos; c->first_of_doc = first; c->ids.len = 0;
+        c->start = start + pos; c->len = cut - pos; c->first_of_doc = first; c->ids.len = 0;
         first = 0;
         pos = cut;
-    } while (pos < end);
-    b->ndocs++;
+    } while (pos < n);
 }
 
-static void batch_reset(Batch* b) { b->text.len = 0; b->nchunks = 0; b->ndocs = 0; }
-
-// thread body: takes the next chunk until none is left
+// thread body: encodes the next chunk of the batch until none is left
 static void* encode_worker(void* arg) {
-    Job* job = (Job*)arg;
-    Batch* b = job->batch;
+    Worker* w = (Worker*)arg;
+    Batch* b = encoding;
     for (;;) {
-        size_t i = atomic_fetch_add(job->next, 1);
+        size_t i = atomic_fetch_add(&next_chunk, 1);
         if (i >= b->nchunks) { break; }
         Chunk* c = &b->chunks[i];
-        encode_text(job->worker, b->text.data + c->start, c->len, &c->ids);
+        encode_text(w, b->text.data + c->start, c->len, &c->ids);
     }
     return NULL;
 }
 
-// encodes every chunk of the batch, in parallel when there is more than one
-static void batch_encode(Batch* b) {
-    atomic_size_t next = 0;
-    Job jobs[MAX_THREADS];
-    pthread_t threads[MAX_THREADS];
-    int nt = (size_t)num_threads < b->nchunks ? num_threads : (int)b->nchunks;
-    for (int t = 0; t < nt; t++) { jobs[t].batch = b; jobs[t].worker = &workers[t]; jobs[t].next = &next; }
-    for (int t = 1; t < nt; t++) {
-        if (pthread_create(&threads[t], NULL, encode_worker, &jobs[t]) != 0) { fatal("cannot start a thread"); }
+// starts the threads on a batch; the caller is free to read the next batch meanwhile
+static void batch_encode_start(Batch* b) {
+    encoding = b;
+    atomic_store(&next_chunk, 0);
+    threads_running = (size_t)num_threads < b->nchunks ? num_threads : (int)b->nchunks;
+    for (int t = 0; t < threads_running; t++) {
+        if (pthread_create(&threads[t], NULL, encode_worker, &workers[t]) != 0) { fatal("cannot start a thread"); }
     }
-    if (nt > 0) { encode_worker(&jobs[0]); }
-    for (int t = 1; t < nt; t++) { pthread_join(threads[t], NULL); }
+}
+
+// waits until every chunk of the batch is encoded
+static void batch_encode_finish(void) {
+    for (int t = 0; t < threads_running; t++) { pthread_join(threads[t], NULL); }
+    threads_running = 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -727,16 +746,17 @@ static uint16_t* shard_read(const char* path, int64_t* ntok) {
 
 // ./tokenizer encode FILE
 static void cmd_encode(const char* path) {
-    ByteBuf raw = {0};
-    read_all(path, &raw);
-    Batch b = {0};
-    batch_add_document(&b, raw.data, raw.len);
-    batch_encode(&b);
+    Batch* b = (Batch*)calloc_check(1, sizeof(Batch));
+    read_all(path, &b->text);
+    batch_add_document(b, 0);
+    batch_encode_start(b);
+    batch_encode_finish();
     IdPrinter* pr = (IdPrinter*)calloc_check(1, sizeof(IdPrinter));
-    for (size_t c = 0; c < b.nchunks; c++) {
-        for (size_t i = 0; i < b.chunks[c].ids.len; i++) { print_id(pr, b.chunks[c].ids.data[i]); }
+    for (size_t c = 0; c < b->nchunks; c++) {
+        for (size_t i = 0; i < b->chunks[c].ids.len; i++) { print_id(pr, b->chunks[c].ids.data[i]); }
     }
     print_finish(pr);
+    free(pr);
 }
 
 // ./tokenizer decode: ids on stdin, one per line, to raw bytes on stdout
@@ -783,6 +803,26 @@ static int read_doc_length(FILE* f, size_t* len, long long docno) {
     return 1;
 }
 
+// reads documents from the stream on stdin into an emptied batch until it holds about
+// BATCH_BYTES or the stream ends; returns the number of documents read so far
+static long long read_batch(Batch* b, long long docno) {
+    b->text.len = 0;
+    b->nchunks = 0;
+    size_t len;
+    while (b->text.len < BATCH_BYTES && read_doc_length(stdin, &len, docno + 1)) {
+        size_t start = b->text.len;
+        bytes_reserve(&b->text, len);
+        if (fread(b->text.data + start, 1, len, stdin) != len) {
+            if (ferror(stdin)) { fatal("cannot read standard input (%s)", strerror(errno)); }
+            fatal("document stream: document %lld is truncated (expected %zu bytes)", docno + 1, len);
+        }
+        b->text.len += len;
+        batch_add_document(b, start);
+        docno++;
+    }
+    return docno;
+}
+
 // ./tokenizer shard: document stream on stdin -> shards of shard_tokens tokens
 static void cmd_shard(const char* prefix, const char* split, int64_t shard_tokens) {
     char dir[PATH_MAX];
@@ -796,32 +836,28 @@ static void cmd_shard(const char* prefix, const char* split, int64_t shard_token
     sw->split = split;
     sw->shard_tokens = shard_tokens;
     atexit(remove_pending_tmp);
-    Batch b = {0};
-    ByteBuf doc = {0};
-    long long docno = 0;
-    int more = 1;
+    // two batches: the threads encode one while this thread reads the next and writes the last
+    Batch* batches = (Batch*)calloc_check(2, sizeof(Batch));
+    Batch* cur = &batches[0];
+    Batch* next = &batches[1];
+    long long docno = read_batch(cur, 0);
     const int eot = EOT_TOKEN;
-    while (more) {
-        batch_reset(&b);
-        size_t len;
-        while (b.text.len < BATCH_BYTES && (more = read_doc_length(stdin, &len, docno + 1))) {
-            doc.len = 0;
-            bytes_reserve(&doc, len);
-            if (fread(doc.data, 1, len, stdin) != len) {
-                fatal("document stream: document %lld is truncated (expected %zu bytes)", docno + 1, len);
-            }
-            batch_add_document(&b, doc.data, len);
-            docno++;
+    batch_encode_start(cur);
+    while (cur->nchunks > 0) {
+        docno = read_batch(next, docno);
+        batch_encode_finish();
+        batch_encode_start(next);
+        for (size_t c = 0; c < cur->nchunks; c++) {
+            if (cur->chunks[c].first_of_doc) { shard_put(sw, &eot, 1); }
+            shard_put(sw, cur->chunks[c].ids.data, cur->chunks[c].ids.len);
         }
-        batch_encode(&b);
-        for (size_t c = 0; c < b.nchunks; c++) {
-            if (b.chunks[c].first_of_doc) { shard_put(sw, &eot, 1); }
-            shard_put(sw, b.chunks[c].ids.data, b.chunks[c].ids.len);
-        }
+        Batch* t = cur; cur = next; next = t;
     }
+    batch_encode_finish();
     if (docno == 0) { fatal("document stream on standard input is empty: no documents to write"); }
     if (sw->open) { shard_close(sw); }
     printf("%lld documents, %lld tokens in %d shard%s\n", docno, (long long)sw->total, sw->index, sw->index == 1 ? "" : "s");
+    free(sw);
 }
 
 // ./tokenizer info SHARD...: tokens, documents (end-of-text tokens), longest document
@@ -847,6 +883,7 @@ static void cmd_dump(const char* path) {
     IdPrinter* pr = (IdPrinter*)calloc_check(1, sizeof(IdPrinter));
     for (int64_t i = 0; i < ntok; i++) { print_id(pr, t[i]); }
     print_finish(pr);
+    free(pr);
     free(t);
 }
 
