@@ -10,6 +10,9 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          memory at long sequence lengths
   ./gradcheck gradcheck  fp64: every parameter tensor's analytic gradient against
                          central finite differences
+  ./test_gpt2 compare A.bin B.bin TOL
+                         compares two checkpoints tensor by tensor (exit 1 if any
+                         element differs by more than TOL; 0 asks for bit equality)
   ./test_gpt2 debug-state PREFIX
                          writes the reference that test_gpt2cu compares the CUDA
                          path against (llmc/debug_state.h)
@@ -783,7 +786,32 @@ static void write_debug_state(const char* prefix) {
     gpt2_free(&model);
 }
 
+// two checkpoints of the same configuration, tensor by tensor (multi-process and
+// resume tests compare their final checkpoints with this)
+static int compare_checkpoints(const char* a_path, const char* b_path, double tol) {
+    GPT2 a, b;
+    gpt2_build_from_checkpoint(&a, a_path);
+    gpt2_build_from_checkpoint(&b, b_path);
+    if (memcmp(&a.config, &b.config, sizeof(GPT2Config)) != 0) { printf("different configurations\n"); return 1; }
+    int bad = 0;
+    size_t offset = 0;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        double worst = 0;
+        for (size_t i = offset; i < offset + a.param_sizes[k]; i++) { worst = fmax(worst, fabs(a.params_memory[i] - b.params_memory[i])); }
+        if (a.param_sizes[k] > 0) { printf("  %-10s max |a - b| = %.3g\n", PARAM_NAMES[k], worst); }
+        if (tol == 0 ? worst != 0 : worst > tol) { bad++; }
+        offset += a.param_sizes[k];
+    }
+    printf(bad == 0 ? "checkpoints match (tolerance %g)\n" : "checkpoints DIFFER (tolerance %g)\n", tol);
+    gpt2_free(&a);
+    gpt2_free(&b);
+    return bad == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 4 && strcmp(argv[1], "compare") == 0) {
+        return compare_checkpoints(argv[2], argv[3], atof(argv[4]));
+    }
     if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {
         write_debug_state(argv[2]);
         return 0;

@@ -20,6 +20,7 @@ activations are kept. A small model evaluates 16k-token windows in well under 1 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #ifdef USE_BLAS
 #include <cblas.h>
 #endif
@@ -1162,11 +1163,22 @@ void gpt2_backward(GPT2* model) {
     pe_embed_backward(model, d.encoded, B, T);
 }
 
-// squared L2 norm of all parameter gradients (in double: the sum has millions of terms)
+// squared L2 norm of all parameter gradients, in double (the sum has millions of terms);
+// each thread sums a fixed slice and the slices are added in order, so the result is
+// the same bits every time (an OpenMP reduction may combine in any order)
 double gpt2_grad_norm_squared(const GPT2* model) {
+    double partial[256] = {0};
+    int nthreads = omp_get_max_threads() < 256 ? omp_get_max_threads() : 256;
+    size_t n = model->num_parameters, chunk = (n + nthreads - 1) / nthreads;
+    #pragma omp parallel for num_threads(nthreads) schedule(static, 1)
+    for (int t = 0; t < nthreads; t++) {
+        size_t end = (t + 1) * chunk < n ? (t + 1) * chunk : n;
+        double sum = 0;
+        for (size_t i = t * chunk; i < end; i++) { sum += (double)model->grads_memory[i] * model->grads_memory[i]; }
+        partial[t] = sum;
+    }
     double sum = 0;
-    #pragma omp parallel for reduction(+:sum)
-    for (size_t i = 0; i < model->num_parameters; i++) { sum += (double)model->grads_memory[i] * model->grads_memory[i]; }
+    for (int t = 0; t < nthreads; t++) { sum += partial[t]; }
     return sum;
 }
 
@@ -1274,8 +1286,30 @@ void gpt2_step_info(const GPT2* model, double seconds, long tokens, char* out, s
 #define TRAINER_NAME "train_gpt2"
 #include "llmc/driver.h"
 
+#ifdef USE_BLAS
+// OpenBLAS picks its kernels when it is loaded, and the Debian 12 build does not know
+// recent AVX-512 CPUs (e.g. AMD Zen 4: it falls back to its AVX2 "Haswell"/"Zen"
+// kernels, half the speed). On such a CPU we run ourselves again with
+// OPENBLAS_CORETYPE=SKYLAKEX, the AVX-512 kernels. A user's own setting is kept.
+char* openblas_get_corename(void);
+static void blas_select_kernels(char** argv) {
+    const char* core = openblas_get_corename();
+    int avx2_only = strcasecmp(core, "haswell") == 0 || strcasecmp(core, "zen") == 0;
+    if (getenv("OPENBLAS_CORETYPE") != NULL || !avx2_only) { return; }
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+        && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
+        setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 1);
+        execv("/proc/self/exe", argv); // only returns on failure: then carry on as we are
+    }
+}
+#endif
+
 #ifndef TESTING
 int main(int argc, char** argv) {
+#ifdef USE_BLAS
+    blas_select_kernels(argv);
+#endif
     return train_main(argc, argv);
 }
 #endif

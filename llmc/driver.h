@@ -68,8 +68,8 @@ static void usage(void) {
         "usage: ./" TRAINER_NAME " [flags], each flag followed by a value\n"
         "  -i <glob>   train data shards (default data/starter/starter_train_*.bin)\n"
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin)\n"
-        "  -e <model>  checkpoint .bin, or preset: cpu (4L 8H 256), tiny (6L 8H 512), small (12L 12H 768),\n"
-        "              medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c (default cpu)\n"
+        "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
+        "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c (default cpu)\n"
         "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv (default none)\n"
         "  -b <int>    micro batch size per process (default 8)\n"
         "  -t <int>    sequence length (default 128)\n"
@@ -536,7 +536,7 @@ static int train_main(int argc, char** argv) {
     } else {
         GPT2Config cfg;
         if (!gpt2_config_from_preset(&cfg, a.model, a.T, PE_ID)) {
-            fatal("-e %s is neither a .bin checkpoint nor a preset (cpu, tiny, small, medium, d6..d48)", a.model);
+            fatal("-e %s is neither a .bin checkpoint nor a preset (nano, cpu, tiny, small, medium, d6..d48)", a.model);
         }
         gpt2_build_from_config(&model, &cfg, a.seed);
     }
