@@ -46,7 +46,7 @@ endif
 HEADERS := $(wildcard llmc/*.h)
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts
 all: train_gpt2
 
 $(BUILD):
@@ -82,7 +82,14 @@ test-cpu: test-builds
 	  echo "=== $$pe: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$pe gradcheck || exit 1; \
 	done
 
-test: test-cpu
+# the trainer as a program: bad input, exact resume and crash safety, multi-process runs
+SCRIPT_PES := learned cable
+test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe)) starter
+	@for pe in $(SCRIPT_PES); do \
+	  bash tests/cli.sh $$pe && bash tests/resume.sh $$pe && bash tests/mpi.sh $$pe || exit 1; \
+	done
+
+test: test-cpu test-data test-scripts
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

@@ -64,7 +64,7 @@ typedef struct {
 } TrainArgs;
 
 static void usage(void) {
-    fprintf(stderr,
+    printf(
         "usage: ./" TRAINER_NAME " [flags], each flag followed by a value\n"
         "  -i <glob>   train data shards (default data/starter/starter_train_*.bin)\n"
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin)\n"
@@ -94,7 +94,7 @@ static void usage(void) {
         "  -K <int>    scored tokens per evaluation length (default 16384)\n"
         "  -W <int>    sliding-window stride (default T/2; -1: non-overlapping windows only)\n"
         "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n");
-    exit(1);
+    exit(0);
 }
 
 static void parse_eval_lengths(TrainArgs* a, const char* s) {
@@ -122,8 +122,9 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->num_eval_lengths = -1; a->eval_tokens = 16384; a->eval_stride = 0; a->eval_every = 0;
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
-        if (f[0] != '-' || f[1] == '\0' || strlen(f) > 3) { fprintf(stderr, "error: unexpected argument '%s'\n", f); usage(); }
-        if (i + 1 >= argc) { fprintf(stderr, "error: flag %s needs a value\n", f); usage(); }
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); }
+        if (f[0] != '-' || f[1] == '\0' || strlen(f) > 3) { fatal("unexpected argument '%s' (./%s -h lists the flags)", f, TRAINER_NAME); }
+        if (i + 1 >= argc) { fatal("flag %s needs a value (./%s -h lists the flags)", f, TRAINER_NAME); }
         const char* v = argv[i + 1];
         if (!strcmp(f, "-i")) { a->train_pattern = v; }
         else if (!strcmp(f, "-j")) { a->val_pattern = v; }
@@ -152,8 +153,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-K")) { a->eval_tokens = (int)parse_long(f, v, 1, INT32_MAX); }
         else if (!strcmp(f, "-W")) { a->eval_stride = (int)parse_long(f, v, -1, 1 << 24); }
         else if (!strcmp(f, "-V")) { a->eval_every = (int)parse_long(f, v, 0, INT32_MAX); }
-        else if (!strcmp(f, "-h")) { usage(); }
-        else { fprintf(stderr, "error: unknown flag %s\n", f); usage(); }
+        else { fatal("unknown flag %s (./%s -h lists the flags)", f, TRAINER_NAME); }
     }
     if (a->resume && a->output_dir == NULL) { fatal("-y 1 (resume) needs an output directory (-o)"); }
     if (a->num_eval_lengths < 0) { // default: 1x, 2x, 4x, 8x, 16x the training length
@@ -577,8 +577,9 @@ static int train_main(int argc, char** argv) {
         fflush(stdout);
     }
 
-    Tokenizer tokenizer;
-    tokenizer_init(&tokenizer, "gpt2_tokenizer.bin");
+    Tokenizer tokenizer; // only to print samples as text
+    memset(&tokenizer, 0, sizeof(tokenizer));
+    if (training && a.sample_every > 0 && mp.rank == 0) { tokenizer_init(&tokenizer, "gpt2_tokenizer.bin"); }
     uint64_t rng = random_seed(a.seed + 1000003ull * (uint64_t)mp.rank);
     int start_step = 0, updates = 0, bad_steps = 0;
     if (resume_step >= 0 && training) {

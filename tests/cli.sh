@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Bad input to the trainer: every case must end with a nonzero exit and exactly one
+# line on stderr that names the problem (never a crash, a hang or silent garbage).
+set -uo pipefail
+PE=${1:-learned}
+BIN=$(realpath "build/train_gpt2_$PE")
+DIR=$(mktemp -d /tmp/test_cli.XXXXXX)
+trap 'rm -rf "$DIR"' EXIT
+TRAIN="$(realpath data/starter)/starter_train_*.bin"
+VAL="$(realpath data/starter)/starter_val_*.bin"
+OK=(-e nano -b 2 -t 32 -x 2 -v 0 -s 0 -E none -i "$TRAIN" -j "$VAL")
+failures=0
+
+# expect "what" "expected text" args... (run in $DIR so gpt2_tokenizer.bin is under our control)
+expect() {
+    local what=$1 text=$2; shift 2
+    (cd "$DIR" && timeout 120 "$BIN" "$@" > "$DIR/out" 2> "$DIR/err")
+    local rc=$? lines
+    lines=$(wc -l < "$DIR/err")
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$lines" -eq 1 ] && grep -q -- "$text" "$DIR/err"; then
+        printf "  ok    %-48s %s" "$what" "$(cat "$DIR/err")"; echo
+    else
+        printf "  FAIL  %-48s exit %d, %d stderr lines:\n" "$what" $rc "$lines"; cat "$DIR/err"; failures=$((failures + 1))
+    fi
+}
+
+echo "=== $PE: bad flags and files"
+expect "batch size 0" "flag -b must be in" "${OK[@]}" -b 0
+expect "sequence length 0" "flag -t must be in" "${OK[@]}" -t 0
+expect "not a number" "expects an integer" "${OK[@]}" -t 12x
+expect "flag without a value" "needs a value" "${OK[@]}" -x
+expect "unknown flag" "unknown flag -Z" "${OK[@]}" -Z 1
+expect "final lr fraction out of range" "flag -q must be in" "${OK[@]}" -q 2
+expect "total batch not divisible" "not a multiple of B\*T" "${OK[@]}" -d 1000
+expect "unknown preset" "neither a .bin checkpoint nor a preset" "${OK[@]}" -e nonsense
+expect "missing checkpoint" "cannot open" "${OK[@]}" -e "$DIR/missing.bin"
+expect "no shard matches" "no file matches" "${OK[@]}" -i "$DIR/none_*.bin"
+expect "output directory not creatable" "cannot create directory" "${OK[@]}" -o /etc/passwd/out
+expect "resume without an output directory" "needs an output directory" "${OK[@]}" -y 1
+if [ "$PE" = learned ]; then
+    (cd "$DIR" && "$BIN" "${OK[@]}" -o "$DIR/ck" > /dev/null 2>&1)
+    expect "learned: T beyond maxT of a checkpoint" "beyond maxT" -e "$DIR/ck/model_00000002.bin" -t 64 -b 2 -x 2 -v 0 -s 0 -E none -i "$TRAIN" -j "$VAL"
+fi
+mkdir -p "$DIR/full"
+ln -s /dev/full "$DIR/full/model_00000002.bin.tmp"
+expect "disk full while writing a checkpoint" "No space left on device" "${OK[@]}" -o "$DIR/full"
+head -c 3000 /dev/urandom > "$DIR/gpt2_tokenizer.bin"
+expect "corrupt tokenizer file" "gpt2_tokenizer.bin" "${OK[@]}" -s 1
+printf 'garbage' > "$DIR/shard_000000.bin"
+expect "shard shorter than its header" "not a token shard" "${OK[@]}" -i "$DIR/shard_*.bin"
+[ $failures -eq 0 ] || { echo "$failures FAILURES"; exit 1; }
+echo "all bad-input cases gave one clear line and a nonzero exit"
