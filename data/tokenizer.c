@@ -48,7 +48,7 @@ never leaves a shard that looks complete.
 #define TOKENIZER_VERSION 2
 #define HEADER_INTS 256
 #define CHUNK_BYTES (64 * 1024)          // large documents are cut into chunks of about this size
-#define BATCH_BYTES (16 * 1024 * 1024)   // text read before a round of parallel encoding
+#define BATCH_BYTES (4 * 1024 * 1024)    // text per batch (one round of parallel encoding)
 #define CACHE_SLOTS (1 << 17)            // per-thread cache of merged pieces (power of two)
 #define CACHE_MAX_PIECE 48               // longer pieces are merged every time, not cached
 #define MAX_THREADS 256

@@ -81,6 +81,7 @@ hard valid/code "def f(x):\n    return x**2  # comment\n\nint main() { return 0;
 hard valid/mixed_scripts "abc\xd0\x94\xd0\x96\xd0\x97123\xe6\x97\xa5\xe6\x9c\xac abc123def \xce\x91\xce\x92\xce\x93\xce\xb1\xce\xb2\xce\xb3 x\xc2\xb2y \xc7\x84\xc7\x85\xc7\x86 \xef\xac\x81 \xef\xbf\xbd\n"
 { head -c 2000 /dev/zero | tr '\0' a; head -c 3000 /dev/zero | tr '\0' ' '; head -c 1000 /dev/zero | tr '\0' =;
   head -c 1000 /dev/zero | tr '\0' '\n'; printf x; head -c 500 /dev/zero | tr '\0' '\t'; } > "$T/valid/long_runs.txt"
+tr -dc 'a-zA-Z' < "$MOBY" | head -c 3000 > "$T/valid/long_word.txt"  # one 3000-letter piece
 hard valid/empty ""
 hard invalid/lone_continuation "a\x80b\xbfc \x80\x80\x80 d"
 hard invalid/truncated "a\xe2\x82b\xf0\x9f\x98c \xe2\x82 \xc3"
