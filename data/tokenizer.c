@@ -69,6 +69,7 @@ static void bytes_reserve(ByteBuf* b, size_t extra) {
     b->data = p; b->cap = cap;
 }
 
+// appends n bytes
 static void bytes_append(ByteBuf* b, const void* src, size_t n) {
     if (n == 0) { return; }
     bytes_reserve(b, n);
@@ -183,12 +184,14 @@ typedef struct {
 static Vocab vocab;
 static const uint64_t PAIR_EMPTY = UINT64_MAX;
 
+// hash of a byte string (FNV-1a): token table and piece cache
 static uint32_t hash_bytes(const uint8_t* s, size_t n) {
     uint32_t h = 2166136261u;  // FNV-1a
     for (size_t i = 0; i < n; i++) { h = (h ^ s[i]) * 16777619u; }
     return h;
 }
 
+// hash of a (left id, right id) pair key (Fibonacci hashing)
 static uint32_t hash_pair(uint64_t key) {
     return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32);
 }
@@ -241,6 +244,7 @@ static void read_vocab_file(const char* dir, const char* name, ByteBuf* b, char*
     read_all(path, b);
 }
 
+// adds token id to the bytes -> id table
 static void token_insert(int id) {
     uint32_t i = hash_bytes(vocab.token_bytes[id], vocab.token_len[id]) & vocab.token_mask;
     while (vocab.token_slots[i] >= 0) { i = (i + 1) & vocab.token_mask; }
@@ -443,6 +447,7 @@ typedef struct {
     size_t sym_cap;
 } Worker;
 
+// per-thread state: regex match data and JIT stack (8 MB, for very long pieces), empty cache
 static void worker_init(Worker* w) {
     memset(w, 0, sizeof(*w));
     w->match = pcre2_match_data_create_from_pattern(gpt2_regex, NULL);
@@ -632,8 +637,10 @@ static void batch_encode_finish(void) {
 // buffered writer of decimal ids, one per line, to stdout
 typedef struct { char buf[1 << 16]; size_t len; } IdPrinter;
 
+// writes bytes to stdout; a failed write (full disk, closed pipe) is fatal
 static void out_flush_raw(const void* p, size_t n) { fwrite_check(p, 1, n, stdout, "standard output"); }
 
+// appends one id and a newline, flushing the buffer when it is nearly full
 static void print_id(IdPrinter* pr, int id) {
     if (pr->len + 16 > sizeof(pr->buf)) { out_flush_raw(pr->buf, pr->len); pr->len = 0; }
     char tmp[12];
@@ -643,6 +650,7 @@ static void print_id(IdPrinter* pr, int id) {
     pr->buf[pr->len++] = '\n';
 }
 
+// flushes the ids to stdout and checks that every write reached it
 static void print_finish(IdPrinter* pr) {
     out_flush_raw(pr->buf, pr->len);
     pr->len = 0;
@@ -665,13 +673,15 @@ typedef struct {
     size_t buf_len;
 } ShardWriter;
 
-// the temporary file of the shard being written, removed if the program fails (atexit)
+// the temporary file of the shard being written
 static char pending_tmp[PATH_MAX + 8];
 
+// atexit handler: a program that fails (fatal) while writing a file removes its temporary file
 static void remove_pending_tmp(void) {
     if (pending_tmp[0] != '\0') { unlink(pending_tmp); }
 }
 
+// writes the buffered tokens to the shard being written
 static void shard_flush_buf(ShardWriter* sw) {
     atomic_write(&sw->file, sw->buf, sizeof(uint16_t), sw->buf_len);
     sw->buf_len = 0;
@@ -692,6 +702,7 @@ static void shard_close(ShardWriter* sw) {
     sw->index++;
 }
 
+// starts the next shard under its temporary name, with a placeholder header
 static void shard_open(ShardWriter* sw) {
     char path[PATH_MAX + 64];
     const char* split = sw->split ? sw->split : (sw->index == 0 ? "val" : "train");
@@ -907,6 +918,7 @@ static void cmd_write_bin(const char* path) {
     printf("wrote %s (%d tokens)\n", path, VOCAB_SIZE);
 }
 
+// prints the commands and exits 1
 static void usage(void) {
     fprintf(stderr,
         "usage: ./tokenizer [-v DIR] [-t THREADS] COMMAND ...\n"
@@ -923,6 +935,7 @@ static void usage(void) {
     exit(1);
 }
 
+// parses the flags (anywhere on the line), loads the vocabulary, runs the command
 int main(int argc, char** argv) {
     const char* vocab_dir = "data/gpt2";
     const char* split = NULL;
