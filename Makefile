@@ -46,7 +46,7 @@ endif
 HEADERS := $(wildcard llmc/*.h)
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz
 all: train_gpt2
 
 $(BUILD):
@@ -89,7 +89,17 @@ test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test
 	  bash tests/cli.sh $$pe && bash tests/resume.sh $$pe && bash tests/mpi.sh $$pe || exit 1; \
 	done
 
-test: test-cpu test-data test-scripts
+# fuzzing the readers of untrusted files (clang's libFuzzer, AddressSanitizer, UBSan)
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -Idev/no_openmp -Wno-unknown-pragmas
+FUZZ_HARNESSES := checkpoint shard tokenizer_bin
+FUZZ_SECONDS ?= 25
+$(BUILD)/fuzz_%: dev/fuzz/fuzz.c train_gpt2.c $(HEADERS) | $(BUILD)
+	clang $(FUZZ_CFLAGS) -DFUZZ_$(shell echo $* | tr a-z A-Z) -DPE_CABLE -o $@ dev/fuzz/fuzz.c -lm
+
+test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h))
+	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+
+test: test-cpu test-data test-scripts test-fuzz
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
