@@ -46,7 +46,7 @@ endif
 HEADERS := $(wildcard llmc/*.h)
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment
 all: train_gpt2
 
 $(BUILD):
@@ -99,7 +99,11 @@ $(BUILD)/fuzz_%: dev/fuzz/fuzz.c train_gpt2.c $(HEADERS) | $(BUILD)
 test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h))
 	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
 
-test: test-cpu test-data test-scripts test-fuzz
+# the extrapolation experiment in its quick form: every expected row, finite numbers
+test-experiment: starter
+	bash dev/extrapolation.sh --quick $(BUILD)/extrapolation_quick
+
+test: test-cpu test-data test-scripts test-fuzz test-experiment
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

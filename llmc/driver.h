@@ -392,6 +392,12 @@ static float validation_loss(GPT2* model, DataLoader* val, int batches, const Mu
 //   sliding     windows of L tokens every `stride` tokens, only the last `stride` scored
 // The same number of tokens is scored at every length where the data allows.
 
+// the sliding-window stride: -W, or half the training length by default
+static int eval_stride(const TrainArgs* a, int train_len) {
+    if (a->eval_stride > 0) { return a->eval_stride; }
+    return train_len / 2 > 0 ? train_len / 2 : 1;
+}
+
 typedef struct {
     int eval_len;
     const char* mode;
@@ -401,10 +407,11 @@ typedef struct {
     const char* note;   // why a row has no number
 } EvalRow;
 
-// mean loss over `num_windows` windows of length L starting every `step` tokens at
-// `first`, scoring the last `scored` tokens of each; windows are spread over ranks
+// mean loss of `num_windows` windows of L tokens: window k scores the `scored` tokens
+// starting at first + k * scored, with the L - scored tokens before them as context.
+// Windows are spread over the ranks and batched `batch_rows` at a time.
 static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, int64_t num_windows,
-                           int64_t step, int L, int scored, int batch_rows, const MultiProcess* mp) {
+                           int L, int scored, int batch_rows, const MultiProcess* mp) {
     int* inp = (int*)malloc_check((size_t)batch_rows * L * sizeof(int));
     int* tgt = (int*)malloc_check((size_t)batch_rows * L * sizeof(int));
     float* losses = (float*)malloc_check((size_t)batch_rows * L * sizeof(float));
@@ -412,7 +419,7 @@ static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, i
     for (int64_t w0 = (int64_t)mp->rank * batch_rows; w0 < num_windows; w0 += (int64_t)mp->world * batch_rows) {
         int rows = num_windows - w0 < batch_rows ? (int)(num_windows - w0) : batch_rows;
         for (int r = 0; r < rows; r++) {
-            const uint16_t* src = tokens + first + (w0 + r) * step;
+            const uint16_t* src = tokens + first + (w0 + r) * scored - (L - scored);
             for (int t = 0; t < L; t++) { inp[r * L + t] = src[t]; tgt[r * L + t] = src[t + 1]; }
         }
         gpt2_forward(model, inp, tgt, rows, L, 0);
@@ -428,15 +435,17 @@ static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, i
     return sum[0] / ((double)num_windows * scored);
 }
 
+// Every length and mode scores the same tokens: non-overlapping windows tile tokens
+// [0, K); sliding windows score [maxL - S, maxL - S + K) S at a time, so that even
+// the first scored token has the full L - S tokens of context at every length.
 static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, EvalRow* rows) {
     DataLoader val;
     dataloader_init(&val, a->val_pattern, 1, 1, 0, 1, model->config.vocab_size);
     int maxL = 0;
     for (int k = 0; k < a->num_eval_lengths; k++) { if (a->eval_lengths[k] > maxL) { maxL = a->eval_lengths[k]; } }
-    int stride = a->eval_stride == 0 ? (train_len / 2 > 0 ? train_len / 2 : 1) : a->eval_stride;
-    int64_t need = (int64_t)a->eval_tokens + maxL + 1;
+    int stride = eval_stride(a, train_len);
     int64_t ntok;
-    uint16_t* tokens = dataloader_read_all(&val, need, &ntok);
+    uint16_t* tokens = dataloader_read_all(&val, (int64_t)a->eval_tokens + maxL + 1, &ntok);
     dataloader_free(&val);
     int nrows = 0;
     for (int k = 0; k < a->num_eval_lengths; k++) {
@@ -449,16 +458,16 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
             r->mode = mode == 0 ? "nonoverlap" : "sliding";
             if (L > gpt2_max_length(model)) { r->note = "n/a: beyond the learned positions"; continue; }
             int scored = mode == 0 ? L : (stride < L ? stride : L);
-            // windows: the target number of scored tokens, cut to what the data holds
-            int64_t step = mode == 0 ? L : scored;
+            int64_t first = mode == 0 ? 0 : maxL - (stride < maxL ? stride : maxL);
+            // the target number of scored tokens, cut to what the data holds
             int64_t want = ((int64_t)a->eval_tokens + scored - 1) / scored;
-            int64_t fit = ntok - L - 1 < 0 ? 0 : (ntok - L - 1) / step + 1;
+            int64_t fit = (ntok - 1 - first) / scored;
             int64_t windows = want < fit ? want : fit;
             if (windows < 1) { r->note = "n/a: not enough validation tokens"; continue; }
             int batch_rows = (a->B * a->T) / L;
             if (batch_rows < 1) { batch_rows = 1; }
             if (batch_rows > windows) { batch_rows = (int)windows; }
-            r->loss = eval_windows(model, tokens, 0, windows, step, L, scored, batch_rows, mp);
+            r->loss = eval_windows(model, tokens, first, windows, L, scored, batch_rows, mp);
             r->tokens = windows * scored;
             r->mem_mib = gpt2_peak_memory_mib(model);
         }
@@ -497,8 +506,7 @@ static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* m
     if (a->num_eval_lengths == 0) { return; }
     EvalRow rows[2 * MAX_EVAL_LENGTHS];
     int n = run_extrapolation(model, a, mp, train_len, rows);
-    int stride = a->eval_stride == 0 ? (train_len / 2 > 0 ? train_len / 2 : 1) : a->eval_stride;
-    if (mp->rank == 0) { report_extrapolation(rows, n, a, train_len, step, stride); }
+    if (mp->rank == 0) { report_extrapolation(rows, n, a, train_len, step, eval_stride(a, train_len)); }
 }
 
 // ----------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""Draws the papers' figure from extrapolation.csv: perplexity against evaluation
+length, one line per encoding, log-scaled x, one panel per evaluation mode; and
+writes the numbers as markdown tables (rows: length, columns: encoding).
+
+usage: plot_extrapolation.py CSV PNG MD "caption"
+"""
+import csv
+import sys
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+csv_path, png_path, md_path, caption = sys.argv[1:5]
+rows = list(csv.DictReader(open(csv_path)))
+pes = list(dict.fromkeys(r["pe"] for r in rows))
+lengths = sorted({int(r["eval_len"]) for r in rows})
+modes = ["nonoverlap", "sliding"]
+ppl = {(r["pe"], int(r["eval_len"]), r["mode"]): r["ppl"] for r in rows}
+
+fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
+for ax, mode in zip(axes, modes):
+    for pe in pes:
+        xs = [L for L in lengths if ppl.get((pe, L, mode), "n/a") != "n/a"]
+        ys = [float(ppl[(pe, L, mode)]) for L in xs]
+        style = "-" if pe.startswith("cable") or pe == "kcable" else "--"
+        ax.plot(xs, ys, style, marker="o", label=pe, linewidth=2 if pe == "cable" else 1.2)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(lengths)
+    ax.set_xticklabels([str(L) for L in lengths])
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_title(mode)
+    ax.grid(True, which="both", alpha=0.3)
+axes[0].set_ylabel("validation perplexity")
+axes[1].legend(fontsize=8, ncol=2)
+fig.suptitle(caption, fontsize=9)
+fig.tight_layout()
+fig.savefig(png_path, dpi=110)
+
+with open(md_path, "w") as f:
+    f.write(caption + "\n")
+    for mode in modes:
+        f.write("\n%s perplexity\n\n" % mode)
+        f.write("| length | " + " | ".join(pes) + " |\n")
+        f.write("|---:|" + "---:|" * len(pes) + "\n")
+        for L in lengths:
+            cells = []
+            for pe in pes:
+                v = ppl.get((pe, L, mode), "n/a")
+                cells.append(v if v == "n/a" else "%.1f" % float(v))
+            f.write("| %d | %s |\n" % (L, " | ".join(cells)))
