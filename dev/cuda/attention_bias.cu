@@ -1,0 +1,203 @@
+/*
+Causal attention with the positional encoding's bias computed on the fly, forward and
+backward, in versions selected on the command line; each is checked against the CPU
+reference (llmc/attention_check.cuh: double precision, the bias from the encodings'
+definitions) and timed with cudaEvents. The encoding is a compile-time switch, as in
+the trainer, whose PE hooks (pe_bias, pe_bias_backward, pe_bias_flush) every version
+calls.
+
+  make -C dev/cuda attention_bias PE=cable [PRECISION=FP32]
+  ./dev/cuda/attention_bias_cable VERSION [T B NH HS]     (default 1024 2 12 64)
+
+version 1  one thread per query row (forward, dq pass) or key (dk/dv pass), every
+           operand read from global memory, each row's scores computed twice (max, then
+           the exponentials): the simplest correct version
+version 2  the trainer's kernels (llmc/attention_bias.cuh): 16 head dimensions per thread,
+           tiles in shared memory, online softmax, fully masked tiles skipped
+*/
+#define TESTING
+#include "../../train_gpt2.cu"
+#include "../../llmc/attention_check.cuh"
+
+#define NAIVE_BLOCK ATT_KV_BK // threads per block, one row or key each (the flush's slot layout)
+#define NAIVE_MAX_HS 128
+
+// attention_forward_naive_kernel: one thread per (b, h, query i): the maximum score, then
+// the exponentials, their sum and the weighted values, straight from global memory
+template<class PE>
+__global__ void attention_forward_naive_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, int T, int NH, int HS) {
+    int b = blockIdx.z, h = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= T) { return; }
+    int C = NH * HS, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
+    float m = -INFINITY;
+    for (int j = 0; j <= i; j++) {
+        const floatX* k = qkv + ((size_t)b * T + j) * C3 + C + h * HS;
+        float dot = 0.0f;
+        for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; }
+        m = fmaxf(m, dot * scale + pe_bias(pb, b, h, i, j));
+    }
+    float acc[NAIVE_MAX_HS];
+    for (int e = 0; e < HS; e++) { acc[e] = 0.0f; }
+    float l = 0.0f;
+    for (int j = 0; j <= i; j++) {
+        const floatX* k = qkv + ((size_t)b * T + j) * C3 + C + h * HS;
+        const floatX* v = k + C;
+        float dot = 0.0f;
+        for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; }
+        float p = expf(dot * scale + pe_bias(pb, b, h, i, j) - m);
+        l += p;
+        for (int e = 0; e < HS; e++) { acc[e] += p * (float)v[e]; }
+    }
+    floatX* o = out + ((size_t)b * T + i) * C + h * HS;
+    for (int e = 0; e < HS; e++) { o[e] = (floatX)(acc[e] / l); }
+    lse[((size_t)b * NH + h) * T + i] = m + logf(l);
+}
+
+// attention_backward_q_naive_kernel: one thread per query i: D_i, then dq_i and the row side
+// of the bias gradient over the keys j <= i
+template<class PE>
+__global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out,
+                                                  const float* lse, const PE pb, int T, int NH, int HS) {
+    int b = blockIdx.z, h = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    int C = NH * HS, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    typename PE::Grad acc = {};
+    if (i < T) {
+        const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
+        const floatX* g = dout + ((size_t)b * T + i) * C + h * HS;
+        const floatX* o = out + ((size_t)b * T + i) * C + h * HS;
+        float Di = 0.0f;
+        for (int e = 0; e < HS; e++) { Di += (float)g[e] * (float)o[e]; }
+        D[((size_t)b * NH + h) * T + i] = Di;
+        float row_lse = lse[((size_t)b * NH + h) * T + i];
+        float dq[NAIVE_MAX_HS];
+        for (int e = 0; e < HS; e++) { dq[e] = 0.0f; }
+        for (int j = 0; j <= i; j++) {
+            const floatX* k = qkv + ((size_t)b * T + j) * C3 + C + h * HS;
+            const floatX* v = k + C;
+            float dot = 0.0f, dp = 0.0f;
+            for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; dp += (float)g[e] * (float)v[e]; }
+            float p = expf(dot * scale + pe_bias(pb, b, h, i, j) - row_lse);
+            float ds = p * (dp - Di);
+            for (int e = 0; e < HS; e++) { dq[e] += ds * scale * (float)k[e]; }
+            pe_bias_backward(pb, acc, PE_SIDE_ROW, b, h, i, j, ds);
+        }
+        floatX* dst = dqkv + ((size_t)b * T + i) * C3 + h * HS;
+        for (int e = 0; e < HS; e++) { dst[e] = (floatX)dq[e]; }
+    }
+    pe_bias_flush(pb, acc, PE_SIDE_ROW, b, h, i, i < T, 0);
+}
+
+// attention_backward_kv_naive_kernel: one thread per key j: dk_j, dv_j and the column side of
+// the bias gradient over the queries i >= j (needs D from the dq pass)
+template<class PE>
+__global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
+                                                   const float* D, const PE pb, int T, int NH, int HS) {
+    int b = blockIdx.z, h = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    int C = NH * HS, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    typename PE::Grad acc = {};
+    if (j < T) {
+        const floatX* k = qkv + ((size_t)b * T + j) * C3 + C + h * HS;
+        const floatX* v = k + C;
+        float dk[NAIVE_MAX_HS], dv[NAIVE_MAX_HS];
+        for (int e = 0; e < HS; e++) { dk[e] = 0.0f; dv[e] = 0.0f; }
+        for (int i = j; i < T; i++) {
+            const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
+            const floatX* g = dout + ((size_t)b * T + i) * C + h * HS;
+            float dot = 0.0f, dp = 0.0f;
+            for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; dp += (float)g[e] * (float)v[e]; }
+            float p = expf(dot * scale + pe_bias(pb, b, h, i, j) - lse[((size_t)b * NH + h) * T + i]);
+            float ds = p * (dp - D[((size_t)b * NH + h) * T + i]);
+            for (int e = 0; e < HS; e++) { dv[e] += p * (float)g[e]; dk[e] += ds * scale * (float)q[e]; }
+            pe_bias_backward(pb, acc, PE_SIDE_COL, b, h, i, j, ds);
+        }
+        floatX* dst = dqkv + ((size_t)b * T + j) * C3 + h * HS;
+        for (int e = 0; e < HS; e++) { dst[C + e] = (floatX)dk[e]; dst[2 * C + e] = (floatX)dv[e]; }
+    }
+    pe_bias_flush(pb, acc, PE_SIDE_COL, b, h, j, j < T, (b * NH + h) * gridDim.x + blockIdx.x);
+}
+
+static void attention_forward_naive(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T, int NH, int HS,
+                                    cudaStream_t stream) {
+    dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
+    attention_forward_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(out, lse, qkv, pb, T, NH, HS);
+    cudaCheckLaunch("attention_forward_naive_kernel");
+}
+
+static void attention_backward_naive(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                                     const PEBias& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
+    attention_backward_q_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, D, dout, qkv, out, lse, pb, T, NH, HS);
+    cudaCheckLaunch("attention_backward_q_naive_kernel");
+    attention_backward_kv_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, dout, qkv, lse, D, pb, T, NH, HS);
+    cudaCheckLaunch("attention_backward_kv_naive_kernel");
+}
+
+// milliseconds per call of fn, averaged over `reps` calls after one warm-up call
+template<class F>
+static float time_ms(F fn, int reps) {
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    fn();
+    cudaCheck(cudaEventRecord(start, ctx.stream));
+    for (int r = 0; r < reps; r++) { fn(); }
+    cudaCheck(cudaEventRecord(stop, ctx.stream));
+    cudaCheck(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    return ms / reps;
+}
+
+int main(int argc, char** argv) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("attention_bias: no CUDA device, skipped\n");
+        return 0;
+    }
+    int version = argc > 1 ? atoi(argv[1]) : 2;
+    AttnShape s = {2, 1024, 12, 64};
+    if (argc > 2) { s.T = atoi(argv[2]); }
+    if (argc > 3) { s.B = atoi(argv[3]); }
+    if (argc > 4) { s.NH = atoi(argv[4]); }
+    if (argc > 5) { s.hs = atoi(argv[5]); }
+    if (s.T < 1 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
+        fatal("bad shape T=%d B=%d NH=%d hs=%d (head sizes 32, 64, 128)", s.T, s.B, s.NH, s.hs);
+    }
+    AttnForwardFn fwd;
+    AttnBackwardFn bwd;
+    switch (version) {
+        case 1: fwd = attention_forward_naive; bwd = attention_backward_naive; break;
+        case 2: fwd = attention_forward<PEBias>; bwd = attention_backward<PEBias>; break;
+        default: fatal("unknown version %d (1: naive, 2: the trainer's tiled kernels)", version);
+    }
+    printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d\n", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
+    AttnCase c;
+    attn_case_setup(&c, s, 1);
+    attn_case_run(&c, fwd, bwd);
+#if defined(ENABLE_FP32)
+    int fails = attn_case_compare(&c, 1e-4, 1e-3);
+#else
+    int fails = attn_case_compare(&c, 1e-2, 1e-3);
+#endif
+    GPT2* m = &c.model;
+    PEBias pf, pbw;
+    pe_bias_setup(&pf, m, 0, s.B, s.T, 0);
+    pe_bias_setup(&pbw, m, 0, s.B, s.T, 1);
+    float ms_f = time_ms([&]() { fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, s.B, s.T, s.NH, s.hs, ctx.stream); }, 10);
+    float ms_b = time_ms([&]() {
+        bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, s.B, s.T, s.NH, s.hs, ctx.stream);
+    }, 10);
+    // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
+    double pairs = (double)s.B * s.NH * s.T * (s.T + 1) / 2.0;
+    printf("  forward  %8.3f ms  %6.2f TFLOP/s\n", ms_f, 4.0 * pairs * s.hs / (ms_f * 1e-3) / 1e12);
+    printf("  backward %8.3f ms  %6.2f TFLOP/s\n", ms_b, 10.0 * pairs * s.hs / (ms_b * 1e-3) / 1e12);
+    attn_case_free(&c);
+    printf("%s\n", fails == 0 ? "ok" : "FAILED");
+    return fails == 0 ? 0 : 1;
+}

@@ -1,0 +1,340 @@
+/*
+Causal attention with an additive positional bias computed on the fly, forward and
+backward, flash-attention style: no T x T tensor (scores, probabilities or bias) ever
+exists in memory. The bias b(i, j) of query i and key j in head h comes from the
+positional encoding's hooks, found by argument-dependent lookup on the bias type PE
+(the trainer's PEBias, one per encoding, llmc/../train_gpt2.cu "positional encodings"):
+
+  float pe_bias(const PE& pb, int b, int h, int i, int j)
+      the bias, from a few per-head and per-token numbers (slopes, tables, S, w)
+  void pe_bias_backward(const PE& pb, PE::Grad& g, int side, int b, int h, int i, int j, float ds)
+      accumulates dL/dbias(i, j) = ds into the thread's accumulators g: side PE_SIDE_ROW
+      is called by the thread that owns query i, side PE_SIDE_COL by the thread that
+      owns key j (each pair is seen once from each side)
+  void pe_bias_flush(const PE& pb, PE::Grad& g, int side, int b, int h, int t, bool valid, int slot)
+      called once by every thread at the end of a backward kernel: writes per-token
+      gradients of its token t, or reduces parameter gradients over the block into a
+      per-block partial (slot), summed later by the trainer (deterministic, no atomics)
+
+Layouts: qkv (B, T, 3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS;
+out and dout (B, T, C); lse and D (B, NH, T) in fp32. All arithmetic is fp32.
+
+Tiling. A thread owns one row (a query in the forward and the dq pass, a key in the
+dk/dv pass) and ATT_DPT = 16 of its HS dimensions, so HS / 16 consecutive threads
+share a row and combine their partial dot products with shuffles; HS = 32, 64, 128
+are compiled. Dimension group g of part p is the float4 number g * parts + p of the
+row, so the parts of a row read different shared-memory banks. The other side of
+the pairs streams through shared memory in tiles (converted to fp32 once per block):
+
+  forward    block = 64 query rows of one (b, h); key tiles of 32; online softmax
+             with one rescale per tile; keeps lse_i = m_i + log(l_i) per row
+  backward   two kernels, each recomputing p_ij = exp(s_ij - lse_i) from q, k, lse:
+             dq pass   (block = 64 query rows, key tiles of 32): D_i = dout_i . out_i,
+                       dq_i = sum_j ds_ij k_j / sqrt(HS), row side of the bias gradient
+             dkdv pass (block = 64 keys, query tiles of 32): dv_j = sum_i p_ij dout_i,
+                       dk_j = sum_i ds_ij q_i / sqrt(HS), column side of the bias gradient
+             with ds_ij = p_ij (dout_i . v_j - D_i). Two passes cost two extra dot
+             products per pair over a fused kernel but need no atomics: every gradient
+             has one writer, and the row and column sums of ds that the CABLE encodings
+             need are plain per-thread sums.
+  causality  tiles entirely above the diagonal are never visited; in the diagonal tiles
+             masked pairs are dropped by value, so every lane reaches every shuffle.
+
+Memory: besides the inputs and outputs, lse and D (B*NH*T floats each) and 32 KiB of
+shared memory per block at most (HS = 128).
+*/
+#ifndef LLMC_ATTENTION_BIAS_CUH
+#define LLMC_ATTENTION_BIAS_CUH
+
+#include "cuda_common.cuh"
+
+#define ATT_DPT 16   // head dimensions per thread
+#define ATT_BQ 64    // query rows per block (forward, dq pass)
+#define ATT_BK 32    // keys per shared-memory tile (forward, dq pass)
+#define ATT_KV_BK 64 // keys per block (dk/dv pass)
+#define ATT_KV_BQ 32 // query rows per shared-memory tile (dk/dv pass)
+#define PE_SIDE_ROW 0
+#define PE_SIDE_COL 1
+
+// sum over the HS / ATT_DPT threads that share a row (consecutive lanes)
+template<int TPR>
+__device__ __forceinline__ float row_group_sum(float v) {
+    for (int off = 1; off < TPR; off <<= 1) { v += __shfl_xor_sync(0xffffffffu, v, off); }
+    return v;
+}
+
+// loads rows [r0, r0 + R) of one head's q, k or v (column offset `col` in a row of C3)
+// into shared memory as fp32 (R x HS, row-major); rows at or beyond T are zeros
+template<int HS>
+__device__ void attention_load_tile(float* dst, const floatX* src, int b, int r0, int R, int T, int C3, int col) {
+    for (int e = threadIdx.x; e < R * HS; e += blockDim.x) {
+        int r = e / HS, c = e % HS;
+        int t = r0 + r;
+        dst[e] = t < T ? (float)src[((size_t)b * T + t) * C3 + col + c] : 0.0f;
+    }
+}
+
+// loads this thread's ATT_DPT dimensions (part p of TPR) of a row of HS values
+template<int TPR>
+__device__ __forceinline__ void attention_load_row(float* x, const floatX* src, int p) {
+    #pragma unroll
+    for (int g = 0; g < ATT_DPT / 4; g++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) { x[4 * g + e] = (float)src[4 * (g * TPR + p) + e]; }
+    }
+}
+
+template<int TPR>
+__device__ __forceinline__ void attention_store_row(floatX* dst, const float* x, float scale, int p) {
+    #pragma unroll
+    for (int g = 0; g < ATT_DPT / 4; g++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) { dst[4 * (g * TPR + p) + e] = (floatX)(x[4 * g + e] * scale); }
+    }
+}
+
+// partial dot product of this thread's dimensions with row `r` of a shared-memory tile
+template<int HS, int TPR>
+__device__ __forceinline__ float attention_dot(const float* x, const float* tile, int r, int p) {
+    const float4* row = reinterpret_cast<const float4*>(tile + r * HS);
+    float acc = 0.0f;
+    #pragma unroll
+    for (int g = 0; g < ATT_DPT / 4; g++) {
+        float4 k = row[g * TPR + p];
+        acc += x[4 * g] * k.x + x[4 * g + 1] * k.y + x[4 * g + 2] * k.z + x[4 * g + 3] * k.w;
+    }
+    return acc;
+}
+
+// y += a * (row `r` of a shared-memory tile), this thread's dimensions
+template<int HS, int TPR>
+__device__ __forceinline__ void attention_axpy(float* y, float a, const float* tile, int r, int p) {
+    const float4* row = reinterpret_cast<const float4*>(tile + r * HS);
+    #pragma unroll
+    for (int g = 0; g < ATT_DPT / 4; g++) {
+        float4 v = row[g * TPR + p];
+        y[4 * g] += a * v.x; y[4 * g + 1] += a * v.y; y[4 * g + 2] += a * v.z; y[4 * g + 3] += a * v.w;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// kernels
+
+// attention_forward_kernel: out_i = sum_j softmax_j(q_i.k_j / sqrt(HS) + b(i, j)) v_j over
+// j <= i, for the 64 query rows of this block, streaming the keys in tiles of 32 with an
+// online softmax (running max m, running sum l); writes lse_i = m + log(l) for the backward.
+template<int HS, class PE>
+__global__ void __launch_bounds__(ATT_BQ * HS / ATT_DPT)
+attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, int T, int NH) {
+    constexpr int TPR = HS / ATT_DPT;
+    __shared__ __align__(16) float ks[ATT_BK * HS];
+    __shared__ __align__(16) float vs[ATT_BK * HS];
+    int b = blockIdx.z, h = blockIdx.y;
+    int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
+    int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
+    int i = qt * ATT_BQ + r;
+    int C = NH * HS, C3 = 3 * C;
+    int row = i < T ? i : T - 1; // rows past T compute on a valid row and write nothing
+    float scale = 1.0f / sqrtf((float)HS);
+    float q[ATT_DPT], o[ATT_DPT];
+    attention_load_row<TPR>(q, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
+    #pragma unroll
+    for (int k = 0; k < ATT_DPT; k++) { o[k] = 0.0f; }
+    float m = -INFINITY, l = 0.0f;
+    int last_key = min(qt * ATT_BQ + ATT_BQ, T) - 1;
+    for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
+        __syncthreads();
+        attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
+        attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
+        __syncthreads();
+        float s[ATT_BK];
+        float tile_max = -INFINITY;
+        #pragma unroll
+        for (int jj = 0; jj < ATT_BK; jj++) {
+            float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(q, ks, jj, p));
+            int j = j0 + jj;
+            s[jj] = j <= i && i < T ? dot * scale + pe_bias(pb, b, h, i, j) : -INFINITY;
+            tile_max = fmaxf(tile_max, s[jj]);
+        }
+        float m_new = fmaxf(m, tile_max);
+        if (m_new == -INFINITY) { continue; } // no key yet (only rows past T)
+        float corr = expf(m - m_new);
+        l *= corr;
+        #pragma unroll
+        for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
+        #pragma unroll
+        for (int jj = 0; jj < ATT_BK; jj++) {
+            float pij = expf(s[jj] - m_new);
+            l += pij;
+            attention_axpy<HS, TPR>(o, pij, vs, jj, p);
+        }
+        m = m_new;
+    }
+    if (i < T) {
+        attention_store_row<TPR>(out + ((size_t)b * T + i) * C + h * HS, o, 1.0f / l, p);
+        if (p == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
+    }
+}
+
+// attention_backward_q_kernel: for the 64 query rows of this block, D_i = dout_i . out_i
+// (kept for the dk/dv pass), then over the keys j <= i: p_ij from lse, ds_ij = p_ij
+// (dout_i . v_j - D_i), dq_i = sum_j ds_ij k_j / sqrt(HS); hands ds_ij to the row side of
+// the bias gradient.
+template<int HS, class PE>
+__global__ void __launch_bounds__(ATT_BQ * HS / ATT_DPT)
+attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out,
+                            const float* lse, const PE pb, int T, int NH) {
+    constexpr int TPR = HS / ATT_DPT;
+    __shared__ __align__(16) float ks[ATT_BK * HS];
+    __shared__ __align__(16) float vs[ATT_BK * HS];
+    int b = blockIdx.z, h = blockIdx.y;
+    int qt = gridDim.x - 1 - blockIdx.x;
+    int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
+    int i = qt * ATT_BQ + r;
+    int C = NH * HS, C3 = 3 * C;
+    int row = i < T ? i : T - 1;
+    float scale = 1.0f / sqrtf((float)HS);
+    float q[ATT_DPT], g[ATT_DPT], dq[ATT_DPT];
+    attention_load_row<TPR>(q, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
+    attention_load_row<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, p);
+    attention_load_row<TPR>(dq, out + ((size_t)b * T + row) * C + h * HS, p); // out_i, for D_i
+    float Di = 0.0f;
+    #pragma unroll
+    for (int k = 0; k < ATT_DPT; k++) { Di += g[k] * dq[k]; dq[k] = 0.0f; }
+    Di = row_group_sum<TPR>(Di);
+    size_t lse_idx = ((size_t)b * NH + h) * T + row;
+    if (i < T && p == 0) { D[lse_idx] = Di; }
+    float row_lse = lse[lse_idx];
+    typename PE::Grad acc = {};
+    int last_key = min(qt * ATT_BQ + ATT_BQ, T) - 1;
+    for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
+        __syncthreads();
+        attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
+        attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
+        __syncthreads();
+        #pragma unroll 4
+        for (int jj = 0; jj < ATT_BK; jj++) {
+            float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(q, ks, jj, p));
+            float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(g, vs, jj, p));
+            int j = j0 + jj;
+            if (j <= i && i < T) {
+                float pij = expf(dot * scale + pe_bias(pb, b, h, i, j) - row_lse);
+                float ds = pij * (dp - Di);
+                attention_axpy<HS, TPR>(dq, ds * scale, ks, jj, p);
+                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_ROW, b, h, i, j, ds); }
+            }
+        }
+    }
+    if (i < T) { attention_store_row<TPR>(dqkv + ((size_t)b * T + i) * C3 + h * HS, dq, 1.0f, p); }
+    pe_bias_flush(pb, acc, PE_SIDE_ROW, b, h, i, i < T && p == 0, 0);
+}
+
+// attention_backward_kv_kernel: for the 64 keys of this block, over the queries i >= j:
+// dv_j = sum_i p_ij dout_i, dk_j = sum_i ds_ij q_i / sqrt(HS); hands ds_ij to the column
+// side of the bias gradient. Needs D from attention_backward_q_kernel.
+template<int HS, class PE>
+__global__ void __launch_bounds__(ATT_KV_BK * HS / ATT_DPT)
+attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* D,
+                             const PE pb, int T, int NH) {
+    constexpr int TPR = HS / ATT_DPT;
+    __shared__ __align__(16) float qs[ATT_KV_BQ * HS];
+    __shared__ __align__(16) float gs[ATT_KV_BQ * HS];
+    __shared__ float lses[ATT_KV_BQ];
+    __shared__ float Ds[ATT_KV_BQ];
+    int b = blockIdx.z, h = blockIdx.y, kt = blockIdx.x;
+    int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
+    int j = kt * ATT_KV_BK + r;
+    int C = NH * HS, C3 = 3 * C;
+    int col = j < T ? j : T - 1;
+    float scale = 1.0f / sqrtf((float)HS);
+    float k[ATT_DPT], v[ATT_DPT], dk[ATT_DPT], dv[ATT_DPT];
+    attention_load_row<TPR>(k, qkv + ((size_t)b * T + col) * C3 + C + h * HS, p);
+    attention_load_row<TPR>(v, qkv + ((size_t)b * T + col) * C3 + 2 * C + h * HS, p);
+    #pragma unroll
+    for (int e = 0; e < ATT_DPT; e++) { dk[e] = 0.0f; dv[e] = 0.0f; }
+    typename PE::Grad acc = {};
+    const float* lse_bh = lse + ((size_t)b * NH + h) * T;
+    const float* D_bh = D + ((size_t)b * NH + h) * T;
+    for (int i0 = kt * ATT_KV_BK; i0 < T; i0 += ATT_KV_BQ) { // ATT_KV_BK is a multiple of ATT_KV_BQ
+        __syncthreads();
+        attention_load_tile<HS>(qs, qkv, b, i0, ATT_KV_BQ, T, C3, h * HS);
+        attention_load_tile<HS>(gs, dout, b, i0, ATT_KV_BQ, T, C, h * HS);
+        for (int e = threadIdx.x; e < ATT_KV_BQ; e += blockDim.x) {
+            lses[e] = i0 + e < T ? lse_bh[i0 + e] : 0.0f;
+            Ds[e] = i0 + e < T ? D_bh[i0 + e] : 0.0f;
+        }
+        __syncthreads();
+        #pragma unroll 4
+        for (int ii = 0; ii < ATT_KV_BQ; ii++) {
+            float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(k, qs, ii, p));
+            float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(v, gs, ii, p));
+            int i = i0 + ii;
+            if (j <= i && i < T) {
+                float pij = expf(dot * scale + pe_bias(pb, b, h, i, j) - lses[ii]);
+                float ds = pij * (dp - Ds[ii]);
+                attention_axpy<HS, TPR>(dv, pij, gs, ii, p);
+                attention_axpy<HS, TPR>(dk, ds * scale, qs, ii, p);
+                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_COL, b, h, i, j, ds); }
+            }
+        }
+    }
+    if (j < T) {
+        floatX* dst = dqkv + ((size_t)b * T + j) * C3 + h * HS;
+        attention_store_row<TPR>(dst + C, dk, 1.0f, p);
+        attention_store_row<TPR>(dst + 2 * C, dv, 1.0f, p);
+    }
+    pe_bias_flush(pb, acc, PE_SIDE_COL, b, h, j, j < T && p == 0, ((b * NH + h) * gridDim.x + kt));
+}
+
+// ----------------------------------------------------------------------------
+// launchers
+
+// number of per-block partials the dk/dv pass writes for the parameter gradients:
+// one per (b, h, key block)
+static inline int attention_kv_blocks(int B, int T, int NH) { return B * NH * CEIL_DIV(T, ATT_KV_BK); }
+
+template<int HS, class PE>
+static void attention_forward_hs(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, cudaStream_t stream) {
+    dim3 grid(CEIL_DIV(T, ATT_BQ), NH, B);
+    attention_forward_kernel<HS, PE><<<grid, ATT_BQ * HS / ATT_DPT, 0, stream>>>(out, lse, qkv, pb, T, NH);
+    cudaCheckLaunch("attention_forward_kernel");
+}
+
+template<int HS, class PE>
+static void attention_backward_hs(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, const PE& pb, int B, int T, int NH, cudaStream_t stream) {
+    dim3 grid_q(CEIL_DIV(T, ATT_BQ), NH, B);
+    attention_backward_q_kernel<HS, PE><<<grid_q, ATT_BQ * HS / ATT_DPT, 0, stream>>>(dqkv, D, dout, qkv, out, lse, pb, T, NH);
+    cudaCheckLaunch("attention_backward_q_kernel");
+    dim3 grid_kv(CEIL_DIV(T, ATT_KV_BK), NH, B);
+    attention_backward_kv_kernel<HS, PE><<<grid_kv, ATT_KV_BK * HS / ATT_DPT, 0, stream>>>(dqkv, dout, qkv, lse, D, pb, T, NH);
+    cudaCheckLaunch("attention_backward_kv_kernel");
+}
+
+static inline int attention_head_size_supported(int hs) { return hs == 32 || hs == 64 || hs == 128; }
+
+// out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C)
+template<class PE>
+static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    switch (HS) {
+        case 32: attention_forward_hs<32>(out, lse, qkv, pb, B, T, NH, stream); break;
+        case 64: attention_forward_hs<64>(out, lse, qkv, pb, B, T, NH, stream); break;
+        case 128: attention_forward_hs<128>(out, lse, qkv, pb, B, T, NH, stream); break;
+        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
+    }
+}
+
+// dqkv (B, T, 3C), written in full, and the bias gradients through the PE's hooks;
+// D (B, NH, T) is scratch
+template<class PE>
+static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                               const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    switch (HS) {
+        case 32: attention_backward_hs<32>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
+        case 64: attention_backward_hs<64>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
+        case 128: attention_backward_hs<128>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
+        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
+    }
+}
+
+#endif // LLMC_ATTENTION_BIAS_CUH

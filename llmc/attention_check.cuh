@@ -1,0 +1,396 @@
+/*
+The attention kernels alone, forward and backward, against a CPU reference computed
+row by row in double from the encodings' definitions (written out again here, not
+taken from the trainer): shared by test_gpt2.cu and dev/cuda/attention_bias.cu, which
+include train_gpt2.cu first. A one-layer model of the given shape supplies the
+encoding's parameters; q, k, v, the output gradient and CABLE's S and w are random.
+
+Compared: the output and the log-sum-exp, dq, dk, dv, and the bias gradients (CABLE's
+dS and, for cable, dw; the parameter gradients of t5, kerple and fire). The reference
+backward uses the kernel's own stored output for D_i = dout_i . out_i, as the kernel
+does, so that bf16 rounding of the output does not enter the comparison of gradients.
+*/
+#ifndef LLMC_ATTENTION_CHECK_CUH
+#define LLMC_ATTENTION_CHECK_CUH
+
+#include <omp.h>
+
+typedef struct { int B, T, NH, hs; } AttnShape;
+
+typedef void (*AttnForwardFn)(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T, int NH, int HS,
+                              cudaStream_t stream);
+typedef void (*AttnBackwardFn)(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                               const PEBias& pb, int B, int T, int NH, int HS, cudaStream_t stream);
+
+// a one-layer model whose layer-0 activations hold random attention inputs, and host
+// copies of exactly what the kernels read
+typedef struct {
+    AttnShape s;
+    GPT2 model;
+    float* qkv;     // (B, T, 3C) as the kernels see it (rounded to floatX)
+    float* dout;    // (B, T, C)
+    float* par;     // the parameters as the kernels see them (device layout)
+    float* S;       // (B, T, NH) CABLE
+    float* w;       // (B, T, NH) cable
+    float* slopes;  // (NH) alibi
+} AttnCase;
+
+static float* download_floatX(const floatX* src, size_t n) {
+    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+    float* out = (float*)malloc_check(n * sizeof(float));
+    cudaCheck(cudaMemcpy(tmp, src, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) { out[i] = (float)tmp[i]; }
+    free(tmp);
+    return out;
+}
+
+static float* download_float(const float* src, size_t n) {
+    float* out = (float*)malloc_check(n * sizeof(float));
+    cudaCheck(cudaMemcpy(out, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return out;
+}
+
+// random normals rounded to floatX, uploaded; returns the rounded host copy
+static float* upload_random(floatX* dst, size_t n, float stddev, uint64_t* rng) {
+    float* host = (float*)malloc_check(n * sizeof(float));
+    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) { tmp[i] = (floatX)(stddev * random_normal(rng)); host[i] = (float)tmp[i]; }
+    cudaCheck(cudaMemcpy(dst, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+    return host;
+}
+
+static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
+    memset(c, 0, sizeof(*c));
+    c->s = s;
+    GPT2Config cfg;
+    cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
+    cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
+    GPT2* m = &c->model;
+    gpt2_build_from_config(m, &cfg, seed);
+    // PE parameters with some weight: a T5 table of unit scale, FIRE's threshold inside the
+    // sequence (both regimes of max(L, i + 1)), every value moved off its initialization
+    uint64_t rng = random_seed(seed + 1);
+    float* p = (float*)malloc_check(m->num_parameters * sizeof(float));
+    gpt2_download_params(m, p);
+    size_t at = 0;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        for (size_t i = 0; i < m->param_sizes[k]; i++) {
+            float* x = p + at + i;
+            if (k == P_T5_TABLE) { *x = random_normal(&rng); }
+            else if (k == P_FIRE_L) { *x = s.T / 3 + 0.5f; }
+            else if (k == P_KERPLE_R1 || k == P_KERPLE_R2) { *x = 0.05f + 0.5f * random_f32(&rng); }
+            else if (k >= P_CABLE_WB) { *x += 0.1f * random_normal(&rng); }
+        }
+        at += m->param_sizes[k];
+    }
+    gpt2_upload_params(m, p);
+    free(p);
+    gpt2_ensure_activations(m, s.B, s.T, 1);
+    gpt2_ensure_grads(m);
+    m->batch_size = s.B;
+    m->seq_len = s.T;
+    int C = s.NH * s.hs;
+    size_t N = (size_t)s.B * s.T;
+    c->qkv = upload_random(m->acts.qkv, N * 3 * C, 1.0f, &rng);
+    c->dout = upload_random(m->gs.dsmall, N * C, 1.0f, &rng);
+    c->par = download_floatX(m->params_memory, m->num_padded);
+    c->slopes = download_float(m->alibi_slopes, s.NH);
+    if (m->acts.pe_s != NULL) { // S: a random walk with increments -softplus(N(0, 1)); w around 1
+        c->S = (float*)malloc_check(N * s.NH * sizeof(float));
+        c->w = (float*)malloc_check(N * s.NH * sizeof(float));
+        for (int b = 0; b < s.B; b++) {
+            for (int h = 0; h < s.NH; h++) {
+                float acc = 0.0f;
+                for (int t = 0; t < s.T; t++) {
+                    size_t idx = ((size_t)b * s.T + t) * s.NH + h;
+                    acc -= log1pf(expf(random_normal(&rng)));
+                    c->S[idx] = acc;
+                    c->w[idx] = 0.5f + random_f32(&rng);
+                }
+            }
+        }
+        cudaCheck(cudaMemcpy(m->acts.pe_s, c->S, N * s.NH * sizeof(float), cudaMemcpyHostToDevice));
+        if (m->acts.pe_w != NULL) { cudaCheck(cudaMemcpy(m->acts.pe_w, c->w, N * s.NH * sizeof(float), cudaMemcpyHostToDevice)); }
+    }
+}
+
+static void attn_case_free(AttnCase* c) {
+    gpt2_free(&c->model);
+    free(c->qkv); free(c->dout); free(c->par); free(c->S); free(c->w); free(c->slopes);
+}
+
+// one forward and one backward pass of the given kernels on the case's inputs
+static void attn_case_run(AttnCase* c, AttnForwardFn fwd, AttnBackwardFn bwd) {
+    GPT2* m = &c->model;
+    AttnShape s = c->s;
+    PEBias pb;
+    pe_bias_setup(&pb, m, 0, s.B, s.T, 0);
+    fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pb, s.B, s.T, s.NH, s.hs, ctx.stream);
+    gpt2_zero_grad(m);
+    pe_bias_setup(&pb, m, 0, s.B, s.T, 1);
+    bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pb, s.B, s.T, s.NH, s.hs, ctx.stream);
+    pe_bias_reduce(&pb, m, 0, s.B);
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+}
+
+// ----------------------------------------------------------------------------
+// the reference: each encoding's bias and its gradient, from the definitions (DESIGN.md)
+
+// the parameters of the bias (t5, kerple, fire) are compared as one vector: the encoding's
+// tensors of the (one-layer) model in checkpoint order
+static int ref_pe_params(const GPT2* m) {
+#if defined(PE_T5) || defined(PE_KERPLE) || defined(PE_FIRE)
+    int n = 0;
+    for (int k = P_CABLE_WB; k < NUM_PARAMETER_TENSORS; k++) { n += (int)m->param_sizes[k]; }
+    return n;
+#else
+    (void)m;
+    return 0;
+#endif
+}
+
+static double ref_par(const AttnCase* c, int tensor, int i) { return c->par[c->model.param_offsets[tensor] + i]; }
+
+static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
+    (void)c; (void)b; (void)h; (void)i; (void)j;
+#if defined(PE_ALIBI)
+    return -(double)c->slopes[h] * (i - j);
+#elif defined(PE_T5)
+    return ref_par(c, P_T5_TABLE, h * T5_NUM_BUCKETS + t5_bucket(i - j));
+#elif defined(PE_KERPLE)
+    return -ref_par(c, P_KERPLE_R1, h) * log(1.0 + ref_par(c, P_KERPLE_R2, h) * (i - j));
+#elif defined(PE_FIRE)
+    double cc = fabs(ref_par(c, P_FIRE_C, 0)), L = fabs(ref_par(c, P_FIRE_L, 0));
+    double lp = L > i + 1 ? L : i + 1;
+    double u = log(cc * (i - j) + 1) / (log(cc * lp + 1) + FIRE_EPS);
+    double out = ref_par(c, P_FIRE_B2, h);
+    for (int k = 0; k < FIRE_HIDDEN; k++) {
+        out += ref_par(c, P_FIRE_W2, h * FIRE_HIDDEN + k) * fmax(0.0, ref_par(c, P_FIRE_W1, k) * u + ref_par(c, P_FIRE_B1, k));
+    }
+    return out;
+#elif defined(PE_CABLE_FAMILY)
+    int NH = c->s.NH;
+    size_t si = ((size_t)b * c->s.T + i) * NH + h, sj = ((size_t)b * c->s.T + j) * NH + h;
+    double diff = (double)c->S[si] - c->S[sj];
+#if defined(PE_CABLE)
+    return c->w[si] * diff;
+#elif defined(PE_KCABLE)
+    return -log(1 + diff * diff);
+#else
+    return diff;
+#endif
+#else
+    return 0.0;
+#endif
+}
+
+// dL/d(bias inputs) of one pair, given ds = dL/db(i, j): the row side (query i) adds to dS_i
+// and dw_i, the column side (key j) to dS_j and the bias parameters (dpe, see ref_pe_params)
+static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, int j, double ds, double* dS, double* dw, double* dpe) {
+    (void)c; (void)side; (void)b; (void)h; (void)i; (void)j; (void)ds; (void)dS; (void)dw; (void)dpe;
+#if defined(PE_T5)
+    if (side == PE_SIDE_COL) { dpe[h * T5_NUM_BUCKETS + t5_bucket(i - j)] += ds; }
+#elif defined(PE_KERPLE)
+    if (side == PE_SIDE_COL) {
+        int NH = c->s.NH;
+        double r1 = ref_par(c, P_KERPLE_R1, h), r2 = ref_par(c, P_KERPLE_R2, h), n = i - j;
+        dpe[h] -= ds * log(1 + r2 * n);            // d/dr1
+        dpe[NH + h] -= ds * r1 * n / (1 + r2 * n); // d/dr2
+    }
+#elif defined(PE_FIRE)
+    if (side == PE_SIDE_COL) {
+        int NH = c->s.NH, H = FIRE_HIDDEN;
+        double* dw1 = dpe; double* db1 = dpe + H; double* dw2 = dpe + 2 * H; double* db2 = dw2 + NH * H;
+        double* dc = db2 + NH; double* dL = dc + 1;
+        double cv = ref_par(c, P_FIRE_C, 0), Lv = ref_par(c, P_FIRE_L, 0);
+        double cc = fabs(cv), L = fabs(Lv), n = i - j;
+        double lp = L > i + 1 ? L : i + 1;
+        double pn = log(cc * n + 1), pd = log(cc * lp + 1) + FIRE_EPS, u = pn / pd;
+        double du = 0;
+        for (int k = 0; k < H; k++) {
+            double w1 = ref_par(c, P_FIRE_W1, k), w2 = ref_par(c, P_FIRE_W2, h * H + k);
+            double a = w1 * u + ref_par(c, P_FIRE_B1, k);
+            if (a > 0) {
+                dw2[h * H + k] += ds * a;
+                dw1[k] += ds * w2 * u;
+                db1[k] += ds * w2;
+                du += ds * w2 * w1;
+            }
+        }
+        db2[h] += ds;
+        double dpn = du / pd, dpd = -du * pn / (pd * pd);
+        dc[0] += (dpn * n / (cc * n + 1) + dpd * lp / (cc * lp + 1)) * (cv >= 0 ? 1 : -1);
+        if (L > i + 1) { dL[0] += dpd * cc / (cc * L + 1) * (Lv >= 0 ? 1 : -1); }
+    }
+#elif defined(PE_CABLE_FAMILY)
+    int NH = c->s.NH;
+    size_t si = ((size_t)b * c->s.T + i) * NH + h, sj = ((size_t)b * c->s.T + j) * NH + h;
+    double diff = (double)c->S[si] - c->S[sj];
+#if defined(PE_CABLE)
+    if (side == PE_SIDE_ROW) { dw[si] += ds * diff; }
+    ds *= c->w[si];
+#elif defined(PE_KCABLE)
+    ds *= -2 * diff / (1 + diff * diff);
+#endif
+    if (side == PE_SIDE_ROW) { dS[si] += ds; } else { dS[sj] -= ds; }
+#endif
+}
+
+// the reference output and lse, then dqkv and the bias gradients, in double; rows and
+// columns in parallel (each pass recomputes the probabilities, as the kernels do)
+typedef struct { double* out; double* lse; double* dqkv; double* dS; double* dw; double* dpe; int npe; } AttnRef;
+
+static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) {
+    AttnShape s = c->s;
+    int B = s.B, T = s.T, NH = s.NH, hs = s.hs, C = NH * hs, C3 = 3 * C;
+    size_t N = (size_t)B * T;
+    double scale = 1.0 / sqrt((double)hs);
+    r->npe = ref_pe_params(&c->model);
+    r->out = (double*)calloc_check(N * C, sizeof(double));
+    r->lse = (double*)calloc_check(N * NH, sizeof(double));
+    r->dqkv = (double*)calloc_check(N * C3, sizeof(double));
+    r->dS = (double*)calloc_check(N * NH, sizeof(double));
+    r->dw = (double*)calloc_check(N * NH, sizeof(double));
+    r->dpe = (double*)calloc_check(r->npe + 1, sizeof(double));
+    const float* x = c->qkv;
+    #define Q(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + (h) * hs)
+    #define K(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + C + (h) * hs)
+    #define V(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + 2 * C + (h) * hs)
+    #define G(b, t, h) (c->dout + ((size_t)(b) * T + (t)) * C + (h) * hs)
+    // forward, one row at a time: scores, max, sum, output and lse
+    #pragma omp parallel
+    {
+        double* p = (double*)malloc_check(T * sizeof(double));
+        #pragma omp for collapse(3) schedule(dynamic, 16)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                for (int i = 0; i < T; i++) {
+                    double m = -INFINITY;
+                    for (int j = 0; j <= i; j++) {
+                        double dot = 0;
+                        for (int e = 0; e < hs; e++) { dot += (double)Q(b, i, h)[e] * K(b, j, h)[e]; }
+                        p[j] = dot * scale + ref_bias(c, b, h, i, j);
+                        m = fmax(m, p[j]);
+                    }
+                    double sum = 0;
+                    for (int j = 0; j <= i; j++) { p[j] = exp(p[j] - m); sum += p[j]; }
+                    double* o = r->out + ((size_t)b * T + i) * C + h * hs;
+                    for (int j = 0; j <= i; j++) {
+                        for (int e = 0; e < hs; e++) { o[e] += p[j] / sum * V(b, j, h)[e]; }
+                    }
+                    r->lse[((size_t)b * NH + h) * T + i] = m + log(sum);
+                }
+            }
+        }
+        free(p);
+    }
+    // backward: the probability and score gradient of pair (i, j)
+    #define PAIR(b, h, i, j, pij, dsij) \
+        double dot_ = 0, dp_ = 0, D_ = 0; \
+        for (int e = 0; e < hs; e++) { \
+            dot_ += (double)Q(b, i, h)[e] * K(b, j, h)[e]; dp_ += (double)G(b, i, h)[e] * V(b, j, h)[e]; \
+            D_ += (double)G(b, i, h)[e] * gpu_out[((size_t)(b) * T + (i)) * C + (h) * hs + e]; \
+        } \
+        double pij = exp(dot_ * scale + ref_bias(c, b, h, i, j) - r->lse[((size_t)(b) * NH + (h)) * T + (i)]); \
+        double dsij = pij * (dp_ - D_);
+    // rows: dq and the row side of the bias gradient
+    #pragma omp parallel for collapse(3) schedule(dynamic, 16)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < T; i++) {
+                double* dq = r->dqkv + ((size_t)b * T + i) * C3 + h * hs;
+                for (int j = 0; j <= i; j++) {
+                    PAIR(b, h, i, j, pij, ds)
+                    (void)pij;
+                    for (int e = 0; e < hs; e++) { dq[e] += ds * scale * K(b, j, h)[e]; }
+                    ref_bias_backward(c, PE_SIDE_ROW, b, h, i, j, ds, r->dS, r->dw, r->dpe);
+                }
+            }
+        }
+    }
+    // columns: dk, dv and the column side (the parameters: a reduction over all pairs)
+    double* dpe = r->dpe;
+    #pragma omp parallel for collapse(3) schedule(dynamic, 16) reduction(+:dpe[:r->npe + 1])
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int j = 0; j < T; j++) {
+                double* dk = r->dqkv + ((size_t)b * T + j) * C3 + C + h * hs;
+                double* dv = dk + C;
+                for (int i = j; i < T; i++) {
+                    PAIR(b, h, i, j, pij, ds)
+                    for (int e = 0; e < hs; e++) { dk[e] += ds * scale * Q(b, i, h)[e]; dv[e] += pij * G(b, i, h)[e]; }
+                    ref_bias_backward(c, PE_SIDE_COL, b, h, i, j, ds, r->dS, r->dw, dpe);
+                }
+            }
+        }
+    }
+    #undef PAIR
+    #undef Q
+    #undef K
+    #undef V
+    #undef G
+}
+
+static void attn_reference_free(AttnRef* r) {
+    free(r->out); free(r->lse); free(r->dqkv); free(r->dS); free(r->dw); free(r->dpe);
+}
+
+// relative L2 error ||x - ref|| / ||ref|| and the largest absolute difference; prints one
+// line and returns 1 if the error exceeds tol
+static int attn_compare(const char* what, const float* x, const double* ref, size_t n, double tol) {
+    double num = 0, den = 0, maxd = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = x[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+        if (fabs(d) > maxd || d != d) { maxd = fabs(d); }
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    int bad = !(rel <= tol);
+    printf("  %-34s rel L2 %.2e  max abs %.2e  %s (tolerance %.0e)\n", what, rel, maxd, bad ? "FAIL" : "ok  ", tol);
+    return bad;
+}
+
+// compares the case's GPU results with the reference; returns the number of failures
+static int attn_case_compare(AttnCase* c, double tol_out, double tol_pe) {
+    GPT2* m = &c->model;
+    AttnShape s = c->s;
+    int C = s.NH * s.hs;
+    size_t N = (size_t)s.B * s.T;
+    float* out = download_floatX(m->acts.atty, N * C);
+    float* lse = download_float(m->acts.att_lse, N * s.NH);
+    float* dqkv = download_floatX(m->gs.dbig, N * 3 * C);
+    AttnRef r;
+    attn_reference(c, out, &r);
+    int fails = 0;
+    fails += attn_compare("out", out, r.out, N * C, tol_out);
+    fails += attn_compare("lse", lse, r.lse, N * s.NH, tol_out);
+    fails += attn_compare("dq, dk, dv", dqkv, r.dqkv, N * 3 * C, tol_out);
+    if (m->gs.pe_dS != NULL) {
+        float* dS = download_float(m->gs.pe_dS, N * s.NH);
+        fails += attn_compare("CABLE dS", dS, r.dS, N * s.NH, tol_pe);
+        free(dS);
+    }
+    if (m->gs.pe_dw != NULL) {
+        float* dw = download_float(m->gs.pe_dw, N * s.NH);
+        fails += attn_compare("cable dw", dw, r.dw, N * s.NH, tol_pe);
+        free(dw);
+    }
+    if (r.npe > 0) {
+        float* g = download_float(m->grads_memory, m->num_padded);
+        float* flat = (float*)malloc_check(r.npe * sizeof(float));
+        int at = 0;
+        for (int k = P_CABLE_WB; k < NUM_PARAMETER_TENSORS; k++) {
+            for (size_t i = 0; i < m->param_sizes[k]; i++) { flat[at++] = g[m->param_offsets[k] + i]; }
+        }
+        fails += attn_compare("bias parameter gradients", flat, r.dpe, r.npe, tol_pe);
+        free(flat);
+        free(g);
+    }
+    attn_reference_free(&r);
+    free(out); free(lse); free(dqkv);
+    return fails;
+}
+
+#endif // LLMC_ATTENTION_CHECK_CUH

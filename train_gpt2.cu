@@ -1,0 +1,1732 @@
+/*
+GPT-2 training on NVIDIA GPUs, with the positional encoding chosen at compile time:
+the fast path of the same computation that train_gpt2.c specifies, encoding by
+encoding. Same flags, files, step line and evaluation (llmc/driver.h); test_gpt2.cu
+holds the two paths equal.
+
+Build and run:  make train_gpt2cu PE=cable && ./train_gpt2cu -e small -b 8 -t 1024
+                make train_gpt2cu PE=cable PRECISION=FP32   (everything in fp32)
+                mpirun -np 4 ./train_gpt2cu ... [-z 1]      (one GPU per process)
+
+Precision (llmc/cuda_common.cuh): bf16 activations and bf16 copies of the weights for
+the kernels, fp32 master weights, gradients and AdamW moments (llm.c's scheme), or
+fp32 everywhere with PRECISION=FP32. Checkpoints are always written in fp32 (version
+3) from the master weights.
+
+Memory: attention is one fused kernel per direction with the positional bias
+computed inside it (llmc/attention_bias.cuh), so no T x T tensor exists; the
+classifier works on chunks of CLASSIFIER_CHUNK rows; in evaluation only one layer's
+activations are kept; the backward pass keeps gradient buffers for one layer. An
+evaluation of 16k-token windows needs memory linear in the length.
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "llmc/utils.h"
+#include "llmc/pe.h"
+#include "llmc/model.h"
+#include "llmc/multiprocess.h"
+#include "llmc/cuda_common.cuh"
+#include "llmc/attention_bias.cuh"
+#ifdef USE_NCCL
+#include <nccl.h>
+#endif
+
+// rows of the classifier processed at once: bounds the logits to CLASSIFIER_CHUNK x Vp
+#define CLASSIFIER_CHUNK 2048
+// parameter tensors start at multiples of this many elements on the device (aligned
+// pointers for cuBLASLt); the checkpoint layout has no gaps
+#define PARAM_ALIGN 64
+// rows chunks of the column sums (bias and layernorm parameter gradients)
+#define COLUMN_CHUNKS 64
+#define NORM_BLOCKS 256
+
+// ----------------------------------------------------------------------------
+// the process's GPU: device, stream, cuBLASLt, and NCCL for multi-process runs
+
+#ifdef USE_NCCL
+static void nccl_check_(ncclResult_t r, const char* what, const char* file, int line) {
+    if (r != ncclSuccess) { fatal("NCCL error '%s' in %s (%s:%d)", ncclGetErrorString(r), what, file, line); }
+}
+#define ncclCheck(call) nccl_check_((call), #call, __FILE__, __LINE__)
+#endif
+
+typedef struct {
+    int initialized;
+    int device;
+    cudaDeviceProp prop;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void* workspace;
+    size_t workspace_size;
+    int rank, world;
+#ifdef USE_NCCL
+    ncclComm_t nccl;
+#endif
+} CudaContext;
+static CudaContext ctx;
+// ZeRO stage (-z): the driver checks the flag but keeps it; main() reads it for the model
+static int zero_stage_flag = 0;
+
+static void cuda_context_init(void) {
+    if (ctx.initialized) { return; }
+    ctx.rank = 0;
+    ctx.world = 1;
+#ifdef USE_MPI
+    int mpi_on = 0;
+    MPI_Initialized(&mpi_on);
+    if (mpi_on) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &ctx.rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &ctx.world);
+    }
+#endif
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        fatal("no CUDA device available (%s): the CUDA trainer needs an NVIDIA GPU",
+              err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    }
+    // one GPU per process: the local rank picks it
+    const char* local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (local == NULL) { local = getenv("MPI_LOCALRANKID"); }
+    if (local == NULL) { local = getenv("SLURM_LOCALID"); }
+    ctx.device = (local != NULL ? atoi(local) : ctx.rank) % count;
+    cudaCheck(cudaSetDevice(ctx.device));
+    cudaCheck(cudaGetDeviceProperties(&ctx.prop, ctx.device));
+    if (ctx.prop.major < 8) {
+        fatal("GPU %s has compute capability %d.%d; the CUDA trainer needs 8.0 or newer (bf16)",
+              ctx.prop.name, ctx.prop.major, ctx.prop.minor);
+    }
+    cudaCheck(cudaStreamCreate(&ctx.stream));
+    cublasCheck(cublasLtCreate(&ctx.lt));
+    ctx.workspace_size = 32u << 20;
+    ctx.workspace = cuda_malloc(ctx.workspace_size, "the cuBLASLt workspace");
+#ifdef USE_NCCL
+    if (ctx.world > 1) { // bootstrapped through MPI: rank 0 makes the id, everyone joins
+        ncclUniqueId id;
+        if (ctx.rank == 0) { ncclCheck(ncclGetUniqueId(&id)); }
+        MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+        ncclCheck(ncclCommInitRank(&ctx.nccl, ctx.world, id, ctx.rank));
+    }
+#endif
+    ctx.initialized = 1;
+}
+
+static void cuda_context_free(void) {
+    if (!ctx.initialized) { return; }
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+#ifdef USE_NCCL
+    if (ctx.world > 1) { ncclCheck(ncclCommDestroy(ctx.nccl)); }
+#endif
+    cuda_free(&ctx.workspace);
+    cublasCheck(cublasLtDestroy(ctx.lt));
+    cudaCheck(cudaStreamDestroy(ctx.stream));
+    ctx.initialized = 0;
+}
+
+// ----------------------------------------------------------------------------
+// the model's tensors: parameters (the checkpoint layout, llmc/model.h, with each tensor
+// aligned on the device) and activations
+
+template<class T>
+struct TensorSet {
+    T* wte;      // (Vp, C) token embeddings, also the classifier (tied)
+    T* wpe;      // (maxT, C) learned position embeddings (PE learned only)
+    T* ln1w;     // (L, C)
+    T* ln1b;     // (L, C)
+    T* qkvw;     // (L, 3C, C)
+    T* qkvb;     // (L, 3C)
+    T* attprojw; // (L, C, C)
+    T* attprojb; // (L, C)
+    T* ln2w;     // (L, C)
+    T* ln2b;     // (L, C)
+    T* fcw;      // (L, 4C, C)
+    T* fcb;      // (L, 4C)
+    T* fcprojw;  // (L, C, 4C)
+    T* fcprojb;  // (L, C)
+    T* lnfw;     // (C)
+    T* lnfb;     // (C)
+    T* cable_wb; // (L, NH, C) CABLE increment layer
+    T* cable_bb; // (L, NH)
+    T* cable_ww; // (L, NH, C) CABLE v2 weight layer (cable only)
+    T* cable_bw; // (L, NH)
+    T* t5_table; // (L, NH, 32)
+    T* kerple_r1; // (L, NH)
+    T* kerple_r2; // (L, NH)
+    T* fire_w1;  // (L, 32) FIRE MLP, input 1 -> 32
+    T* fire_b1;  // (L, 32)
+    T* fire_w2;  // (L, NH, 32) 32 -> NH
+    T* fire_b2;  // (L, NH)
+    T* fire_c;   // (L)
+    T* fire_L;   // (L)
+};
+
+// points the tensors into one allocation at the given element offsets
+template<class T>
+static void point_parameters(TensorSet<T>* t, T* memory, const size_t* offsets) {
+    T** ptrs[NUM_PARAMETER_TENSORS] = {
+        &t->wte, &t->wpe, &t->ln1w, &t->ln1b, &t->qkvw, &t->qkvb, &t->attprojw, &t->attprojb,
+        &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
+        &t->cable_wb, &t->cable_bb, &t->cable_ww, &t->cable_bw, &t->t5_table, &t->kerple_r1, &t->kerple_r2,
+        &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L,
+    };
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *(ptrs[i]) = memory + offsets[i]; }
+}
+
+// Activations for a capacity of N = B*T tokens and NL stored layers: NL = L when
+// training, NL = 1 in evaluation (each layer overwrites the last). Per-layer tensors
+// are indexed with a stride of N tokens (pe_stride for the (N, NH) ones).
+typedef struct {
+    floatX* encoded;   // (N, C) token + position embeddings
+    floatX* ln1;       // (NL, N, C)
+    float* ln1_mean;   // (NL, N)
+    float* ln1_rstd;   // (NL, N)
+    floatX* qkv;       // (NL, N, 3C) q and k after the PE's rotation (rope)
+    floatX* atty;      // (NL, N, C)
+    float* att_lse;    // (NL, B, NH, T) log-sum-exp of each attention row
+    floatX* residual2; // (NL, N, C)
+    floatX* ln2;       // (NL, N, C)
+    float* ln2_mean;   // (NL, N)
+    float* ln2_rstd;   // (NL, N)
+    floatX* fch;       // (NL, N, 4C) before GELU
+    floatX* fch_gelu;  // (NL, N, 4C)
+    floatX* residual3; // (NL, N, C)
+    floatX* lnf;       // (N, C)
+    float* lnf_mean;   // (N)
+    float* lnf_rstd;   // (N)
+    float* losses;     // (N) per-token cross-entropy
+    float* pe_a;       // (NL, N, NH) CABLE: increment pre-activation x W_b + b_b
+    float* pe_s;       // (NL, N, NH) CABLE: S, cumulative sum of the increments (fp32)
+    float* pe_w;       // (NL, N, NH) cable: the per-token weight w = x W_w + b_w
+    floatX* proj;      // (N, C) an attention or MLP projection before its residual add
+    floatX* logits;    // (min(N, CLASSIFIER_CHUNK), Vp) classifier scratch
+    float2* rope;      // (T, hs/2) rope: cos and sin of each position and frequency
+    int* inputs;       // (N)
+    int* targets;      // (N)
+} ActivationTensors;
+
+// gradient buffers of the backward pass: one layer's worth, reused layer after layer
+typedef struct {
+    floatX* dres;      // (N, C) gradient of the residual stream
+    floatX* dbig;      // (N, 4C) d fch_gelu, d fch, then d qkv
+    floatX* dsmall;    // (N, C) d lnf, d ln2, d atty, d ln1
+    float* att_D;      // (B, NH, T) dout . out of each attention row
+    float* pe_dS;      // (N, NH) CABLE: dL/dS
+    float* pe_dw;      // (N, NH) cable: dL/dw
+    floatX* pe_dx;     // (N, NH) CABLE: the small layers' output gradient as a matmul input
+    float* pe_partials; // (B * NH * key blocks, PE_PAR_N) per-block PE parameter gradients
+} GradScratch;
+
+typedef struct {
+    GPT2Config config;
+    // parameters: bf16 (or fp32) copies for the kernels, fp32 gradients, and this rank's
+    // shard of the fp32 master weights and AdamW moments (everything, without ZeRO)
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t param_offsets[NUM_PARAMETER_TENSORS]; // on the device, PARAM_ALIGN-aligned
+    size_t num_parameters;  // as in the checkpoint
+    size_t num_padded;      // on the device, a multiple of the number of shards
+    size_t shard_lo, shard_hi; // this rank's optimizer shard of the device layout
+    int sharded;            // ZeRO stage 1 over several processes
+    TensorSet<floatX> params;
+    floatX* params_memory;
+    TensorSet<float> grads;
+    float* grads_memory;
+    float* master;          // (shard) fp32 master weights
+    float* m_memory;        // (shard) AdamW moments, allocated at the first update
+    float* v_memory;
+    int master_gathered;    // ZeRO: the grads buffer holds every rank's master weights
+    // activations and the backward pass's buffers
+    ActivationTensors acts;
+    void* acts_memory;
+    GradScratch gs;
+    void* gs_memory;
+    size_t acts_N;          // capacity in tokens: the stride of per-layer tensors
+    size_t pe_stride;       // stride of per-layer (N, NH) tensors (aligned)
+    int acts_B, acts_T, acts_layers;
+    float* partials;        // (COLUMN_CHUNKS, 4C) column sums of the bias and layernorm gradients
+    double* norm_partials;  // (NORM_BLOCKS)
+    float* logits_row;      // (Vp) one row of logits in fp32 (sampling)
+    float* alibi_slopes;    // (NH)
+    float* host_losses;     // (N) host copy of the last per-token losses
+    // the last forward pass
+    int batch_size;
+    int seq_len;
+    int last_training;      // a training forward with targets: gpt2_backward may follow
+    float mean_loss;        // -1 when no targets were given
+} GPT2;
+
+// ----------------------------------------------------------------------------
+// matmuls through cuBLASLt
+
+// matmul_cublaslt: D (m x n, column-major) = op(A) op(B) [+ bias] [+ D if accumulate],
+// optionally through GELU with the pre-activation kept in pre_gelu (the fused epilogues);
+// A and B are floatX, D is floatX or fp32 (d_fp32: gradients and fp32 results)
+static void matmul_cublaslt(void* d, int d_fp32, const floatX* a, const floatX* b, const floatX* bias,
+                            int m, int n, int k, int transA, int transB, int accumulate, floatX* pre_gelu) {
+    if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)d | (uintptr_t)bias | (uintptr_t)pre_gelu) % 16 != 0) {
+        fatal("matmul: cuBLASLt pointers must be 16-byte aligned (m=%d n=%d k=%d)", m, n, k);
+    }
+    cublasLtMatmulDesc_t op;
+    cublasCheck(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    cublasLtMatrixLayout_t la, lb, ld;
+    cudaDataType_t dtype = d_fp32 ? CUDA_R_32F : CUBLAS_LOWP;
+    cublasCheck(transA ? cublasLtMatrixLayoutCreate(&la, CUBLAS_LOWP, k, m, k) : cublasLtMatrixLayoutCreate(&la, CUBLAS_LOWP, m, k, m));
+    cublasCheck(transB ? cublasLtMatrixLayoutCreate(&lb, CUBLAS_LOWP, n, k, n) : cublasLtMatrixLayoutCreate(&lb, CUBLAS_LOWP, k, n, k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&ld, dtype, m, n, m));
+    cublasLtEpilogue_t epilogue = pre_gelu != NULL ? (bias != NULL ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                                                   : (bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias != NULL) { cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
+    if (pre_gelu != NULL) {
+        int64_t aux_ld = m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre_gelu, sizeof(pre_gelu)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &ctx.workspace_size, sizeof(ctx.workspace_size)));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx.lt, op, la, lb, ld, ld, pref, 1, &heuristic, &found));
+    if (found == 0) {
+        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d)",
+              m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME, bias != NULL, pre_gelu != NULL);
+    }
+    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasCheck(cublasLtMatmul(ctx.lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,
+                               ctx.workspace, ctx.workspace_size, ctx.stream));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatrixLayoutDestroy(la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+    cublasCheck(cublasLtMatmulDescDestroy(op));
+}
+
+// ----------------------------------------------------------------------------
+// the layers' kernels, forward and backward
+
+// encoder_forward_kernel: looks up each token's embedding (the position, if any, is added by the PE)
+__global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX* wte, int N, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) { return; }
+    size_t bt = idx / C;
+    out[idx] = wte[(size_t)inp[bt] * C + idx % C];
+}
+
+// encoder_backward_kernel: scatters the embedding gradients into the rows of the used
+// tokens (fp32 atomics: two positions may hold the same token; not bitwise deterministic)
+__global__ void encoder_backward_kernel(float* dwte, const floatX* dout, const int* inp, int N, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) { return; }
+    size_t bt = idx / C;
+    atomicAdd(dwte + (size_t)inp[bt] * C + idx % C, (float)dout[idx]);
+}
+
+// layernorm_forward_kernel: one warp per row: normalizes to zero mean and unit variance
+// (two passes, as the CPU path), scales and shifts; keeps mean and 1/std for the backward
+__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp,
+                                         const floatX* weight, const floatX* bias, int N, int C) {
+    int lane = threadIdx.x % WARP_SIZE;
+    int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= N) { return; }
+    const floatX* x = inp + (size_t)row * C;
+    float sum = 0.0f;
+    for (int c = lane; c < C; c += WARP_SIZE) { sum += (float)x[c]; }
+    float m = warp_sum(sum) / C;
+    float var = 0.0f;
+    for (int c = lane; c < C; c += WARP_SIZE) { float d = (float)x[c] - m; var += d * d; }
+    var = warp_sum(var) / C;
+    float s = 1.0f / sqrtf(var + 1e-5f);
+    floatX* o = out + (size_t)row * C;
+    for (int c = lane; c < C; c += WARP_SIZE) { o[c] = (floatX)(((float)x[c] - m) * s * (float)weight[c] + (float)bias[c]); }
+    if (lane == 0) { mean[row] = m; rstd[row] = s; }
+}
+
+// layernorm_backward_kernel: one warp per row: adds the input gradient to dinp (the
+// parameter gradients are column sums, layernorm_param_backward_kernel)
+__global__ void layernorm_backward_kernel(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* weight,
+                                          const float* mean, const float* rstd, int N, int C) {
+    int lane = threadIdx.x % WARP_SIZE;
+    int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= N) { return; }
+    const floatX* g = dout + (size_t)row * C;
+    const floatX* x = inp + (size_t)row * C;
+    float m = mean[row], s = rstd[row];
+    float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+    for (int c = lane; c < C; c += WARP_SIZE) {
+        float dnorm = (float)weight[c] * (float)g[c];
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * ((float)x[c] - m) * s;
+    }
+    dnorm_mean = warp_sum(dnorm_mean) / C;
+    dnorm_norm_mean = warp_sum(dnorm_norm_mean) / C;
+    floatX* d = dinp + (size_t)row * C;
+    for (int c = lane; c < C; c += WARP_SIZE) {
+        float norm = ((float)x[c] - m) * s;
+        d[c] = (floatX)((float)d[c] + ((float)weight[c] * (float)g[c] - dnorm_mean - norm * dnorm_norm_mean) * s);
+    }
+}
+
+// layernorm_param_backward_kernel: partial column sums over one chunk of rows
+// (blockIdx.y) of dout * norm (weight gradient, partials[0:C]) and dout (bias
+// gradient, partials[C:2C]); partials_reduce_kernel adds the chunks in a fixed order
+__global__ void layernorm_param_backward_kernel(float* partials, const floatX* dout, const floatX* inp,
+                                                const float* mean, const float* rstd, int N, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    int rows = CEIL_DIV(N, (int)gridDim.y);
+    int n0 = blockIdx.y * rows, n1 = min(N, n0 + rows);
+    float dw = 0.0f, db = 0.0f;
+    for (int n = n0; n < n1; n++) {
+        float g = (float)dout[(size_t)n * C + c];
+        dw += ((float)inp[(size_t)n * C + c] - mean[n]) * rstd[n] * g;
+        db += g;
+    }
+    partials[(size_t)blockIdx.y * 2 * C + c] = dw;
+    partials[(size_t)blockIdx.y * 2 * C + C + c] = db;
+}
+
+// bias_backward_kernel: partial column sums of dout (N, OC) over one chunk of rows (blockIdx.y)
+__global__ void bias_backward_kernel(float* partials, const floatX* dout, int N, int OC) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) { return; }
+    int rows = CEIL_DIV(N, (int)gridDim.y);
+    int n0 = blockIdx.y * rows, n1 = min(N, n0 + rows);
+    float s = 0.0f;
+    for (int n = n0; n < n1; n++) { s += (float)dout[(size_t)n * OC + c]; }
+    partials[(size_t)blockIdx.y * OC + c] = s;
+}
+
+// partials_reduce_kernel: out[c] += sum over the chunks of partials[chunk * stride + c]
+__global__ void partials_reduce_kernel(float* out, const float* partials, int chunks, int stride, int n) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n) { return; }
+    float s = 0.0f;
+    for (int k = 0; k < chunks; k++) { s += partials[(size_t)k * stride + c]; }
+    out[c] += s;
+}
+
+#define GELU_SCALING_FACTOR 0.7978845608028654f // sqrt(2 / pi)
+#define GELU_CUBIC 0.044715f
+
+#if defined(ENABLE_FP32)
+// gelu_forward_kernel: GELU, tanh approximation (GPT-2's); the fp32 build's path (the
+// bf16 build fuses it into the matmul's epilogue)
+__global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t N) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) { return; }
+    float x = (float)inp[i];
+    out[i] = (floatX)(0.5f * x * (1.0f + tanhf(GELU_SCALING_FACTOR * (x + GELU_CUBIC * x * x * x))));
+}
+#endif
+
+// gelu_backward_kernel: in place, d *= GELU'(x) (tanh approximation)
+__global__ void gelu_backward_kernel(floatX* d, const floatX* inp, size_t N) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) { return; }
+    float x = (float)inp[i];
+    float th = tanhf(GELU_SCALING_FACTOR * (x + GELU_CUBIC * x * x * x));
+    float sech2 = 1.0f - th * th;
+    float local = 0.5f * (1.0f + th) + x * 0.5f * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * GELU_CUBIC * x * x);
+    d[i] = (floatX)(local * (float)d[i]);
+}
+
+// residual_forward_kernel: out = a + b
+__global__ void residual_forward_kernel(floatX* out, const floatX* a, const floatX* b, size_t N) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) { out[i] = (floatX)((float)a[i] + (float)b[i]); }
+}
+
+// fused_classifier_kernel: one block per row of logits: softmax over the V real tokens,
+// the cross-entropy loss against the target, and when training the logits' gradient
+// (softmax - onehot) * dloss / N written in place (the padded columns get 0), so the
+// probabilities are never stored
+__global__ void fused_classifier_kernel(floatX* logits, float* losses, const int* targets, float dscale, int V, int Vp, int training) {
+    floatX* x = logits + (size_t)blockIdx.x * Vp;
+    int target = targets[blockIdx.x];
+    float x_target = (float)x[target];
+    float maxv = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) { maxv = fmaxf(maxv, (float)x[v]); }
+    maxv = block_max(maxv);
+    float sum = 0.0f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) { sum += expf((float)x[v] - maxv); }
+    sum = block_sum(sum);
+    float lse = maxv + logf(sum);
+    if (threadIdx.x == 0) { losses[blockIdx.x] = lse - x_target; }
+    if (!training) { return; }
+    for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
+        x[v] = v < V ? (floatX)((expf((float)x[v] - lse) - (v == target ? 1.0f : 0.0f)) * dscale) : (floatX)0.0f;
+    }
+}
+
+// adamw_kernel: AdamW on one tensor's slice of this rank's shard, in fp32 on the master
+// weights (bias corrections bc1, bc2 from the host, in double as the CPU path)
+__global__ void adamw_kernel(float* master, float* m, float* v, const float* grad, size_t n, float lr, float beta1,
+                             float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float g = grad[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float p = master[i];
+    master[i] = p - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
+}
+
+// floatX_from_float_kernel: the kernels' copy of fp32 values (round to nearest)
+__global__ void floatX_from_float_kernel(floatX* dst, const float* src, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { dst[i] = (floatX)src[i]; }
+}
+
+// clamp_min_kernel: x = max(x, lo)
+__global__ void clamp_min_kernel(float* x, size_t n, float lo) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && x[i] < lo) { x[i] = lo; }
+}
+
+// global_norm_kernel: per-block partial sums of squares of the gradients, in double
+// (the sum has millions of terms); a fixed grid, so the result is deterministic
+__global__ void global_norm_kernel(double* partials, const float* g, size_t n) {
+    __shared__ double warp_sums[32];
+    double s = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        s += (double)g[i] * g[i];
+    }
+    for (int off = 16; off > 0; off >>= 1) { s += __shfl_xor_sync(0xffffffffu, s, off); }
+    if (threadIdx.x % WARP_SIZE == 0) { warp_sums[threadIdx.x / WARP_SIZE] = s; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double total = 0.0;
+        for (int w = 0; w < (int)(blockDim.x / WARP_SIZE); w++) { total += warp_sums[w]; }
+        partials[blockIdx.x] = total;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the layers' launchers
+
+static void encoder_forward(floatX* out, const int* inp, const floatX* wte, int N, int C) {
+    size_t n = (size_t)N * C;
+    encoder_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, inp, wte, N, C);
+    cudaCheckLaunch("encoder_forward_kernel");
+}
+
+static void encoder_backward(float* dwte, const floatX* dout, const int* inp, int N, int C) {
+    size_t n = (size_t)N * C;
+    encoder_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(dwte, dout, inp, N, C);
+    cudaCheckLaunch("encoder_backward_kernel");
+}
+
+static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
+                              const floatX* bias, int N, int C) {
+    layernorm_forward_kernel<<<CEIL_DIV(N, 8), 256, 0, ctx.stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+    cudaCheckLaunch("layernorm_forward_kernel");
+}
+
+// the column sums of a (N, n) gradient: chunk partials, then their fixed-order sum into out
+static void partials_reduce(float* out, const float* partials, int chunks, int stride, int n) {
+    partials_reduce_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, partials, chunks, stride, n);
+    cudaCheckLaunch("partials_reduce_kernel");
+}
+
+static int column_chunks(int N) { return N < COLUMN_CHUNKS ? N : COLUMN_CHUNKS; }
+
+// layernorm_backward: dinp += the input gradient; dweight, dbias += the parameter gradients
+static void layernorm_backward(floatX* dinp, float* dweight, float* dbias, float* partials, const floatX* dout,
+                               const floatX* inp, const floatX* weight, const float* mean, const float* rstd, int N, int C) {
+    layernorm_backward_kernel<<<CEIL_DIV(N, 8), 256, 0, ctx.stream>>>(dinp, dout, inp, weight, mean, rstd, N, C);
+    cudaCheckLaunch("layernorm_backward_kernel");
+    int chunks = column_chunks(N);
+    layernorm_param_backward_kernel<<<dim3(CEIL_DIV(C, 256), chunks), 256, 0, ctx.stream>>>(partials, dout, inp, mean, rstd, N, C);
+    cudaCheckLaunch("layernorm_param_backward_kernel");
+    partials_reduce(dweight, partials, chunks, 2 * C, C);
+    partials_reduce(dbias, partials + C, chunks, 2 * C, C);
+}
+
+static void gelu_backward(floatX* d, const floatX* inp, size_t N) {
+    gelu_backward_kernel<<<CEIL_DIV(N, 256), 256, 0, ctx.stream>>>(d, inp, N);
+    cudaCheckLaunch("gelu_backward_kernel");
+}
+
+static void residual_forward(floatX* out, const floatX* a, const floatX* b, size_t N) {
+    residual_forward_kernel<<<CEIL_DIV(N, 256), 256, 0, ctx.stream>>>(out, a, b, N);
+    cudaCheckLaunch("residual_forward_kernel");
+}
+
+static void floatX_from_float(floatX* dst, const float* src, size_t n) {
+    if (n == 0) { return; }
+    floatX_from_float_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(dst, src, n);
+    cudaCheckLaunch("floatX_from_float_kernel");
+}
+
+// matmul_forward: out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); with pre_gelu,
+// out = GELU(that) and pre_gelu keeps the pre-activation (fused epilogue in bf16; the
+// fp32 build runs the CPU path's GELU kernel so that both paths round alike)
+static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias,
+                           int N, int C, int OC, floatX* pre_gelu) {
+#if defined(ENABLE_FP32)
+    if (pre_gelu != NULL) {
+        matmul_cublaslt(pre_gelu, 0, weight, inp, bias, OC, N, C, 1, 0, 0, NULL);
+        size_t n = (size_t)N * OC;
+        gelu_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, pre_gelu, n);
+        cudaCheckLaunch("gelu_forward_kernel");
+        return;
+    }
+#endif
+    matmul_cublaslt(out, 0, weight, inp, bias, OC, N, C, 1, 0, 0, pre_gelu);
+}
+
+// matmul_backward: dinp = (or += with accumulate_dinp) dout @ weight; dweight += dout^T @ inp
+// (fp32); dbias += column sums of dout (fp32, deterministic)
+static void matmul_backward(floatX* dinp, float* dweight, float* dbias, float* partials, const floatX* dout,
+                            const floatX* inp, const floatX* weight, int N, int C, int OC, int accumulate_dinp) {
+    matmul_cublaslt(dinp, 0, weight, dout, NULL, C, N, OC, 0, 0, accumulate_dinp, NULL);
+    matmul_cublaslt(dweight, 1, inp, dout, NULL, C, OC, N, 0, 1, 1, NULL);
+    if (dbias != NULL) {
+        int chunks = column_chunks(N);
+        bias_backward_kernel<<<dim3(CEIL_DIV(OC, 256), chunks), 256, 0, ctx.stream>>>(partials, dout, N, OC);
+        cudaCheckLaunch("bias_backward_kernel");
+        partials_reduce(dbias, partials, chunks, OC, OC);
+    }
+}
+
+// fused_classifier: logits = lnf @ wte^T in chunks of rows, loss per row, and when
+// training (dloss != 0) the logits' gradient straight back into dlnf and dwte
+static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* partials, floatX* logits, const floatX* lnf,
+                             const floatX* wte, const int* targets, float dloss, int N, int V, int Vp, int C) {
+    for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK) {
+        int n = N - r0 < CLASSIFIER_CHUNK ? N - r0 : CLASSIFIER_CHUNK;
+        matmul_forward(logits, lnf + (size_t)r0 * C, wte, NULL, n, C, Vp, NULL);
+        fused_classifier_kernel<<<n, 1024, 0, ctx.stream>>>(logits, losses + r0, targets + r0, dloss / N, V, Vp, dloss != 0);
+        cudaCheckLaunch("fused_classifier_kernel");
+        if (dloss != 0) {
+            matmul_backward(dlnf + (size_t)r0 * C, dwte, NULL, partials, logits, lnf + (size_t)r0 * C, wte, n, C, Vp, 0);
+        }
+    }
+}
+
+// ============================================================================
+// positional encodings
+//
+// Everything an encoding does is in its block below, with the hooks of train_gpt2.c:
+//   pe_embed_forward / pe_embed_backward  position embeddings added to the token embeddings
+//   pe_layer_forward / pe_layer_backward  per-layer work between the qkv projection and the
+//                                         attention: rope's rotation of q and k, CABLE's
+//                                         per-token increments and their cumulative sum
+//   PEBias, pe_bias_setup, pe_bias, pe_bias_backward, pe_bias_reduce
+//                                         the additive attention bias b(i, j) of head h; pe_bias
+//                                         and pe_bias_backward are __device__ functions called
+//                                         inside the attention kernels (llmc/attention_bias.cuh),
+//                                         with pe_bias_flush ending each backward kernel
+//   pe_project                            keeps constrained parameters in range after an update
+// A block defines PE_EMBED, PE_LAYER, PE_BIAS for the hooks it implements; the others do
+// nothing (defaults after the last block). PE_PAR_N is the number of parameter-gradient
+// accumulators of the bias (each attention backward block reduces its own into a
+// partial, pe_bias_reduce sums the partials: no atomics, deterministic). PE_LAYER_DLN1
+// says pe_layer_backward has written a gradient into dln1 (the qkv backward then adds).
+// ============================================================================
+
+// the activations of layer l (slot 0 in evaluation, when only one layer is stored)
+static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
+
+#if defined(PE_LEARNED)
+// learned: GPT-2's absolute position embeddings wpe [maxT, C]
+#define PE_EMBED
+__global__ void learned_embed_forward_kernel(floatX* out, const floatX* wpe, int N, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) { return; }
+    size_t bt = idx / C;
+    out[idx] = (floatX)((float)out[idx] + (float)wpe[(bt % T) * C + idx % C]);
+}
+// one thread per (t, c): sums over the batch, so no two threads write the same element
+__global__ void learned_embed_backward_kernel(float* dwpe, const floatX* dout, int B, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * C) { return; }
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) { s += (float)dout[(size_t)b * T * C + idx]; }
+    dwpe[idx] += s;
+}
+static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
+    size_t n = (size_t)B * T * model->config.channels;
+    learned_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, model->params.wpe, B * T, T, model->config.channels);
+    cudaCheckLaunch("learned_embed_forward_kernel");
+}
+static void pe_embed_backward(GPT2* model, const floatX* dout, int B, int T) {
+    size_t n = (size_t)T * model->config.channels;
+    learned_embed_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(model->grads.wpe, dout, B, T, model->config.channels);
+    cudaCheckLaunch("learned_embed_backward_kernel");
+}
+
+#elif defined(PE_SINUSOIDAL)
+// sinusoidal (Vaswani): p[pos, 2k] = sin(pos / 10000^(2k/C)), p[pos, 2k+1] = cos(same),
+// added to the token embeddings; angles in double, as the CPU path; no backward
+#define PE_EMBED
+__global__ void sinusoidal_embed_forward_kernel(floatX* out, int N, int T, int C) {
+    int half = (C + 1) / 2;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * half) { return; }
+    size_t bt = idx / half;
+    int k = idx % half, pos = bt % T;
+    double angle = pos / pow(10000.0, 2.0 * k / C);
+    floatX* o = out + bt * C;
+    o[2 * k] = (floatX)((float)o[2 * k] + (float)sin(angle));
+    if (2 * k + 1 < C) { o[2 * k + 1] = (floatX)((float)o[2 * k + 1] + (float)cos(angle)); }
+}
+static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
+    int C = model->config.channels;
+    size_t n = (size_t)B * T * ((C + 1) / 2);
+    sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, B * T, T, C);
+    cudaCheckLaunch("sinusoidal_embed_forward_kernel");
+}
+static void pe_embed_backward(GPT2* model, const floatX* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
+
+#elif defined(PE_ROPE)
+// rope: rotate each pair (2k, 2k+1) of q and k by the angle pos * 10000^(-2k/hs), in every
+// layer; the backward rotates the gradients back (the transpose of a rotation). The
+// cos/sin table is computed once per allocation, in double as the CPU path.
+#define PE_LAYER
+__global__ void rope_table_kernel(float2* table, int T, int hs) {
+    int half = hs / 2;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= T * half) { return; }
+    int t = idx / half, k = idx % half;
+    double angle = t * pow((double)ROPE_BASE, -2.0 * k / hs);
+    table[idx] = make_float2((float)cos(angle), (float)sin(angle));
+}
+// one thread per (token, head, pair) rotates that pair of q and of k; direction -1 undoes it
+__global__ void rope_rotate_kernel(floatX* qkv, const float2* table, int N, int T, int C, int hs, float direction) {
+    int half = hs / 2, pairs = C / 2;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * pairs) { return; }
+    size_t bt = idx / pairs;
+    int pc = idx % pairs; // pair index over all heads: head pc / half, frequency pc % half
+    int t = bt % T, k = pc % half;
+    float2 cs = table[t * half + k];
+    float sn = direction * cs.y;
+    for (int part = 0; part < 2; part++) { // q, then k
+        floatX* x = qkv + bt * 3 * C + part * C + 2 * pc;
+        float x0 = (float)x[0], x1 = (float)x[1];
+        x[0] = (floatX)(x0 * cs.x - x1 * sn);
+        x[1] = (floatX)(x0 * sn + x1 * cs.x);
+    }
+}
+static void rope_rotate(floatX* qkv, const float2* table, int B, int T, int C, int NH, float direction) {
+    size_t n = (size_t)B * T * (C / 2);
+    rope_rotate_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(qkv, table, B * T, T, C, C / NH, direction);
+    cudaCheckLaunch("rope_rotate_kernel");
+}
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {
+    GPT2Config* c = &model->config;
+    rope_rotate(model->acts.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, model->acts.rope,
+                B, T, c->channels, c->num_heads, 1.0f);
+}
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {
+    (void)l;
+    GPT2Config* c = &model->config;
+    rope_rotate(model->gs.dbig, model->acts.rope, B, T, c->channels, c->num_heads, -1.0f);
+}
+
+#elif defined(PE_NOPE)
+// nope: no position information at all (causal masking alone)
+
+#elif defined(PE_ALIBI)
+// alibi: b(i, j) = -m_h (i - j), fixed head slopes m_h (llmc/pe.h), not scaled by 1/sqrt(hs)
+#define PE_BIAS
+#define PE_PAR_N 0
+struct PEGrad {};
+struct PEBias { typedef PEGrad Grad; const float* slopes; };
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)l; (void)B; (void)T; (void)backward;
+    pb->slopes = model->alibi_slopes;
+}
+__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+    (void)b;
+    return -pb.slopes[h] * (float)(i - j);
+}
+__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
+__device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+
+#elif defined(PE_T5)
+// t5: a learned scalar per head and distance bucket, b(i, j) = table[h][bucket(i - j)];
+// the buckets of distances below 128 come from llmc/pe.h's t5_bucket() on the host
+#define PE_BIAS
+#define PE_PAR_N T5_NUM_BUCKETS
+__constant__ unsigned char t5_bucket_of[T5_MAX_DISTANCE];
+struct PEGrad { float d[T5_NUM_BUCKETS]; };
+struct PEBias { typedef PEGrad Grad; const floatX* table; float* partials; };
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    static int uploaded = 0;
+    (void)B; (void)T; (void)backward;
+    if (!uploaded) {
+        unsigned char buckets[T5_MAX_DISTANCE];
+        for (int n = 0; n < T5_MAX_DISTANCE; n++) { buckets[n] = (unsigned char)t5_bucket(n); }
+        cudaCheck(cudaMemcpyToSymbol(t5_bucket_of, buckets, sizeof(buckets)));
+        uploaded = 1;
+    }
+    pb->table = model->params.t5_table + (size_t)l * model->config.num_heads * T5_NUM_BUCKETS;
+    pb->partials = model->gs.pe_partials;
+}
+__device__ __forceinline__ int pe_t5_bucket(int n) { return n < T5_MAX_DISTANCE ? t5_bucket_of[n] : T5_NUM_BUCKETS - 1; }
+__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+    (void)b;
+    return (float)pb.table[h * T5_NUM_BUCKETS + pe_t5_bucket(i - j)];
+}
+__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
+    (void)pb; (void)b; (void)h;
+    if (side == PE_SIDE_COL) { g.d[pe_t5_bucket(i - j)] += ds; }
+}
+__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int b, int h, int t, bool valid, int slot) {
+    (void)b; (void)h; (void)t; (void)valid;
+    if (side != PE_SIDE_COL) { return; }
+    for (int k = 0; k < PE_PAR_N; k++) {
+        float s = block_sum(g.d[k]);
+        if (threadIdx.x == 0) { pb.partials[(size_t)slot * PE_PAR_N + k] = s; }
+    }
+}
+// dtable[h][k] += the partials of every (b, key block) of head h
+__global__ void t5_bias_reduce_kernel(float* dtable, const float* partials, int B, int NH, int blocks) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= NH * T5_NUM_BUCKETS) { return; }
+    int h = idx / T5_NUM_BUCKETS, k = idx % T5_NUM_BUCKETS;
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) {
+        for (int kb = 0; kb < blocks; kb++) { s += partials[(((size_t)b * NH + h) * blocks + kb) * PE_PAR_N + k]; }
+    }
+    dtable[idx] += s;
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int NH = model->config.num_heads;
+    int blocks = CEIL_DIV(model->seq_len, ATT_KV_BK);
+    t5_bias_reduce_kernel<<<CEIL_DIV(NH * T5_NUM_BUCKETS, 256), 256, 0, ctx.stream>>>(
+        model->grads.t5_table + (size_t)l * NH * T5_NUM_BUCKETS, pb->partials, B, NH, blocks);
+    cudaCheckLaunch("t5_bias_reduce_kernel");
+}
+
+#elif defined(PE_KERPLE)
+// kerple (logarithmic): b(i, j) = -r1_h log(1 + r2_h (i - j)), r1, r2 learned and kept >= 0.01
+#define PE_BIAS
+#define PE_PAR_N 2
+struct PEGrad { float d[2]; };
+struct PEBias { typedef PEGrad Grad; const floatX* r1; const floatX* r2; float* partials; };
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)B; (void)T; (void)backward;
+    int NH = model->config.num_heads;
+    pb->r1 = model->params.kerple_r1 + (size_t)l * NH;
+    pb->r2 = model->params.kerple_r2 + (size_t)l * NH;
+    pb->partials = model->gs.pe_partials;
+}
+__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+    (void)b;
+    return -(float)pb.r1[h] * logf(1.0f + (float)pb.r2[h] * (float)(i - j));
+}
+__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
+    (void)b;
+    if (side != PE_SIDE_COL) { return; }
+    float n = (float)(i - j), r1 = (float)pb.r1[h], r2 = (float)pb.r2[h];
+    g.d[0] -= ds * logf(1.0f + r2 * n);
+    g.d[1] -= ds * r1 * n / (1.0f + r2 * n);
+}
+__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int b, int h, int t, bool valid, int slot) {
+    (void)b; (void)h; (void)t; (void)valid;
+    if (side != PE_SIDE_COL) { return; }
+    for (int k = 0; k < PE_PAR_N; k++) {
+        float s = block_sum(g.d[k]);
+        if (threadIdx.x == 0) { pb.partials[(size_t)slot * PE_PAR_N + k] = s; }
+    }
+}
+__global__ void kerple_bias_reduce_kernel(float* dr1, float* dr2, const float* partials, int B, int NH, int blocks) {
+    int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= NH) { return; }
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int b = 0; b < B; b++) {
+        for (int kb = 0; kb < blocks; kb++) {
+            const float* p = partials + (((size_t)b * NH + h) * blocks + kb) * PE_PAR_N;
+            s1 += p[0];
+            s2 += p[1];
+        }
+    }
+    dr1[h] += s1;
+    dr2[h] += s2;
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int NH = model->config.num_heads;
+    kerple_bias_reduce_kernel<<<CEIL_DIV(NH, 64), 64, 0, ctx.stream>>>(model->grads.kerple_r1 + (size_t)l * NH,
+        model->grads.kerple_r2 + (size_t)l * NH, pb->partials, B, NH, CEIL_DIV(model->seq_len, ATT_KV_BK));
+    cudaCheckLaunch("kerple_bias_reduce_kernel");
+}
+#define PE_PROJECT
+// r1 and r2 back to >= KERPLE_MIN, on this rank's part of the master weights
+static void pe_project(GPT2* model) {
+    const int tensors[2] = {P_KERPLE_R1, P_KERPLE_R2};
+    for (int k = 0; k < 2; k++) {
+        size_t lo = model->param_offsets[tensors[k]], hi = lo + model->param_sizes[tensors[k]];
+        if (lo < model->shard_lo) { lo = model->shard_lo; }
+        if (hi > model->shard_hi) { hi = model->shard_hi; }
+        if (lo >= hi) { continue; }
+        clamp_min_kernel<<<CEIL_DIV(hi - lo, 256), 256, 0, ctx.stream>>>(model->master + (lo - model->shard_lo), hi - lo, KERPLE_MIN);
+        cudaCheckLaunch("clamp_min_kernel");
+    }
+}
+
+#elif defined(PE_FIRE)
+// fire: b(i, j) = f(psi(i - j) / psi(max(L, i + 1))), psi(x) = log(c x + 1), f an MLP
+// 1 -> 32 (ReLU) -> NH shared by the heads of a layer; c and the threshold L are learned
+// and used as |c|, |L| (as FIRE's code), and a small eps keeps the division finite.
+// The MLP is evaluated per pair inside the attention kernels (FIRE costs more than the
+// other biases); its gradients go through per-thread accumulators and block partials.
+#define PE_BIAS
+#define PE_PAR_N (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, L
+struct PEGrad { float d[PE_PAR_N]; };
+struct PEBias {
+    typedef PEGrad Grad;
+    const floatX* w1; const floatX* b1; const floatX* w2; const floatX* b2; const floatX* c; const floatX* L;
+    float* partials;
+};
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)B; (void)T; (void)backward;
+    int NH = model->config.num_heads;
+    pb->w1 = model->params.fire_w1 + (size_t)l * FIRE_HIDDEN;
+    pb->b1 = model->params.fire_b1 + (size_t)l * FIRE_HIDDEN;
+    pb->w2 = model->params.fire_w2 + (size_t)l * NH * FIRE_HIDDEN;
+    pb->b2 = model->params.fire_b2 + (size_t)l * NH;
+    pb->c = model->params.fire_c + l;
+    pb->L = model->params.fire_L + l;
+    pb->partials = model->gs.pe_partials;
+}
+// the MLP's input u = psi(i - j) / (psi(max(|L|, i + 1)) + eps)
+__device__ __forceinline__ float fire_input(const PEBias& pb, int i, int j, float* psi_num, float* psi_den, float* lpos) {
+    float c = fabsf((float)pb.c[0]);
+    float L = fabsf((float)pb.L[0]);
+    *lpos = L > i + 1 ? L : (float)(i + 1);
+    *psi_num = logf(c * (i - j) + 1.0f);
+    *psi_den = logf(c * *lpos + 1.0f) + FIRE_EPS;
+    return *psi_num / *psi_den;
+}
+__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+    (void)b;
+    float pn, pd, lp;
+    float u = fire_input(pb, i, j, &pn, &pd, &lp);
+    const floatX* w2 = pb.w2 + h * FIRE_HIDDEN;
+    float out = (float)pb.b2[h];
+    for (int k = 0; k < FIRE_HIDDEN; k++) {
+        float hid = (float)pb.w1[k] * u + (float)pb.b1[k];
+        if (hid > 0.0f) { out += (float)w2[k] * hid; }
+    }
+    return out;
+}
+__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
+    (void)b;
+    if (side != PE_SIDE_COL) { return; }
+    float pn, pd, lp;
+    float u = fire_input(pb, i, j, &pn, &pd, &lp);
+    const floatX* w2 = pb.w2 + h * FIRE_HIDDEN;
+    float du = 0.0f;
+    for (int k = 0; k < FIRE_HIDDEN; k++) {
+        float w1k = (float)pb.w1[k];
+        float hid = w1k * u + (float)pb.b1[k];
+        if (hid > 0.0f) {
+            g.d[2 * FIRE_HIDDEN + k] += ds * hid;
+            float dhid = ds * (float)w2[k];
+            g.d[k] += dhid * u;
+            g.d[FIRE_HIDDEN + k] += dhid;
+            du += dhid * w1k;
+        }
+    }
+    g.d[3 * FIRE_HIDDEN] += ds; // b2
+    // u = pn / pd with pn = log(|c| n + 1), pd = log(|c| lp + 1) + eps
+    float cv = (float)pb.c[0], Lv = (float)pb.L[0];
+    float c = fabsf(cv), sc = cv >= 0.0f ? 1.0f : -1.0f;
+    float n = (float)(i - j);
+    float dpn = du / pd, dpd = -du * pn / (pd * pd);
+    float dc = dpn * n / (c * n + 1.0f) + dpd * lp / (c * lp + 1.0f);
+    g.d[3 * FIRE_HIDDEN + 1] += dc * sc;
+    if (fabsf(Lv) > i + 1) { // the threshold is active: lp = |L|
+        float sl = Lv >= 0.0f ? 1.0f : -1.0f;
+        g.d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1.0f) * sl;
+    }
+}
+__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int b, int h, int t, bool valid, int slot) {
+    (void)b; (void)h; (void)t; (void)valid;
+    if (side != PE_SIDE_COL) { return; }
+    for (int k = 0; k < PE_PAR_N; k++) {
+        float s = block_sum(g.d[k]);
+        if (threadIdx.x == 0) { pb.partials[(size_t)slot * PE_PAR_N + k] = s; }
+    }
+}
+// one thread per accumulator: sums the partials of every (b, key block), per head for
+// the head's own w2 row and b2, over the heads as well for the shared w1, b1, c, L
+__global__ void fire_bias_reduce_kernel(float* dw1, float* db1, float* dw2, float* db2, float* dc, float* dL,
+                                        const float* partials, int B, int NH, int blocks) {
+    int q = threadIdx.x;
+    if (q >= PE_PAR_N) { return; }
+    float total = 0.0f;
+    for (int h = 0; h < NH; h++) {
+        float s = 0.0f;
+        for (int b = 0; b < B; b++) {
+            for (int kb = 0; kb < blocks; kb++) { s += partials[(((size_t)b * NH + h) * blocks + kb) * PE_PAR_N + q]; }
+        }
+        if (q >= 2 * FIRE_HIDDEN && q < 3 * FIRE_HIDDEN) { dw2[h * FIRE_HIDDEN + q - 2 * FIRE_HIDDEN] += s; }
+        else if (q == 3 * FIRE_HIDDEN) { db2[h] += s; }
+        else { total += s; }
+    }
+    if (q < FIRE_HIDDEN) { dw1[q] += total; }
+    else if (q < 2 * FIRE_HIDDEN) { db1[q - FIRE_HIDDEN] += total; }
+    else if (q == 3 * FIRE_HIDDEN + 1) { dc[0] += total; }
+    else if (q == 3 * FIRE_HIDDEN + 2) { dL[0] += total; }
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int NH = model->config.num_heads;
+    TensorSet<float>* g = &model->grads;
+    fire_bias_reduce_kernel<<<1, 128, 0, ctx.stream>>>(g->fire_w1 + (size_t)l * FIRE_HIDDEN, g->fire_b1 + (size_t)l * FIRE_HIDDEN,
+        g->fire_w2 + (size_t)l * NH * FIRE_HIDDEN, g->fire_b2 + (size_t)l * NH, g->fire_c + l, g->fire_L + l,
+        pb->partials, B, NH, CEIL_DIV(model->seq_len, ATT_KV_BK));
+    cudaCheckLaunch("fire_bias_reduce_kernel");
+}
+
+#elif defined(PE_CABLE_FAMILY)
+// CABLE: each token adds a learned, context-dependent increment d_t = -g(x_t W_b + b_b)
+// per head (x = the attention block's input after ln_1), S_t = d_1 + ... + d_t, and the
+// bias is made of S:
+//   cable_v1  g = softplus           b(i, j) = S_i - S_j         (the released code)
+//   cable_nw  g = ReLU               b(i, j) = S_i - S_j         (CABLE v2 without weights)
+//   cable     g = ReLU               b(i, j) = w_i (S_i - S_j),  w_i = x_i W_w + b_w
+//   kcable    g = ReLU               b(i, j) = -log(1 + (S_i - S_j)^2)
+// S (and a, w) stay in fp32. In the backward pass the attention kernels turn the score
+// gradients into dS: the dq pass adds the row sums (and, for cable, dw), the dk/dv pass
+// subtracts the column sums; pe_layer_backward then runs the reverse cumulative sum and
+// the two small linear layers backward.
+#define PE_LAYER
+#define PE_BIAS
+#define PE_PAR_N 0
+#define PE_LAYER_DLN1 1
+struct PEGrad { float dS; float dw; };
+struct PEBias { typedef PEGrad Grad; const float* S; const float* w; float* dS; float* dw; int T; int NH; };
+
+__device__ __forceinline__ float cable_increment(float a) { // g(a), the (positive) size of the step
+#if defined(PE_CABLE_V1)
+    return a > 20.0f ? a : log1pf(expf(a));
+#else
+    return a > 0.0f ? a : 0.0f;
+#endif
+}
+__device__ __forceinline__ float cable_increment_grad(float a) { // g'(a)
+#if defined(PE_CABLE_V1)
+    return 1.0f / (1.0f + expf(-a));
+#else
+    return a > 0.0f ? 1.0f : 0.0f;
+#endif
+}
+
+// cable_scan_forward_kernel: one thread per (b, h): adds the small layers' biases and runs
+// the cumulative sum S_t = -(g(a_1) + ... + g(a_t)) in fp32
+__global__ void cable_scan_forward_kernel(float* a, float* S, float* w, const floatX* bb, const floatX* bw, int B, int T, int NH) {
+    int bh = blockIdx.x * blockDim.x + threadIdx.x;
+    if (bh >= B * NH) { return; }
+    int b = bh / NH, h = bh % NH;
+    float bias_a = (float)bb[h], s = 0.0f;
+    for (int t = 0; t < T; t++) {
+        size_t idx = ((size_t)b * T + t) * NH + h;
+        float x = a[idx] + bias_a;
+        a[idx] = x;
+        s -= cable_increment(x);
+        S[idx] = s;
+    }
+#if defined(PE_CABLE)
+    float bias_w = (float)bw[h];
+    for (int t = 0; t < T; t++) { w[((size_t)b * T + t) * NH + h] += bias_w; }
+#else
+    (void)w; (void)bw;
+#endif
+}
+
+// cable_scan_backward_kernel: one thread per (b, h): the reverse cumulative sum,
+// dL/da_t = -g'(a_t) * sum_{t' >= t} dL/dS_t', written as a matmul input
+__global__ void cable_scan_backward_kernel(floatX* da, const float* dS, const float* a, int B, int T, int NH) {
+    int bh = blockIdx.x * blockDim.x + threadIdx.x;
+    if (bh >= B * NH) { return; }
+    int b = bh / NH, h = bh % NH;
+    float acc = 0.0f;
+    for (int t = T - 1; t >= 0; t--) {
+        size_t idx = ((size_t)b * T + t) * NH + h;
+        acc += dS[idx];
+        da[idx] = (floatX)(-cable_increment_grad(a[idx]) * acc);
+    }
+}
+
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {
+    GPT2Config* cfg = &model->config;
+    int C = cfg->channels, NH = cfg->num_heads;
+    size_t slot = layer_slot(model, l);
+    const floatX* ln1 = model->acts.ln1 + slot * model->acts_N * C;
+    float* a = model->acts.pe_a + slot * model->pe_stride;
+    float* S = model->acts.pe_s + slot * model->pe_stride;
+    float* w = model->acts.pe_w + slot * model->pe_stride;
+    matmul_cublaslt(a, 1, model->params.cable_wb + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
+#if defined(PE_CABLE)
+    matmul_cublaslt(w, 1, model->params.cable_ww + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
+#endif
+    cable_scan_forward_kernel<<<CEIL_DIV(B * NH, 64), 64, 0, ctx.stream>>>(a, S, w, model->params.cable_bb + (size_t)l * NH,
+        model->params.cable_bw + (size_t)l * NH, B, T, NH);
+    cudaCheckLaunch("cable_scan_forward_kernel");
+}
+
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {
+    GPT2Config* cfg = &model->config;
+    int C = cfg->channels, NH = cfg->num_heads;
+    const floatX* ln1 = model->acts.ln1 + (size_t)l * model->acts_N * C;
+    const float* a = model->acts.pe_a + (size_t)l * model->pe_stride;
+    GradScratch* gs = &model->gs;
+    cable_scan_backward_kernel<<<CEIL_DIV(B * NH, 64), 64, 0, ctx.stream>>>(gs->pe_dx, gs->pe_dS, a, B, T, NH);
+    cudaCheckLaunch("cable_scan_backward_kernel");
+    // dln1 is written here first (the qkv backward adds to it: PE_LAYER_DLN1)
+    matmul_backward(gs->dsmall, model->grads.cable_wb + (size_t)l * NH * C, model->grads.cable_bb + (size_t)l * NH,
+                    model->partials, gs->pe_dx, ln1, model->params.cable_wb + (size_t)l * NH * C, B * T, C, NH, 0);
+#if defined(PE_CABLE)
+    floatX_from_float(gs->pe_dx, gs->pe_dw, (size_t)B * T * NH);
+    matmul_backward(gs->dsmall, model->grads.cable_ww + (size_t)l * NH * C, model->grads.cable_bw + (size_t)l * NH,
+                    model->partials, gs->pe_dx, ln1, model->params.cable_ww + (size_t)l * NH * C, B * T, C, NH, 1);
+#endif
+}
+
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)B;
+    size_t slot = layer_slot(model, l);
+    pb->T = T;
+    pb->NH = model->config.num_heads;
+    pb->S = model->acts.pe_s + slot * model->pe_stride;
+    pb->w = model->acts.pe_w != NULL ? model->acts.pe_w + slot * model->pe_stride : NULL;
+    pb->dS = backward ? model->gs.pe_dS : NULL;
+    pb->dw = backward ? model->gs.pe_dw : NULL;
+}
+__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+    size_t row = (size_t)b * pb.T;
+    float diff = pb.S[(row + i) * pb.NH + h] - pb.S[(row + j) * pb.NH + h];
+#if defined(PE_CABLE)
+    return pb.w[(row + i) * pb.NH + h] * diff;
+#elif defined(PE_KCABLE)
+    return -logf(1.0f + diff * diff);
+#else
+    return diff;
+#endif
+}
+// row side: dS_i += ds (and dw_i += ds (S_i - S_j)); column side: dS_j -= ds; ds first
+// through the bias's derivative in S_i - S_j (w_i for cable, -2 diff / (1 + diff^2) for kcable)
+__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
+#if defined(PE_CABLE) || defined(PE_KCABLE)
+    size_t row = (size_t)b * pb.T;
+    size_t si = (row + i) * pb.NH + h, sj = (row + j) * pb.NH + h;
+    float diff = pb.S[si] - pb.S[sj];
+#if defined(PE_CABLE)
+    if (side == PE_SIDE_ROW) { g.dw += ds * diff; }
+    ds *= pb.w[si];
+#else
+    ds *= -2.0f * diff / (1.0f + diff * diff);
+#endif
+#else
+    (void)pb; (void)b; (void)h; (void)i; (void)j;
+#endif
+    if (side == PE_SIDE_ROW) { g.dS += ds; } else { g.dS -= ds; }
+}
+// the dq pass writes dS (and dw) of its query tokens; the dk/dv pass, which runs after it,
+// adds the column part to dS of its key tokens
+__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int b, int h, int t, bool valid, int slot) {
+    (void)slot;
+    if (!valid) { return; }
+    size_t idx = ((size_t)b * pb.T + t) * pb.NH + h;
+    if (side == PE_SIDE_ROW) {
+        pb.dS[idx] = g.dS;
+#if defined(PE_CABLE)
+        pb.dw[idx] = g.dw;
+#endif
+    } else {
+        pb.dS[idx] += g.dS;
+    }
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+#endif
+
+// defaults: the hooks an encoding does not define do nothing
+#ifndef PE_EMBED
+static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) { (void)model; (void)out; (void)B; (void)T; }
+static void pe_embed_backward(GPT2* model, const floatX* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
+#endif
+#ifndef PE_LAYER
+static void pe_layer_forward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
+static void pe_layer_backward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
+#endif
+#ifndef PE_BIAS
+#define PE_PAR_N 0
+struct PEGrad {};
+struct PEBias { typedef PEGrad Grad; };
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)pb; (void)model; (void)l; (void)B; (void)T; (void)backward;
+}
+__device__ __forceinline__ float pe_bias(const PEBias&, int, int, int, int) { return 0.0f; }
+__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
+__device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+#endif
+#ifndef PE_PROJECT
+static void pe_project(GPT2* model) { (void)model; }
+#endif
+#ifndef PE_LAYER_DLN1
+#define PE_LAYER_DLN1 0
+#endif
+
+// ============================================================================
+// the model
+
+// parameter layout on the device: every tensor aligned, the total a multiple of the
+// number of optimizer shards (ZeRO stage 1 splits the flat vector in equal pieces)
+static void gpt2_allocate(GPT2* model) {
+    GPT2Config* cfg = &model->config;
+    int hs = cfg->channels / cfg->num_heads;
+    if (!attention_head_size_supported(hs)) {
+        fatal("the CUDA trainer supports head sizes 32, 64 and 128; this model has %d (C=%d, NH=%d)", hs, cfg->channels, cfg->num_heads);
+    }
+    cuda_context_init();
+    fill_in_parameter_sizes(model->param_sizes, cfg);
+    model->num_parameters = count_parameters(cfg);
+    size_t off = 0;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        model->param_offsets[k] = off;
+        off += (model->param_sizes[k] + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN;
+    }
+    model->sharded = zero_stage_flag == 1 && ctx.world > 1;
+    int shards = model->sharded ? ctx.world : 1;
+    size_t shard = (off + (size_t)shards * PARAM_ALIGN - 1) / ((size_t)shards * PARAM_ALIGN) * PARAM_ALIGN;
+    model->num_padded = shard * shards;
+    model->shard_lo = model->sharded ? shard * ctx.rank : 0;
+    model->shard_hi = model->shard_lo + shard;
+    model->params_memory = (floatX*)cuda_malloc(model->num_padded * sizeof(floatX), "the parameters");
+    point_parameters(&model->params, model->params_memory, model->param_offsets);
+    model->master = (float*)cuda_malloc(shard * sizeof(float), "the fp32 master weights");
+    model->partials = (float*)cuda_malloc((size_t)COLUMN_CHUNKS * 4 * cfg->channels * sizeof(float), "column-sum partials");
+    model->norm_partials = (double*)cuda_malloc(NORM_BLOCKS * sizeof(double), "gradient-norm partials");
+    model->logits_row = (float*)cuda_malloc((size_t)cfg->padded_vocab_size * sizeof(float), "one row of logits");
+    float* slopes = (float*)malloc_check(cfg->num_heads * sizeof(float));
+    alibi_slopes(slopes, cfg->num_heads);
+    model->alibi_slopes = (float*)cuda_malloc(cfg->num_heads * sizeof(float), "the ALiBi slopes");
+    cudaCheck(cudaMemcpy(model->alibi_slopes, slopes, cfg->num_heads * sizeof(float), cudaMemcpyHostToDevice));
+    free(slopes);
+    model->mean_loss = -1;
+}
+
+// host copy in checkpoint order <-> the device's aligned layout
+static float* params_to_padded(const GPT2* model, const float* params) {
+    float* padded = (float*)calloc_check(model->num_padded, sizeof(float));
+    size_t src = 0;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        memcpy(padded + model->param_offsets[k], params + src, model->param_sizes[k] * sizeof(float));
+        src += model->param_sizes[k];
+    }
+    return padded;
+}
+
+static void params_from_padded(const GPT2* model, float* params, const float* padded) {
+    size_t dst = 0;
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        memcpy(params + dst, padded + model->param_offsets[k], model->param_sizes[k] * sizeof(float));
+        dst += model->param_sizes[k];
+    }
+}
+
+// uploads parameters (checkpoint order, fp32): this rank's master shard and the kernels' copy
+static void gpt2_upload_params(GPT2* model, const float* params) {
+    float* padded = params_to_padded(model, params);
+    cudaCheck(cudaMemcpy(model->master, padded + model->shard_lo, (model->shard_hi - model->shard_lo) * sizeof(float),
+                         cudaMemcpyHostToDevice));
+    floatX* px = (floatX*)malloc_check(model->num_padded * sizeof(floatX));
+    for (size_t i = 0; i < model->num_padded; i++) { px[i] = (floatX)padded[i]; }
+    cudaCheck(cudaMemcpy(model->params_memory, px, model->num_padded * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(px);
+    free(padded);
+}
+
+// builds a freshly initialized model (llmc/model.h: gpt2_init_params on the host, the
+// same values as the CPU path) for a configuration
+void gpt2_build_from_config(GPT2* model, const GPT2Config* cfg, uint64_t seed) {
+    memset(model, 0, sizeof(*model));
+    model->config = *cfg;
+    gpt2_config_check(cfg, "model configuration");
+    if (cfg->pe != PE_ID) { fatal("configuration asks for PE '%s' but this binary was built with PE '%s'", pe_name(cfg->pe), pe_name(PE_ID)); }
+    gpt2_allocate(model);
+    float* init = (float*)malloc_check(model->num_parameters * sizeof(float));
+    gpt2_init_params(init, cfg, seed);
+    gpt2_upload_params(model, init);
+    free(init);
+}
+
+// loads a checkpoint (fp32 or bf16) after validating its header, size and PE
+void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
+    memset(model, 0, sizeof(*model));
+    int version;
+    FILE* f = checkpoint_open(path, &model->config, &version);
+    gpt2_allocate(model);
+    size_t n = model->num_parameters;
+    float* buf = (float*)malloc_check(n * sizeof(float));
+    if (version == CHECKPOINT_FP32) {
+        fread_check(buf, sizeof(float), n, f, path);
+    } else {
+        uint16_t* raw = (uint16_t*)malloc_check(n * sizeof(uint16_t));
+        fread_check(raw, sizeof(uint16_t), n, f, path);
+        for (size_t i = 0; i < n; i++) { buf[i] = bf16_to_float(raw[i]); }
+        free(raw);
+    }
+    fclose(f);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(buf[i])) { fatal("%s holds a non-finite parameter (index %zu)", path, i); }
+    }
+    gpt2_upload_params(model, buf);
+    free(buf);
+}
+
+// the fp32 parameters in checkpoint order, from the master weights. With ZeRO the other
+// ranks' shards come from the grads buffer, where gpt2_update gathered them; if no update
+// ran since (a skipped step), from the kernels' copy, which in bf16 is rounded.
+static void gpt2_download_params(const GPT2* model, float* params) {
+    float* padded = (float*)malloc_check(model->num_padded * sizeof(float));
+    if (!model->sharded) {
+        cudaCheck(cudaMemcpy(padded, model->master, model->num_padded * sizeof(float), cudaMemcpyDeviceToHost));
+    } else if (model->master_gathered) {
+        cudaCheck(cudaMemcpy(padded, model->grads_memory, model->num_padded * sizeof(float), cudaMemcpyDeviceToHost));
+    } else {
+        floatX* px = (floatX*)malloc_check(model->num_padded * sizeof(floatX));
+        cudaCheck(cudaMemcpy(px, model->params_memory, model->num_padded * sizeof(floatX), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < model->num_padded; i++) { padded[i] = (float)px[i]; }
+        free(px);
+        cudaCheck(cudaMemcpy(padded + model->shard_lo, model->master, (model->shard_hi - model->shard_lo) * sizeof(float),
+                             cudaMemcpyDeviceToHost));
+#if !defined(ENABLE_FP32)
+        fprintf(stderr, "warning: checkpoint after a skipped update with -z 1: other ranks' weights are saved from their bf16 copies\n");
+#endif
+    }
+    params_from_padded(model, params, padded);
+    free(padded);
+}
+
+// writes the parameters in fp32 (checkpoint version 3), crash-safely
+void gpt2_save_checkpoint(const GPT2* model, const char* path) {
+    int header[256];
+    checkpoint_header_fill(header, &model->config, CHECKPOINT_FP32);
+    float* buf = (float*)malloc_check(model->num_parameters * sizeof(float));
+    gpt2_download_params(model, buf);
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), 256);
+    atomic_write(&af, buf, sizeof(float), model->num_parameters);
+    atomic_commit(&af);
+    free(buf);
+}
+
+// carves one device allocation into tensors of the given byte sizes (each 256-byte aligned)
+static void* carve(void*** ptrs, const size_t* bytes, int n, const char* what) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) { total += (bytes[i] + 255) / 256 * 256; }
+    char* base = (char*)cuda_malloc(total, what);
+    char* p = base;
+    for (int i = 0; i < n; i++) {
+        *ptrs[i] = bytes[i] > 0 ? (void*)p : NULL;
+        p += (bytes[i] + 255) / 256 * 256;
+    }
+    return base;
+}
+
+static void gpt2_free_activations(GPT2* model) {
+    cuda_free(&model->acts_memory);
+    cuda_free(&model->gs_memory);
+    free(model->host_losses);
+    memset(&model->acts, 0, sizeof(model->acts));
+    memset(&model->gs, 0, sizeof(model->gs));
+    model->host_losses = NULL;
+}
+
+// (re)allocates activations for B x T tokens: every layer and the backward's buffers when
+// training, one layer otherwise
+static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
+    GPT2Config* cfg = &model->config;
+    int L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels, Vp = cfg->padded_vocab_size;
+    int fits = model->acts_memory != NULL && B <= model->acts_B && T <= model->acts_T
+            && (!training || model->gs_memory != NULL);
+    if (fits) { return; }
+    gpt2_free_activations(model);
+    size_t N = (size_t)B * T, NL = training ? (size_t)L : 1;
+    int cable = cfg->pe == PE_ID_CABLE_V1 || cfg->pe == PE_ID_CABLE_NW || cfg->pe == PE_ID_CABLE || cfg->pe == PE_ID_KCABLE;
+    size_t pe_stride = (N * NH + 63) / 64 * 64;
+    size_t X = sizeof(floatX), F = sizeof(float);
+    ActivationTensors* a = &model->acts;
+    void** aptrs[] = {
+        (void**)&a->encoded, (void**)&a->ln1, (void**)&a->ln1_mean, (void**)&a->ln1_rstd, (void**)&a->qkv, (void**)&a->atty,
+        (void**)&a->att_lse, (void**)&a->residual2, (void**)&a->ln2, (void**)&a->ln2_mean, (void**)&a->ln2_rstd, (void**)&a->fch,
+        (void**)&a->fch_gelu, (void**)&a->residual3, (void**)&a->lnf, (void**)&a->lnf_mean, (void**)&a->lnf_rstd, (void**)&a->losses,
+        (void**)&a->pe_a, (void**)&a->pe_s, (void**)&a->pe_w, (void**)&a->proj, (void**)&a->logits, (void**)&a->rope,
+        (void**)&a->inputs, (void**)&a->targets,
+    };
+    size_t abytes[] = {
+        N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 3 * C * X, NL * N * C * X,
+        NL * N * NH * F, NL * N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 4 * C * X,
+        NL * N * 4 * C * X, NL * N * C * X, N * C * X, N * F, N * F, N * F,
+        cable ? NL * pe_stride * F : 0, cable ? NL * pe_stride * F : 0, cfg->pe == PE_ID_CABLE ? NL * pe_stride * F : 0,
+        N * C * X, (N < CLASSIFIER_CHUNK ? N : CLASSIFIER_CHUNK) * Vp * X,
+        cfg->pe == PE_ID_ROPE ? (size_t)T * (C / NH / 2) * sizeof(float2) : 0,
+        N * sizeof(int), N * sizeof(int),
+    };
+    model->acts_memory = carve(aptrs, abytes, (int)(sizeof(abytes) / sizeof(abytes[0])), "the activations");
+    if (training) {
+        GradScratch* g = &model->gs;
+        void** gptrs[] = {
+            (void**)&g->dres, (void**)&g->dbig, (void**)&g->dsmall, (void**)&g->att_D,
+            (void**)&g->pe_dS, (void**)&g->pe_dw, (void**)&g->pe_dx, (void**)&g->pe_partials,
+        };
+        size_t gbytes[] = {
+            N * C * X, N * 4 * C * X, N * C * X, N * NH * F,
+            cable ? N * NH * F : 0, cfg->pe == PE_ID_CABLE ? N * NH * F : 0, cable ? N * NH * X : 0,
+            (size_t)attention_kv_blocks(B, T, NH) * PE_PAR_N * F,
+        };
+        model->gs_memory = carve(gptrs, gbytes, (int)(sizeof(gbytes) / sizeof(gbytes[0])), "the backward pass's buffers");
+    }
+    model->host_losses = (float*)malloc_check(N * sizeof(float));
+    model->acts_N = N;
+    model->pe_stride = pe_stride;
+    model->acts_B = B;
+    model->acts_T = T;
+    model->acts_layers = (int)NL;
+#if defined(PE_ROPE)
+    int half = C / NH / 2;
+    rope_table_kernel<<<CEIL_DIV(T * half, 256), 256, 0, ctx.stream>>>(a->rope, T, C / NH);
+    cudaCheckLaunch("rope_table_kernel");
+#endif
+}
+
+// allocates the parameter gradients on first use (evaluation never needs them)
+static void gpt2_ensure_grads(GPT2* model) {
+    if (model->grads_memory == NULL) {
+        model->grads_memory = (float*)cuda_malloc(model->num_padded * sizeof(float), "the parameter gradients");
+        cudaCheck(cudaMemset(model->grads_memory, 0, model->num_padded * sizeof(float)));
+        point_parameters(&model->grads, model->grads_memory, model->param_offsets);
+    }
+}
+
+// longest sequence the model can process: learned embeddings stop at maxT
+int gpt2_max_length(const GPT2* model) {
+    return model->config.pe == PE_ID_LEARNED ? model->config.max_seq_len : INT32_MAX;
+}
+
+// Forward pass over B x T tokens. With targets, computes the per-token losses and their
+// mean. dloss is d(objective)/d(mean loss): nonzero when training, and then the
+// classifier's backward runs here (fused_classifier) and gpt2_backward continues it.
+void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float dloss) {
+    GPT2Config* cfg = &model->config;
+    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
+    if (T > gpt2_max_length(model)) {
+        fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len);
+    }
+    for (int i = 0; i < B * T; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < 0 || targets[i] >= V))) {
+            fatal("token id out of range [0, %d) at position %d of the batch", V, i);
+        }
+    }
+    int training = dloss != 0;
+    gpt2_ensure_activations(model, B, T, training);
+    if (training) { gpt2_ensure_grads(model); }
+    model->batch_size = B;
+    model->seq_len = T;
+    model->last_training = training && targets != NULL;
+    cudaStream_t st = ctx.stream;
+    ActivationTensors a = model->acts;
+    TensorSet<floatX> p = model->params;
+    cudaCheck(cudaMemcpyAsync(a.inputs, inputs, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice, st));
+    if (targets != NULL) { cudaCheck(cudaMemcpyAsync(a.targets, targets, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice, st)); }
+
+    size_t N = model->acts_N;
+    encoder_forward(a.encoded, a.inputs, p.wte, B * T, C);
+    pe_embed_forward(model, a.encoded, B, T);
+    for (int l = 0; l < L; l++) {
+        size_t s = layer_slot(model, l);
+        // the residual stream entering layer l: the embeddings, or layer l-1's output
+        // (in evaluation that is the same slot, read before it is overwritten)
+        floatX* residual = l == 0 ? a.encoded : a.residual3 + layer_slot(model, l - 1) * N * C;
+        floatX* l_ln1 = a.ln1 + s * N * C;
+        floatX* l_qkv = a.qkv + s * N * 3 * C;
+        floatX* l_atty = a.atty + s * N * C;
+        floatX* l_residual2 = a.residual2 + s * N * C;
+        floatX* l_ln2 = a.ln2 + s * N * C;
+        floatX* l_fch = a.fch + s * N * 4 * C;
+        floatX* l_fch_gelu = a.fch_gelu + s * N * 4 * C;
+        layernorm_forward(l_ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, residual,
+                          p.ln1w + (size_t)l * C, p.ln1b + (size_t)l * C, B * T, C);
+        matmul_forward(l_qkv, l_ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + (size_t)l * 3 * C, B * T, C, 3 * C, NULL);
+        pe_layer_forward(model, l, B, T);
+        PEBias pb;
+        pe_bias_setup(&pb, model, l, B, T, 0);
+        attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T, NH, C / NH, st);
+        matmul_forward(a.proj, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C, NULL);
+        residual_forward(l_residual2, residual, a.proj, (size_t)B * T * C);
+        layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
+                          p.ln2w + (size_t)l * C, p.ln2b + (size_t)l * C, B * T, C);
+        matmul_forward(l_fch_gelu, l_ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + (size_t)l * 4 * C, B * T, C, 4 * C, l_fch);
+        matmul_forward(a.proj, l_fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, p.fcprojb + (size_t)l * C, B * T, 4 * C, C, NULL);
+        residual_forward(a.residual3 + s * N * C, l_residual2, a.proj, (size_t)B * T * C);
+    }
+    floatX* last = a.residual3 + layer_slot(model, L - 1) * N * C;
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p.lnfw, p.lnfb, B * T, C);
+    if (targets == NULL) {
+        model->mean_loss = -1;
+        cudaCheck(cudaStreamSynchronize(st));
+        return;
+    }
+    fused_classifier(a.losses, training ? model->gs.dsmall : NULL, training ? model->grads.wte : NULL, model->partials,
+                     a.logits, a.lnf, p.wte, a.targets, dloss, B * T, V, Vp, C);
+    cudaCheck(cudaMemcpyAsync(model->host_losses, a.losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaStreamSynchronize(st));
+    float sum = 0;
+    for (int i = 0; i < B * T; i++) { sum += model->host_losses[i]; }
+    model->mean_loss = sum / (B * T);
+}
+
+void gpt2_zero_grad(GPT2* model) {
+    if (model->grads_memory != NULL) {
+        cudaCheck(cudaMemsetAsync(model->grads_memory, 0, model->num_padded * sizeof(float), ctx.stream));
+    }
+    model->master_gathered = 0;
+}
+
+// Backward pass of the last training forward, continuing from the gradient of lnf that
+// the fused classifier left in gs.dsmall; accumulates into the parameter gradients.
+// Gradient buffers hold one layer; dres carries the residual stream's gradient down.
+void gpt2_backward(GPT2* model) {
+    GPT2Config* cfg = &model->config;
+    int B = model->batch_size, T = model->seq_len, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
+    if (!model->last_training || model->acts_layers != L) { fatal("gpt2_backward needs a training forward pass with targets first"); }
+    TensorSet<floatX> p = model->params;
+    TensorSet<float> g = model->grads;
+    ActivationTensors a = model->acts;
+    GradScratch d = model->gs;
+    float* part = model->partials;
+    size_t N = model->acts_N;
+    cudaCheck(cudaMemsetAsync(d.dres, 0, (size_t)B * T * C * sizeof(floatX), ctx.stream));
+    layernorm_backward(d.dres, g.lnfw, g.lnfb, part, d.dsmall, a.residual3 + (size_t)(L - 1) * N * C,
+                       p.lnfw, a.lnf_mean, a.lnf_rstd, B * T, C);
+    for (int l = L - 1; l >= 0; l--) {
+        size_t o = (size_t)l * N;
+        floatX* residual = l == 0 ? a.encoded : a.residual3 + (o - N) * C;
+        // dres = d residual3; residual3 = residual2 + fcproj(GELU(fc(ln2(residual2))))
+        matmul_backward(d.dbig, g.fcprojw + (size_t)l * C * 4 * C, g.fcprojb + (size_t)l * C, part,
+                        d.dres, a.fch_gelu + o * 4 * C, p.fcprojw + (size_t)l * C * 4 * C, B * T, 4 * C, C, 0);
+        gelu_backward(d.dbig, a.fch + o * 4 * C, (size_t)B * T * 4 * C);
+        matmul_backward(d.dsmall, g.fcw + (size_t)l * 4 * C * C, g.fcb + (size_t)l * 4 * C, part,
+                        d.dbig, a.ln2 + o * C, p.fcw + (size_t)l * 4 * C * C, B * T, C, 4 * C, 0);
+        layernorm_backward(d.dres, g.ln2w + (size_t)l * C, g.ln2b + (size_t)l * C, part, d.dsmall,
+                           a.residual2 + o * C, p.ln2w + (size_t)l * C, a.ln2_mean + o, a.ln2_rstd + o, B * T, C);
+        // dres = d residual2; residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        matmul_backward(d.dsmall, g.attprojw + (size_t)l * C * C, g.attprojb + (size_t)l * C, part,
+                        d.dres, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C, 0);
+        PEBias pb;
+        pe_bias_setup(&pb, model, l, B, T, 1);
+        attention_backward(d.dbig, d.att_D, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
+                           pb, B, T, NH, C / NH, ctx.stream);
+        pe_bias_reduce(&pb, model, l, B);
+        pe_layer_backward(model, l, B, T);
+        matmul_backward(d.dsmall, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C, part,
+                        d.dbig, a.ln1 + o * C, p.qkvw + (size_t)l * 3 * C * C, B * T, C, 3 * C, PE_LAYER_DLN1);
+        layernorm_backward(d.dres, g.ln1w + (size_t)l * C, g.ln1b + (size_t)l * C, part, d.dsmall,
+                           residual, p.ln1w + (size_t)l * C, a.ln1_mean + o, a.ln1_rstd + o, B * T, C);
+    }
+    encoder_backward(g.wte, d.dres, a.inputs, B * T, C);
+    pe_embed_backward(model, d.dres, B, T);
+}
+
+// squared L2 norm of all parameter gradients (in double: the sum has millions of terms)
+double gpt2_grad_norm_squared(const GPT2* model) {
+    if (model->grads_memory == NULL) { return 0.0; }
+    global_norm_kernel<<<NORM_BLOCKS, 512, 0, ctx.stream>>>(model->norm_partials, model->grads_memory, model->num_padded);
+    cudaCheckLaunch("global_norm_kernel");
+    double partials[NORM_BLOCKS];
+    cudaCheck(cudaMemcpyAsync(partials, model->norm_partials, sizeof(partials), cudaMemcpyDeviceToHost, ctx.stream));
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    double sum = 0.0;
+    for (int i = 0; i < NORM_BLOCKS; i++) { sum += partials[i]; }
+    return sum;
+}
+
+// every rank's master shard into `all` (the full fp32 vector), on the device
+static void gpt2_allgather_master(GPT2* model, float* all) {
+#if defined(USE_NCCL)
+    ncclCheck(ncclAllGather(model->master, all, model->shard_hi - model->shard_lo, ncclFloat, ctx.nccl, ctx.stream));
+#elif defined(USE_MPI)
+    size_t shard = model->shard_hi - model->shard_lo;
+    float* host = (float*)malloc_check(model->num_padded * sizeof(float));
+    cudaCheck(cudaMemcpy(host + model->shard_lo, model->master, shard * sizeof(float), cudaMemcpyDeviceToHost));
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, (int)shard, MPI_FLOAT, MPI_COMM_WORLD);
+    cudaCheck(cudaMemcpy(all, host, model->num_padded * sizeof(float), cudaMemcpyHostToDevice));
+    free(host);
+#else
+    (void)model; (void)all;
+#endif
+}
+
+// AdamW step t (1-based) at learning rate lr; gradients are multiplied by grad_scale
+// first (clipping). Weight decay only on the matrices (llmc/model.h: PARAM_DECAY). Each
+// rank updates its shard of the master weights; then the kernels' copy is refreshed (with
+// ZeRO from every rank's shard, gathered in fp32 into the now unneeded gradient buffer).
+void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+    size_t shard = model->shard_hi - model->shard_lo;
+    if (model->m_memory == NULL) {
+        model->m_memory = (float*)cuda_malloc(shard * sizeof(float), "the AdamW first moments");
+        model->v_memory = (float*)cuda_malloc(shard * sizeof(float), "the AdamW second moments");
+        cudaCheck(cudaMemset(model->m_memory, 0, shard * sizeof(float)));
+        cudaCheck(cudaMemset(model->v_memory, 0, shard * sizeof(float)));
+    }
+    float bc1 = (float)(1.0 - pow((double)beta1, t)), bc2 = (float)(1.0 - pow((double)beta2, t));
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
+        size_t lo = model->param_offsets[k], hi = lo + model->param_sizes[k];
+        if (lo < model->shard_lo) { lo = model->shard_lo; }
+        if (hi > model->shard_hi) { hi = model->shard_hi; }
+        if (lo >= hi) { continue; }
+        size_t at = lo - model->shard_lo;
+        adamw_kernel<<<CEIL_DIV(hi - lo, 256), 256, 0, ctx.stream>>>(model->master + at, model->m_memory + at, model->v_memory + at,
+            model->grads_memory + lo, hi - lo, lr, beta1, beta2, bc1, bc2, eps, PARAM_DECAY[k] ? weight_decay : 0.0f, grad_scale);
+        cudaCheckLaunch("adamw_kernel");
+    }
+    pe_project(model);
+    if (model->sharded) {
+        gpt2_allgather_master(model, model->grads_memory);
+        floatX_from_float(model->params_memory, model->grads_memory, model->num_padded);
+        model->master_gathered = 1;
+    } else {
+        floatX_from_float(model->params_memory, model->master, model->num_padded);
+    }
+}
+
+// logits over the vocabulary at position t of row b of the last forward pass (sampling), in fp32
+void gpt2_logits_row(GPT2* model, int b, int t, float* out) {
+    int C = model->config.channels, Vp = model->config.padded_vocab_size;
+    const floatX* x = model->acts.lnf + ((size_t)b * model->seq_len + t) * C;
+    matmul_cublaslt(model->logits_row, 1, model->params.wte, x, NULL, Vp, 1, C, 1, 0, 0, NULL);
+    cudaCheck(cudaMemcpyAsync(out, model->logits_row, Vp * sizeof(float), cudaMemcpyDeviceToHost, ctx.stream));
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+}
+
+// per-token losses of the last forward pass with targets
+void gpt2_token_losses(const GPT2* model, float* out) {
+    memcpy(out, model->host_losses, (size_t)model->batch_size * model->seq_len * sizeof(float));
+}
+
+void gpt2_free(GPT2* model) {
+    gpt2_free_activations(model);
+    cuda_free(&model->params_memory);
+    cuda_free(&model->grads_memory);
+    cuda_free(&model->master);
+    cuda_free(&model->m_memory);
+    cuda_free(&model->v_memory);
+    cuda_free(&model->partials);
+    cuda_free(&model->norm_partials);
+    cuda_free(&model->logits_row);
+    cuda_free(&model->alibi_slopes);
+    cuda_context_free();
+}
+
+// averages the parameter gradients over the processes (data parallelism): NCCL on the
+// device, or MPI on a host copy
+void gpt2_allreduce_grads(GPT2* model, const MultiProcess* mp) {
+    if (mp->world == 1 || model->grads_memory == NULL) { return; }
+#if defined(USE_NCCL)
+    ncclCheck(ncclAllReduce(model->grads_memory, model->grads_memory, model->num_padded, ncclFloat, ncclAvg, ctx.nccl, ctx.stream));
+#else
+    float* host = (float*)malloc_check(model->num_padded * sizeof(float));
+    cudaCheck(cudaMemcpy(host, model->grads_memory, model->num_padded * sizeof(float), cudaMemcpyDeviceToHost));
+    mp_allreduce_sum_f32(host, model->num_padded);
+    for (size_t i = 0; i < model->num_padded; i++) { host[i] /= mp->world; }
+    cudaCheck(cudaMemcpy(model->grads_memory, host, model->num_padded * sizeof(float), cudaMemcpyHostToDevice));
+    free(host);
+#endif
+}
+
+// the AdamW moments for the training state file (zeros before the first update): the
+// whole model in checkpoint order, or with ZeRO this rank's shard as it lies on the device
+size_t gpt2_opt_state_size(const GPT2* model) { return model->sharded ? model->shard_hi - model->shard_lo : model->num_parameters; }
+
+void gpt2_opt_state_get(const GPT2* model, float* m, float* v) {
+    size_t shard = model->shard_hi - model->shard_lo;
+    float* moments[2] = {m, v};
+    const float* device[2] = {model->m_memory, model->v_memory};
+    for (int k = 0; k < 2; k++) {
+        float* buf = (float*)calloc_check(shard, sizeof(float));
+        if (device[k] != NULL) { cudaCheck(cudaMemcpy(buf, device[k], shard * sizeof(float), cudaMemcpyDeviceToHost)); }
+        if (model->sharded) { memcpy(moments[k], buf, shard * sizeof(float)); }
+        else { params_from_padded(model, moments[k], buf); }
+        free(buf);
+    }
+}
+
+void gpt2_opt_state_set(GPT2* model, const float* m, const float* v) {
+    size_t shard = model->shard_hi - model->shard_lo;
+    if (model->m_memory == NULL) {
+        model->m_memory = (float*)cuda_malloc(shard * sizeof(float), "the AdamW first moments");
+        model->v_memory = (float*)cuda_malloc(shard * sizeof(float), "the AdamW second moments");
+    }
+    const float* moments[2] = {m, v};
+    float* device[2] = {model->m_memory, model->v_memory};
+    for (int k = 0; k < 2; k++) {
+        float* buf = model->sharded ? NULL : params_to_padded(model, moments[k]);
+        cudaCheck(cudaMemcpy(device[k], model->sharded ? moments[k] : buf, shard * sizeof(float), cudaMemcpyHostToDevice));
+        free(buf);
+    }
+}
+
+// peak device memory held by the model so far (its own allocations, cuBLASLt's workspace included)
+double gpt2_peak_memory_mib(const GPT2* model) {
+    (void)model;
+    return cuda_bytes_peak / 1048576.0;
+}
+
+// dense peak throughput of the GPU in this build's precision (TFLOP/s; 0: unknown):
+// bf16 tensor cores, or plain fp32 for the fp32 build
+static double gpu_peak_tflops(const char* name) {
+    int fp32 = sizeof(floatX) == 4;
+    if (strstr(name, "H100") != NULL) {
+        if (strstr(name, "PCIe") != NULL) { return fp32 ? 51.2 : 756.0; }
+        if (strstr(name, "NVL") != NULL) { return fp32 ? 60.0 : 835.0; }
+        return fp32 ? 66.9 : 989.4; // SXM
+    }
+    if (strstr(name, "H200") != NULL || strstr(name, "GH200") != NULL) { return fp32 ? 66.9 : 989.4; }
+    if (strstr(name, "A100") != NULL) { return fp32 ? 19.5 : 312.0; }
+    return 0.0;
+}
+
+// extra text for the step line: model flops utilization, counting 6 flops per parameter
+// and token plus the attention's 6 L C T (llm.c's estimate)
+void gpt2_step_info(const GPT2* model, double seconds, long tokens, char* out, size_t n) {
+    double peak = gpu_peak_tflops(ctx.prop.name);
+    if (n == 0) { return; }
+    if (peak <= 0 || seconds <= 0) { out[0] = '\0'; return; }
+    const GPT2Config* c = &model->config;
+    double flops_per_token = 6.0 * model->num_parameters + 6.0 * c->num_layers * c->channels * model->seq_len;
+    double mfu = flops_per_token * tokens / seconds / (peak * 1e12);
+    snprintf(out, n, " | %.1f%% %s MFU", 100.0 * mfu, PRECISION_NAME);
+}
+
+// ----------------------------------------------------------------------------
+// the program: command line, data, training loop, evaluation (shared with the CPU trainer)
+
+#define TRAINER_NAME "train_gpt2cu"
+#include "llmc/driver.h"
+
+#ifndef TESTING
+int main(int argc, char** argv) {
+    // the ZeRO stage (-z): the driver validates the flag but does not pass it on
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "-z") == 0) { zero_stage_flag = atoi(argv[i + 1]); }
+    }
+    return train_main(argc, argv);
+}
+#endif
