@@ -24,13 +24,21 @@ ifeq ($(NO_OPENMP),1)
   CFLAGS := $(filter-out -fopenmp,$(CFLAGS)) -Wno-unknown-pragmas -Idev/no_openmp
 endif
 
-# OpenBLAS for the matmuls (Debian: libopenblas-dev), unless NO_BLAS=1
+# OpenBLAS for the matmuls, unless NO_BLAS=1. Debian's OpenMP build of OpenBLAS
+# (libopenblas-openmp-dev) runs on the trainer's own OpenMP threads; the default pthread
+# build brings a second pool of threads that fights OpenMP's for the cores (measured:
+# 1.6 s against 2.5 s a step for GPT-2 124M at B=4, T=64 on 2 cores).
+OPENBLAS_OMP := /usr/lib/x86_64-linux-gnu/openblas-openmp
 ifneq ($(NO_BLAS),1)
-  ifneq ($(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/openblas/cblas.h),)
+  ifneq ($(wildcard $(OPENBLAS_OMP)/libopenblas.so),)
+    CFLAGS += -DUSE_BLAS -I/usr/include/x86_64-linux-gnu/openblas-openmp
+    LDLIBS += -L$(OPENBLAS_OMP) -Wl,-rpath,$(OPENBLAS_OMP) -lopenblas
+  else ifneq ($(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/openblas/cblas.h),)
+    $(info using the pthread build of OpenBLAS; apt-get install libopenblas-openmp-dev is faster)
     CFLAGS += -DUSE_BLAS $(shell pkg-config --cflags openblas 2>/dev/null)
     LDLIBS += -lopenblas
   else
-    $(info OpenBLAS not found: building the plain-loop matmuls (apt-get install libopenblas-dev))
+    $(info OpenBLAS not found: building the plain-loop matmuls (apt-get install libopenblas-openmp-dev))
   endif
 endif
 
@@ -43,7 +51,7 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-HEADERS := $(wildcard llmc/*.h)
+HEADERS := $(wildcard llmc/*.h) Makefile
 BUILD := build
 
 .PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment

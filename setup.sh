@@ -4,7 +4,7 @@
 # and the starter corpora come from the npm registry), matplotlib for the plots, and
 # clang's libFuzzer for the fuzz tests. Packages already installed are skipped.
 set -euo pipefail
-PACKAGES=(gcc g++ make pkg-config libopenblas-dev libpcre2-dev libopenmpi-dev openmpi-bin
+PACKAGES=(gcc g++ make pkg-config libopenblas-openmp-dev libpcre2-dev libopenmpi-dev openmpi-bin
           python3 python3-matplotlib clang libclang-rt-14-dev)
 command -v npm > /dev/null || PACKAGES+=(nodejs npm)
 missing=()
