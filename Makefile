@@ -94,7 +94,7 @@ test-cpu: test-builds
 SCRIPT_PES := learned cable
 test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe)) starter
 	@for pe in $(SCRIPT_PES); do \
-	  bash tests/cli.sh $$pe && bash tests/resume.sh $$pe && bash tests/mpi.sh $$pe || exit 1; \
+	  bash tests/cli.sh $$pe && bash tests/health.sh $$pe && bash tests/resume.sh $$pe && bash tests/mpi.sh $$pe || exit 1; \
 	done
 
 # fuzzing the readers of untrusted files (clang's libFuzzer, AddressSanitizer, UBSan)

@@ -502,6 +502,33 @@ static void test_files_and_errors(void) {
     check(n2 == (size_t)size && memcmp(b1, b2, size) == 0, "save(load(file)) is the same file", n2 != (size_t)size, 0);
     int* h = (int*)b1;
     check(h[0] == 20240326 && h[1] == 3 && h[8] == PE_ID, "header: magic, version 3, PE id in word 8", h[8], PE_ID);
+    // a bf16 checkpoint (version 5, as llm.c's CUDA trainer writes): each value loads as
+    // its bf16 rounding (round to nearest even), exactly
+    snprintf(bad, sizeof(bad), "%s/bf16.bin", tmpdir);
+    int h5[256];
+    checkpoint_header_fill(h5, &model.config, CHECKPOINT_BF16);
+    uint16_t* half = (uint16_t*)malloc_check(model.num_parameters * sizeof(uint16_t));
+    for (size_t i = 0; i < model.num_parameters; i++) {
+        float v = (float)model.params_memory[i];
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        half[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+    }
+    FILE* f5 = fopen_check(bad, "wb");
+    fwrite(h5, sizeof(int), 256, f5);
+    fwrite(half, sizeof(uint16_t), model.num_parameters, f5);
+    fclose(f5);
+    GPT2 from_bf16;
+    gpt2_build_from_checkpoint(&from_bf16, bad);
+    double bf16_err = 0;
+    int bf16_exact = 1;
+    for (size_t i = 0; i < model.num_parameters; i++) {
+        bf16_exact &= from_bf16.params_memory[i] == bf16_to_float(half[i]);
+        bf16_err = fmax(bf16_err, fabs(from_bf16.params_memory[i] - model.params_memory[i]) / (fabs(model.params_memory[i]) + 1e-30));
+    }
+    check(bf16_exact && bf16_err <= 1.0 / 256, "bf16 checkpoint (version 5) loads, relative error", bf16_err, 1.0 / 256);
+    free(half);
+    gpt2_free(&from_bf16);
     // broken copies of the checkpoint
     snprintf(bad, sizeof(bad), "%s/truncated.bin", tmpdir);
     FILE* f = fopen_check(bad, "wb"); fwrite(b1, 1, size - 10, f); fclose(f);
