@@ -399,16 +399,17 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
         #pragma omp parallel for
         for (int r = 0; r < n; r++) {
             real* row = logits + (size_t)r * Vp;
+            int target = targets[r0 + r];
             real maxv = -INFINITY;
             for (int v = 0; v < V; v++) { if (row[v] > maxv) { maxv = row[v]; } }
+            real target_logit = row[target];
             real sum = 0;
-            for (int v = 0; v < V; v++) { sum += exp(row[v] - maxv); }
-            real lse = maxv + log(sum);
-            int target = targets[r0 + r];
-            losses[r0 + r] = lse - row[target];
+            for (int v = 0; v < V; v++) { row[v] = exp(row[v] - maxv); sum += row[v]; } // one exp per entry
+            losses[r0 + r] = maxv + log(sum) - target_logit;
             if (dloss != 0) {
                 real scale = dloss / N;
-                for (int v = 0; v < V; v++) { row[v] = (exp(row[v] - lse) - (v == target)) * scale; }
+                for (int v = 0; v < V; v++) { row[v] = row[v] / sum * scale; }
+                row[target] -= scale;
                 for (int v = V; v < Vp; v++) { row[v] = 0; }
             }
         }
