@@ -293,10 +293,10 @@ static void matmul_cublaslt(void* d, int d_fp32, const floatX* a, const floatX* 
                                                      &ctx.workspace_size, sizeof(ctx.workspace_size)));
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx.lt, op, la, lb, ld, ld, pref, 1, &heuristic, &found));
-    if (found == 0) {
-        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d)",
-              m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME, bias != NULL, pre_gelu != NULL);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, op, la, lb, ld, ld, pref, 1, &heuristic, &found);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d; status %d)",
+              m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME, bias != NULL, pre_gelu != NULL, (int)st);
     }
     float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     cublasCheck(cublasLtMatmul(ctx.lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,

@@ -285,15 +285,24 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
         }
         free(p);
     }
-    // backward: the probability and score gradient of pair (i, j)
+    // backward: D_i = dout_i . out_i (the kernel's stored output), then the probability
+    // and score gradient of pair (i, j)
+    double* D = (double*)calloc_check(N * NH, sizeof(double));
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < T; i++) {
+                double d = 0;
+                for (int e = 0; e < hs; e++) { d += (double)G(b, i, h)[e] * gpu_out[((size_t)b * T + i) * C + h * hs + e]; }
+                D[((size_t)b * NH + h) * T + i] = d;
+            }
+        }
+    }
     #define PAIR(b, h, i, j, pij, dsij) \
-        double dot_ = 0, dp_ = 0, D_ = 0; \
-        for (int e = 0; e < hs; e++) { \
-            dot_ += (double)Q(b, i, h)[e] * K(b, j, h)[e]; dp_ += (double)G(b, i, h)[e] * V(b, j, h)[e]; \
-            D_ += (double)G(b, i, h)[e] * gpu_out[((size_t)(b) * T + (i)) * C + (h) * hs + e]; \
-        } \
-        double pij = exp(dot_ * scale + ref_bias(c, b, h, i, j) - r->lse[((size_t)(b) * NH + (h)) * T + (i)]); \
-        double dsij = pij * (dp_ - D_);
+        double dot_ = 0, dp_ = 0; \
+        for (int e = 0; e < hs; e++) { dot_ += (double)Q(b, i, h)[e] * K(b, j, h)[e]; dp_ += (double)G(b, i, h)[e] * V(b, j, h)[e]; } \
+        size_t bhi_ = ((size_t)(b) * NH + (h)) * T + (i); \
+        double pij = exp(dot_ * scale + ref_bias(c, b, h, i, j) - r->lse[bhi_]); \
+        double dsij = pij * (dp_ - D[bhi_]);
     // rows: dq and the row side of the bias gradient
     #pragma omp parallel for collapse(3) schedule(dynamic, 16)
     for (int b = 0; b < B; b++) {
@@ -326,6 +335,7 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
         }
     }
     #undef PAIR
+    free(D);
     #undef Q
     #undef K
     #undef V
