@@ -99,12 +99,12 @@ test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test
 
 # fuzzing the readers of untrusted files (clang's libFuzzer, AddressSanitizer, UBSan)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -Idev/no_openmp -Wno-unknown-pragmas
-FUZZ_HARNESSES := checkpoint shard tokenizer_bin
+FUZZ_HARNESSES := checkpoint shard tokenizer_bin bpe
 FUZZ_SECONDS ?= 25
-$(BUILD)/fuzz_%: dev/fuzz/fuzz.c train_gpt2.c $(HEADERS) | $(BUILD)
-	clang $(FUZZ_CFLAGS) -DFUZZ_$(shell echo $* | tr a-z A-Z) -DPE_CABLE -o $@ dev/fuzz/fuzz.c -lm
+$(BUILD)/fuzz_%: dev/fuzz/fuzz.c train_gpt2.c data/tokenizer.c $(HEADERS) | $(BUILD)
+	clang $(FUZZ_CFLAGS) -DFUZZ_$(shell echo $* | tr a-z A-Z) -DPE_CABLE -o $@ dev/fuzz/fuzz.c -lm -lpcre2-8 -pthread
 
-test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h))
+test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h)) vocab
 	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
 
 # the extrapolation experiment in its quick form: every expected row, finite numbers

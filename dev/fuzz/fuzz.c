@@ -3,7 +3,10 @@ libFuzzer harnesses for the readers of untrusted files, one per build flag:
   -DFUZZ_CHECKPOINT     gpt2_build_from_checkpoint (train_gpt2.c, PE cable)
   -DFUZZ_SHARD          the data loader: dataloader_init, next_batch, read_all
   -DFUZZ_TOKENIZER_BIN  tokenizer_init / tokenizer_decode (llmc/tokenizer.h)
-Each input is written to a file and handed to the reader. A reader must either
+  -DFUZZ_BPE            the BPE encoder (data/tokenizer.c): any bytes, made valid UTF-8
+                        as the tool does, must encode to ids that decode to exactly
+                        those bytes (a failed round trip aborts: a finding)
+Each reader's input is written to a file and handed to it. A reader must either
 accept it or reject it through fatal() (one line, exit 1); here fatal() jumps back
 to the harness instead of exiting, so a clean rejection counts as success and only
 a real crash or memory error (AddressSanitizer) fails the run.
@@ -21,6 +24,11 @@ a real crash or memory error (AddressSanitizer) fails the run.
 #if defined(FUZZ_CHECKPOINT)
 #define TESTING
 #include "../../train_gpt2.c"
+#elif defined(FUZZ_BPE)
+#define main tokenizer_main
+#include "../../data/tokenizer.c"
+#undef main
+static Worker fuzz_worker;
 #else
 #include "../../llmc/utils.h"
 #include "../../llmc/dataloader.h"
@@ -58,9 +66,22 @@ static void write_file(const char* path, const void* data, size_t n) {
     fclose(f);
 }
 
-// the reader under test, on the file at `path`
-static void read_input(const char* path) {
-#if defined(FUZZ_CHECKPOINT)
+// the code under test, on one input (the readers read it from the file at `path`)
+static void read_input(const uint8_t* data, size_t size, const char* path) {
+#if defined(FUZZ_BPE)
+    (void)path;
+    ByteBuf text = {0}, scratch = {0}, decoded = {0};
+    IntVec ids = {0};
+    bytes_append(&text, data, size);
+    utf8_sanitize_tail(&text, 0, &scratch);
+    encode_text(&fuzz_worker, text.data, text.len, &ids);
+    for (size_t i = 0; i < ids.len; i++) {
+        if (ids.data[i] < 0 || ids.data[i] >= VOCAB_SIZE) { abort(); }
+        bytes_append(&decoded, vocab.token_bytes[ids.data[i]], vocab.token_len[ids.data[i]]);
+    }
+    if (decoded.len != text.len || (text.len > 0 && memcmp(decoded.data, text.data, text.len) != 0)) { abort(); }
+    free(text.data); free(scratch.data); free(decoded.data); free(ids.data);
+#elif defined(FUZZ_CHECKPOINT)
     GPT2 model;
     gpt2_build_from_checkpoint(&model, path);
     gpt2_free(&model);
@@ -98,6 +119,16 @@ static void write_seeds(const char* dir) {
     for (int i = 0; i < 40; i++) { uint16_t t = (uint16_t)(i * 997 % 50257); memcpy(buf + 1024 + 2 * i, &t, 2); }
     snprintf(path, sizeof(path), "%s/shard.bin", dir);
     write_file(path, buf, sizeof(buf));
+#elif defined(FUZZ_BPE)
+    const char* texts[] = {
+        "Hello world, DON'T you'll 12345 3.14159  \n\n\t  end",
+        "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xd0\xbf\xd1\x80\xd0\xb8 \xd9\x85\xd8\xb1 \xf0\x9f\x99\x82\xe2\x80\x8d\xf0\x9f\x94\xa5",
+        "bad bytes \xff\xfe\xc3 and \xed\xa0\x80 surrogate",
+    };
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/text%d.txt", dir, i);
+        write_file(path, texts[i], strlen(texts[i]));
+    }
 #elif defined(FUZZ_TOKENIZER_BIN)
     // a structurally valid table: every token one byte long
     size_t n = 1024 + 2 * 50257;
@@ -116,16 +147,23 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     const char* seeds = getenv("FUZZ_SEED_OUT");
     if (seeds != NULL) { write_seeds(seeds); exit(0); }
     snprintf(fuzz_path, sizeof(fuzz_path), "/tmp/fuzz_input_%d.bin", (int)getpid());
+#if defined(FUZZ_BPE)
+    vocab_load("data/gpt2"); // make vocab
+    regex_init();
+    worker_init(&fuzz_worker);
+#endif
     fatal_abort = fuzz_reject; // run with -close_fd_mask=2 to silence the rejections' messages
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static unsigned char open_before[1024];
+#if !defined(FUZZ_BPE)
     write_file(fuzz_path, data, size);
+#endif
     list_open_fds(open_before);
     if (setjmp(fuzz_env) == 0) {
-        read_input(fuzz_path);
+        read_input(data, size, fuzz_path);
     } else {
         close_leaked_fds(open_before);
     }
