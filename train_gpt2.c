@@ -5,7 +5,7 @@ encoding, forward and backward. The CUDA trainer (train_gpt2.cu) computes the sa
 thing fast, and a test holds the two equal.
 
 Build and run:  make train_gpt2 PE=cable && ./train_gpt2
-The encodings are defined in DESIGN.md; each lives in one marked section below
+The encodings are tabled in the README; each lives in one marked section below
 ("positional encodings"), with the same function names in train_gpt2.cu.
 
 Memory: attention is computed one query row at a time and keeps only each row's
