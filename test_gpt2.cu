@@ -7,6 +7,7 @@ make test-cuda-run runs every encoding):
                            same checkpoint and batch, logits, loss, every parameter
                            gradient tensor by tensor, and the losses of 10 AdamW steps;
                            then the two checks below
+  ./test_gpt2cu reference PREFIX   only the comparison with the CPU reference
   ./test_gpt2cu attention  the attention kernels alone at long lengths (T = 4096 and
                            lengths that are no multiple of the tiles, head sizes 32, 64,
                            128) against a CPU reference computed row by row
@@ -227,11 +228,13 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "device") == 0) { return 0; }
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s PREFIX | attention | memory | device\n", argv[0]);
+    if (argc < 2 || (strcmp(argv[1], "reference") == 0 && argc < 3)) {
+        fprintf(stderr, "usage: %s PREFIX | reference PREFIX | attention | memory | device\n", argv[0]);
         return 1;
     }
-    if (strcmp(argv[1], "attention") == 0) {
+    if (strcmp(argv[1], "reference") == 0) {
+        test_reference(argv[2]);
+    } else if (strcmp(argv[1], "attention") == 0) {
         test_attention();
     } else if (strcmp(argv[1], "memory") == 0) {
         test_memory();

@@ -91,7 +91,7 @@ static void usage(void) {
         "  -sg <float> skip updates whose gradient-norm z-score exceeds this (default 0: off)\n"
         "  -R <int>    random seed for initialization and sampling (default 42)\n"
         "  -E <list>   extrapolation evaluation lengths, e.g. 128,256,512 (default 1x..16x T; 'none': off)\n"
-        "  -K <int>    scored tokens per evaluation length (default 16384)\n"
+        "  -K <int>    scored tokens per evaluation length (default 4096)\n"
         "  -W <int>    sliding-window stride (default T/2; -1: non-overlapping windows only)\n"
         "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n");
     exit(0);
@@ -119,7 +119,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->val_every = 50; a->val_batches = 20; a->sample_every = 100; a->gen_tokens = 64;
     a->checkpoint_every = 0; a->resume = 0; a->zero_stage = 0; a->overfit = 0;
     a->skip_loss_z = 0; a->skip_grad_z = 0; a->seed = 42;
-    a->num_eval_lengths = -1; a->eval_tokens = 16384; a->eval_stride = 0; a->eval_every = 0;
+    a->num_eval_lengths = -1; a->eval_tokens = 4096; a->eval_stride = 0; a->eval_every = 0;
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); }

@@ -195,8 +195,8 @@ int main(int argc, char** argv) {
     }, 10);
     // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
     double pairs = (double)s.B * s.NH * s.T * (s.T + 1) / 2.0;
-    printf("  forward  %8.3f ms  %6.2f TFLOP/s\n", ms_f, 4.0 * pairs * s.hs / (ms_f * 1e-3) / 1e12);
-    printf("  backward %8.3f ms  %6.2f TFLOP/s\n", ms_b, 10.0 * pairs * s.hs / (ms_b * 1e-3) / 1e12);
+    printf("  forward  %8.3f ms  %6.2f TFLOP/s\n", ms_f, ms_f > 0 ? 4.0 * pairs * s.hs / (ms_f * 1e-3) / 1e12 : 0.0);
+    printf("  backward %8.3f ms  %6.2f TFLOP/s\n", ms_b, ms_b > 0 ? 10.0 * pairs * s.hs / (ms_b * 1e-3) / 1e12 : 0.0);
     attn_case_free(&c);
     printf("%s\n", fails == 0 ? "ok" : "FAILED");
     return fails == 0 ? 0 : 1;
