@@ -30,7 +30,11 @@ cancellations, so relative errors are larger), step losses within 5e-2 (llm.c's 
 tolerance on losses). The attention check feeds the kernels values that are exact in
 floatX, so only the rounding of their outputs to floatX separates them from the
 reference: 1e-4 for fp32 outputs, 1e-2 for bf16, and 1e-3 for the bias gradients,
-which stay in fp32 in both builds.
+which stay in fp32 in both builds. A gradient tensor that vanishes identically (FIRE's
+b2: a per-head constant added to a whole row of scores cancels in the softmax) holds
+only rounding noise on both paths (rms about 1e-9), so a tensor whose CPU gradient has
+an rms below 1e-7 is checked by its largest absolute difference instead: 1e-7 in fp32,
+1e-5 in bf16.
 */
 #define TESTING
 #include "train_gpt2.cu"
@@ -44,6 +48,7 @@ which stay in fp32 in both builds.
 #define TOL_GRAD_PE 1e-3
 #define TOL_STEPS 1e-3
 #define TOL_ATT_OUT 1e-4
+#define TOL_ZERO_GRAD 1e-7
 #else
 #define TOL_LOGITS 2e-2
 #define TOL_LOSS 2e-2
@@ -51,7 +56,9 @@ which stay in fp32 in both builds.
 #define TOL_GRAD_PE 1e-1
 #define TOL_STEPS 5e-2
 #define TOL_ATT_OUT 1e-2
+#define TOL_ZERO_GRAD 1e-5
 #endif
+#define ZERO_GRAD_RMS 1e-7
 #define TOL_ATT_PE 1e-3
 
 static int failures = 0;
@@ -140,11 +147,18 @@ static void test_reference(const char* prefix) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
         size_t n = model.param_sizes[k];
         if (n == 0) { continue; }
-        double r, m;
+        double r, m, ref_sq = 0;
         errors(grads + at, ref_grads + at, n, &r, &m);
-        double tol = k >= P_CABLE_WB ? TOL_GRAD_PE : TOL_GRAD;
-        snprintf(what, sizeof(what), "grad %-9s %9zu: relative L2 error (max abs %.2e)", PARAM_NAMES[k], n, m);
-        check(r <= tol, what, r, tol);
+        for (size_t i = 0; i < n; i++) { ref_sq += (double)ref_grads[at + i] * ref_grads[at + i]; }
+        double rms = sqrt(ref_sq / n);
+        if (rms < ZERO_GRAD_RMS) { // a vanishing gradient: only rounding noise on both paths
+            snprintf(what, sizeof(what), "grad %-9s %9zu: vanishes (rms %.1e): max abs difference", PARAM_NAMES[k], n, rms);
+            check(m <= TOL_ZERO_GRAD, what, m, TOL_ZERO_GRAD);
+        } else {
+            double tol = k >= P_CABLE_WB ? TOL_GRAD_PE : TOL_GRAD;
+            snprintf(what, sizeof(what), "grad %-9s %9zu: relative L2 error (max abs %.2e)", PARAM_NAMES[k], n, m);
+            check(r <= tol, what, r, tol);
+        }
         at += n;
     }
 
