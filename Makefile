@@ -111,9 +111,12 @@ test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h)) vocab
 test-experiment: starter
 	bash dev/extrapolation.sh --quick $(BUILD)/extrapolation_quick
 
-test: test-cpu test-data test-scripts test-fuzz test-experiment
+# the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
+# GPU); the tests run where a GPU is present and skip with a message where none is
+test: test-cpu test-data test-scripts test-fuzz test-experiment test-cuda-run
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
 
+include cuda.mk
 -include data/data.mk

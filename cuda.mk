@@ -39,13 +39,16 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-.PHONY: train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run
+.PHONY: train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run nvcc-check
+nvcc-check:
+	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA toolkit (or put nvcc on PATH) to build the CUDA path" >&2; exit 1; }
 
-$(BUILD)/train_gpt2cu_%: train_gpt2.cu $(CU_HEADERS) | $(BUILD)
+
+$(BUILD)/train_gpt2cu_%: train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
 	$(NVCC) $(NVCC_FLAGS) $(call cu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) $(CU_MPI_FLAGS) -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS)
 
 # the test runs on one GPU (no MPI); its CPU reference uses OpenMP
-$(BUILD)/test_gpt2cu_%: test_gpt2.cu train_gpt2.cu $(CU_HEADERS) | $(BUILD)
+$(BUILD)/test_gpt2cu_%: test_gpt2.cu train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
 	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp $(call cu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) -o $@ test_gpt2.cu $(NVCC_LDLIBS) -lgomp
 
 train_gpt2cu: $(BUILD)/train_gpt2cu_$(PE)$(CU_SUFFIX) | starter gpt2_tokenizer.bin

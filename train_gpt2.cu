@@ -637,6 +637,17 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
 static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
 
+// pe_bias_flush of the encodings with learned bias parameters (t5, kerple, fire): the
+// key-side accumulators of every thread summed over the block into the block's partial
+template<int N>
+__device__ __forceinline__ void flush_param_partials(float* partials, const float (&d)[N], int side, int slot) {
+    if (side != PE_SIDE_COL) { return; }
+    for (int k = 0; k < N; k++) {
+        float s = block_sum(d[k]);
+        if (threadIdx.x == 0) { partials[(size_t)slot * N + k] = s; }
+    }
+}
+
 #if defined(PE_LEARNED)
 // learned: GPT-2's absolute position embeddings wpe [maxT, C]
 #define PE_EMBED
@@ -784,13 +795,8 @@ __device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, in
     (void)pb; (void)b; (void)h;
     if (side == PE_SIDE_COL) { g.d[pe_t5_bucket(i - j)] += ds; }
 }
-__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int b, int h, int t, bool valid, int slot) {
-    (void)b; (void)h; (void)t; (void)valid;
-    if (side != PE_SIDE_COL) { return; }
-    for (int k = 0; k < PE_PAR_N; k++) {
-        float s = block_sum(g.d[k]);
-        if (threadIdx.x == 0) { pb.partials[(size_t)slot * PE_PAR_N + k] = s; }
-    }
+__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
+    flush_param_partials(pb.partials, g.d, side, slot);
 }
 // dtable[h][k] += the partials of every (b, key block) of head h
 __global__ void t5_bias_reduce_kernel(float* dtable, const float* partials, int B, int NH, int blocks) {
@@ -835,13 +841,8 @@ __device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, in
     g.d[0] -= ds * logf(1.0f + r2 * n);
     g.d[1] -= ds * r1 * n / (1.0f + r2 * n);
 }
-__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int b, int h, int t, bool valid, int slot) {
-    (void)b; (void)h; (void)t; (void)valid;
-    if (side != PE_SIDE_COL) { return; }
-    for (int k = 0; k < PE_PAR_N; k++) {
-        float s = block_sum(g.d[k]);
-        if (threadIdx.x == 0) { pb.partials[(size_t)slot * PE_PAR_N + k] = s; }
-    }
+__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
+    flush_param_partials(pb.partials, g.d, side, slot);
 }
 __global__ void kerple_bias_reduce_kernel(float* dr1, float* dr2, const float* partials, int B, int NH, int blocks) {
     int h = blockIdx.x * blockDim.x + threadIdx.x;
@@ -954,13 +955,8 @@ __device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, in
         g.d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1.0f) * sl;
     }
 }
-__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int b, int h, int t, bool valid, int slot) {
-    (void)b; (void)h; (void)t; (void)valid;
-    if (side != PE_SIDE_COL) { return; }
-    for (int k = 0; k < PE_PAR_N; k++) {
-        float s = block_sum(g.d[k]);
-        if (threadIdx.x == 0) { pb.partials[(size_t)slot * PE_PAR_N + k] = s; }
-    }
+__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
+    flush_param_partials(pb.partials, g.d, side, slot);
 }
 // one thread per accumulator: sums the partials of every (b, key block), per head for
 // the head's own w2 row and b2, over the heads as well for the shared w1, b1, c, L

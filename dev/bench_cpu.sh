@@ -37,11 +37,11 @@ if [ -n "$LLMC" ]; then
     for r in $(seq 1 $ROUNDS); do
         # llm.c's main runs 40 steps with samples; its first STEPS steps are enough
         (cd "$W/llmc" && stdbuf -oL "$W/llmc_train_gpt2" 2>&1 | grep -m $STEPS "^step" || true) \
-            | tail -n +2 | sed -E 's/.*took ([0-9.]+) ms.*/\1/' | median > "$W/llmc_$r"
+            | tail -n +2 | sed -E 's/.*took ([0-9.]+) ms.*/\1/' | median > "$W/llmc_ms_$r"
         ours learned "$W/d12.bin" 64 > "$W/ours_$r"
-        echo "round $r: llm.c $(cat "$W/llmc_$r") ms/step, ours (learned) $(cat "$W/ours_$r") ms/step"
+        echo "round $r: llm.c $(cat "$W/llmc_ms_$r") ms/step, ours (learned) $(cat "$W/ours_$r") ms/step"
     done
-    l=$(cat "$W"/llmc_* | median); o=$(cat "$W"/ours_* | median)
+    l=$(cat "$W"/llmc_ms_* | median); o=$(cat "$W"/ours_* | median)
     awk -v l="$l" -v o="$o" 'BEGIN { printf "GPT-2 124M, B=4, T=64: llm.c %.0f ms/step (%.0f tok/s), ours %.0f ms/step (%.0f tok/s): %.2fx\n", l, 256000 / l, o, 256000 / o, l / o }'
 fi
 

@@ -392,9 +392,9 @@ static float validation_loss(GPT2* model, DataLoader* val, int batches, const Mu
 //   sliding     windows of L tokens every `stride` tokens, only the last `stride` scored
 // The same number of tokens is scored at every length where the data allows.
 
-// the sliding-window stride: -W, or half the training length by default
+// the sliding-window stride: -W, or half the training length by default (0: no sliding mode)
 static int eval_stride(const TrainArgs* a, int train_len) {
-    if (a->eval_stride > 0) { return a->eval_stride; }
+    if (a->eval_stride != 0) { return a->eval_stride > 0 ? a->eval_stride : 0; }
     return train_len / 2 > 0 ? train_len / 2 : 1;
 }
 
@@ -451,7 +451,7 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
     for (int k = 0; k < a->num_eval_lengths; k++) {
         int L = a->eval_lengths[k];
         for (int mode = 0; mode < 2; mode++) {
-            if (mode == 1 && a->eval_stride < 0) { continue; }
+            if (mode == 1 && stride == 0) { continue; }
             EvalRow* r = &rows[nrows++];
             memset(r, 0, sizeof(*r));
             r->eval_len = L;
@@ -477,7 +477,9 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
 }
 
 static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a, int train_len, int step, int stride) {
-    printf("extrapolation: pe %s, trained at T=%d, step %d (sliding stride %d)\n", pe_name(PE_ID), train_len, step, stride);
+    char modes[64] = "non-overlapping windows only";
+    if (stride > 0) { snprintf(modes, sizeof(modes), "sliding stride %d", stride); }
+    printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", pe_name(PE_ID), train_len, step, modes);
     printf("| eval_len | mode       | tokens   | loss     | ppl        | peak mem MiB |\n");
     printf("|---------:|------------|---------:|---------:|-----------:|-------------:|\n");
     for (int i = 0; i < n; i++) {
@@ -573,13 +575,17 @@ static int train_main(int argc, char** argv) {
         printf("| %-21s | %-50s |\n", "trainer", TRAINER_NAME);
         printf("| %-21s | %-50s |\n", "positional encoding", pe_name(PE_ID));
         printf("| %-21s | %-50s |\n", "model", resume_step >= 0 ? path : a.model);
-        printf("| %-21s | L=%d NH=%d C=%d maxT=%d V=%d Vp=%-23d |\n", "config", cfg->num_layers, cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size);
+        char cell[3][64]; // the rows made of several numbers, padded like the others
+        snprintf(cell[0], 64, "L=%d NH=%d C=%d maxT=%d V=%d Vp=%d", cfg->num_layers, cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size);
+        snprintf(cell[1], 64, "B=%d T=%d processes=%d total=%d accum=%d", a.B, a.T, mp.world, a.total_batch, grad_accum);
+        snprintf(cell[2], 64, "lr %.2e warmup %d final %.2f wd %.2f", a.lr, a.warmup, a.final_lr_frac, a.weight_decay);
+        printf("| %-21s | %-50s |\n", "config", cell[0]);
         printf("| %-21s | %-50zu |\n", "parameters", count_parameters(cfg));
         printf("| %-21s | %-50s |\n", "train data", training ? (a.overfit ? a.val_pattern : a.train_pattern) : "(evaluation only)");
         printf("| %-21s | %-50s |\n", "val data", a.val_pattern);
-        printf("| %-21s | B=%d T=%d processes=%d total=%d accum=%-14d |\n", "batch", a.B, a.T, mp.world, a.total_batch, grad_accum);
+        printf("| %-21s | %-50s |\n", "batch", cell[1]);
         printf("| %-21s | %-50d |\n", "steps", training ? total_steps : 0);
-        printf("| %-21s | lr %.2e warmup %d final %.2f wd %.2f%-14s |\n", "optimizer", a.lr, a.warmup, a.final_lr_frac, a.weight_decay, "");
+        printf("| %-21s | %-50s |\n", "optimizer", cell[2]);
         printf("| %-21s | %-50s |\n", "output dir", a.output_dir ? a.output_dir : "(none)");
         printf("+-----------------------+----------------------------------------------------+\n");
         fflush(stdout);
