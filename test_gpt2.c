@@ -502,6 +502,14 @@ static void test_files_and_errors(void) {
     check(n2 == (size_t)size && memcmp(b1, b2, size) == 0, "save(load(file)) is the same file", n2 != (size_t)size, 0);
     int* h = (int*)b1;
     check(h[0] == 20240326 && h[1] == 3 && h[8] == PE_ID, "header: magic, version 3, PE id in word 8", h[8], PE_ID);
+#if defined(PE_LEARNED)
+    {   // llm.c's file exactly: its header words and its 16 tensors, nothing after them
+        int64_t Vp = 256, C = 12, L = 2, maxT = 16;
+        int64_t llmc_params = Vp * C + maxT * C + L * (C + C + 3 * C * C + 3 * C + C * C + C + C + C + 4 * C * C + 4 * C + 4 * C * C + C) + C + C;
+        int hdr = h[2] == 16 && h[3] == 250 && h[4] == 2 && h[5] == 3 && h[6] == 12 && h[7] == 256 && h[8] == 0;
+        check(hdr && size == 256 * 4 + llmc_params * 4, "learned checkpoint is llm.c's layout (header, size)", (double)size, (double)(256 * 4 + llmc_params * 4));
+    }
+#endif
     // a bf16 checkpoint (version 5, as llm.c's CUDA trainer writes): each value loads as
     // its bf16 rounding (round to nearest even), exactly
     snprintf(bad, sizeof(bad), "%s/bf16.bin", tmpdir);
