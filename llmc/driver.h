@@ -188,9 +188,11 @@ typedef struct {
 
 static void outlier_init(OutlierDetector* d) { memset(d, 0, sizeof(*d)); }
 
-// z-score of x against the window (nan until the window is full), then adds x
+// z-score of x against the window (nan until the window is full), then adds x; a
+// non-finite x is left out of the window (it would poison the sums for good)
 static double outlier_update(OutlierDetector* d, double x) {
     double z = NAN;
+    if (!isfinite(x)) { return z; }
     if (d->count == OUTLIER_WINDOW) {
         double mean = d->sum / OUTLIER_WINDOW;
         double var = d->sum_sq / OUTLIER_WINDOW - mean * mean;
@@ -207,6 +209,26 @@ static double outlier_update(OutlierDetector* d, double x) {
     d->sum_sq += x * x;
     d->index = (d->index + 1) % OUTLIER_WINDOW;
     return z;
+}
+
+// the detectors go into the state file, so a resumed run skips the same steps
+#define OUTLIER_STATE_BYTES (2 * 4 + (2 + OUTLIER_WINDOW) * 8)
+static void outlier_save(AtomicFile* af, const OutlierDetector* d) {
+    atomic_write(af, &d->count, sizeof(int), 1);
+    atomic_write(af, &d->index, sizeof(int), 1);
+    atomic_write(af, &d->sum, sizeof(double), 1);
+    atomic_write(af, &d->sum_sq, sizeof(double), 1);
+    atomic_write(af, d->buffer, sizeof(double), OUTLIER_WINDOW);
+}
+static void outlier_load(FILE* f, OutlierDetector* d, const char* path) {
+    fread_check(&d->count, sizeof(int), 1, f, path);
+    fread_check(&d->index, sizeof(int), 1, f, path);
+    fread_check(&d->sum, sizeof(double), 1, f, path);
+    fread_check(&d->sum_sq, sizeof(double), 1, f, path);
+    fread_check(d->buffer, sizeof(double), OUTLIER_WINDOW, f, path);
+    if (d->count < 0 || d->count > OUTLIER_WINDOW || d->index < 0 || d->index >= OUTLIER_WINDOW) {
+        fatal("%s: corrupt training-health window", path);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -269,7 +291,7 @@ static int find_max_done_step(const char* dir) {
 }
 
 static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int step,
-                          uint64_t rng, const DataLoader* train, int updates, int bad_steps) {
+                          uint64_t rng, const DataLoader* train, int updates, int bad_steps, const OutlierDetector* health) {
     char path[PATH_MAX];
     if (mp->rank == 0) {
         snprintf(path, sizeof(path), "%s/model_%08d.bin", a->output_dir, step);
@@ -292,6 +314,8 @@ static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* m
     atomic_write(&af, header, sizeof(int), 256);
     atomic_write(&af, m, sizeof(float), s.num_params);
     atomic_write(&af, v, sizeof(float), s.num_params);
+    outlier_save(&af, &health[0]);
+    outlier_save(&af, &health[1]);
     atomic_commit(&af);
     free(m);
     free(v);
@@ -304,12 +328,12 @@ static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* m
     }
 }
 
-static void load_training_state(GPT2* model, const char* dir, int step, const MultiProcess* mp,
-                                int* out_step, uint64_t* rng, DataLoader* train, int* updates, int* bad_steps) {
+static void load_training_state(GPT2* model, const char* dir, int step, const MultiProcess* mp, int* out_step,
+                                uint64_t* rng, DataLoader* train, int* updates, int* bad_steps, OutlierDetector* health) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/state_%08d_%05d.bin", dir, step, mp->rank);
     TrainState s;
-    FILE* f = state_open(path, &s);
+    FILE* f = state_open(path, &s, 2 * OUTLIER_STATE_BYTES);
     if (s.world != mp->world) { fatal("%s was written by %d processes, this run has %d", path, s.world, mp->world); }
     if (s.pe != PE_ID) { fatal("%s belongs to PE '%s', this binary is PE '%s'", path, pe_name(s.pe), pe_name(PE_ID)); }
     if (s.num_params != gpt2_opt_state_size(model)) { fatal("%s does not match the model's parameter count", path); }
@@ -317,6 +341,8 @@ static void load_training_state(GPT2* model, const char* dir, int step, const Mu
     float* v = (float*)malloc_check(s.num_params * sizeof(float));
     fread_check(m, sizeof(float), s.num_params, f, path);
     fread_check(v, sizeof(float), s.num_params, f, path);
+    outlier_load(f, &health[0], path);
+    outlier_load(f, &health[1], path);
     fclose(f);
     gpt2_opt_state_set(model, m, v);
     free(m);
@@ -596,15 +622,15 @@ static int train_main(int argc, char** argv) {
     if (training && a.sample_every > 0 && mp.rank == 0) { tokenizer_init(&tokenizer, "gpt2_tokenizer.bin"); }
     uint64_t rng = random_seed(a.seed + 1000003ull * (uint64_t)mp.rank);
     int start_step = 0, updates = 0, bad_steps = 0;
+    OutlierDetector health[2]; // z-scores of the loss and of the gradient norm
+    outlier_init(&health[0]);
+    outlier_init(&health[1]);
     if (resume_step >= 0 && training) {
-        load_training_state(&model, a.output_dir, resume_step, &mp, &start_step, &rng, &train, &updates, &bad_steps);
+        load_training_state(&model, a.output_dir, resume_step, &mp, &start_step, &rng, &train, &updates, &bad_steps, health);
         if (mp.rank == 0) { printf("resumed from step %d of %s\n", start_step, a.output_dir); }
     }
     Logger logger;
     logger_init(&logger, a.output_dir, mp.rank, resume_step >= 0 ? resume_step : 0);
-    OutlierDetector loss_outliers, norm_outliers;
-    outlier_init(&loss_outliers);
-    outlier_init(&norm_outliers);
     if (training && a.overfit) { dataloader_next_batch(&train); }
 
     double total_time = 0;
@@ -623,7 +649,7 @@ static int train_main(int argc, char** argv) {
             generate_sample(&model, &tokenizer, a.gen_tokens, &rng);
         }
         if (fresh && a.output_dir != NULL && ((a.checkpoint_every > 0 && step % a.checkpoint_every == 0 && step > 0) || last)) {
-            save_training(&model, &a, &mp, step, rng, &train, updates, bad_steps);
+            save_training(&model, &a, &mp, step, rng, &train, updates, bad_steps, health);
         }
         if (last) { break; }
 
@@ -642,8 +668,8 @@ static int train_main(int argc, char** argv) {
         loss[0] /= mp.world;
         double norm = sqrt(gpt2_grad_norm_squared(&model));
         float lr = learning_rate(&a, step, total_steps);
-        double zl = outlier_update(&loss_outliers, loss[0]);
-        double zn = outlier_update(&norm_outliers, norm);
+        double zl = outlier_update(&health[0], loss[0]);
+        double zn = outlier_update(&health[1], norm);
         int finite = isfinite(loss[0]) && isfinite(norm);
         int outlier = (a.skip_loss_z > 0 && zl > a.skip_loss_z) || (a.skip_grad_z > 0 && zn > a.skip_grad_z);
         if (finite && !outlier) {

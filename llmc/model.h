@@ -289,10 +289,11 @@ static inline float bf16_to_float(uint16_t b) {
 
 // ----------------------------------------------------------------------------
 // training state (resume): int32 header[256], then the AdamW moments m and v (fp32)
-// of this rank's parameters. llm.c's state file idea, with our own fields.
+// of this rank's parameters, then `tail` bytes of the driver's own (the training-health
+// windows). llm.c's state file idea, with our own fields.
 
 #define STATE_MAGIC 20240527
-#define STATE_VERSION 100
+#define STATE_VERSION 101
 
 typedef struct {
     int step;             // optimizer steps done
@@ -324,7 +325,7 @@ static void state_header_fill(int* h, const TrainState* s) {
 }
 
 // opens a state file and validates it; returns the file positioned at m
-static FILE* state_open(const char* path, TrainState* s) {
+static FILE* state_open(const char* path, TrainState* s, int64_t tail) {
     FILE* f = fopen_check(path, "rb");
     int64_t size = file_size_check(f, path);
     int h[256];
@@ -342,7 +343,7 @@ static FILE* state_open(const char* path, TrainState* s) {
     memcpy(&s->shard_idx, &h[30], 8);
     memcpy(&s->shard_pos, &h[32], 8);
     memcpy(&s->num_params, &h[34], 8);
-    int64_t expected = (int64_t)sizeof(h) + 2 * (int64_t)s->num_params * 4;
+    int64_t expected = (int64_t)sizeof(h) + 2 * (int64_t)s->num_params * 4 + tail;
     if (size != expected) { fatal("%s: %lld bytes, expected %lld (truncated or corrupt)", path, (long long)size, (long long)expected); }
     return f;
 }

@@ -3,7 +3,9 @@
 #  1. a run killed with SIGKILL in the middle of training and resumed with -y 1 ends
 #     with the same checkpoint, bit for bit, and the same main.log as an uninterrupted run;
 #  2. a run killed while it writes a checkpoint leaves the previous checkpoint loadable,
-#     and resuming from it again ends bit-identical to the uninterrupted run.
+#     and resuming from it again ends bit-identical to the uninterrupted run;
+#  3. with update skipping on (-sl, -sg), a run resumed past the outlier detector's
+#     128-step window prints the same z-scores and skips the same steps.
 set -euo pipefail
 PE=${1:-cable}
 BIN=build/train_gpt2_$PE
@@ -53,3 +55,19 @@ kill -9 $pid; wait $pid 2>/dev/null || true
 grep -q "resumed from step 5" "$DIR/save2.log" || fail "did not resume from step 5"
 "$TEST" compare "$DIR/ref/model_00000020.bin" "$DIR/save/model_00000020.bin" 0 > /dev/null || fail "checkpoint after the interrupted save differs"
 echo "ok: a kill during a save leaves the previous checkpoint, and resuming from it is exact"
+
+echo "=== $PE: resume with the outlier detector's window full"
+# thresholds near 0: after the window fills at step 128, every step above the mean is skipped
+HEALTH=(-e nano -b 2 -t 16 -x 150 -v 0 -s 0 -E none -l 1e-3 -u 5 -sl 0.01 -sg 0.01
+        -i "data/starter/starter_train_*.bin" -j "data/starter/starter_val_*.bin")
+"$BIN" "${HEALTH[@]}" -n 140 -o "$DIR/health" > "$DIR/health.log"
+mkdir -p "$DIR/health2"
+cp "$DIR"/health/{model_00000140.bin,state_00000140_00000.bin,DONE_00000140,main.log} "$DIR/health2/"
+"$BIN" "${HEALTH[@]}" -n 140 -o "$DIR/health2" -y 1 > "$DIR/health2.log"
+grep -q "resumed from step 140" "$DIR/health2.log" || fail "did not resume from step 140"
+skips=$(grep -c "update skipped" "$DIR/health.log" || true)
+[ "$skips" -gt 0 ] || fail "no update was skipped: the test checks nothing"
+diff <(grep "^step" "$DIR/health.log" | sed -n '/^step  141\//,$p' | cut -d'|' -f1-3) \
+     <(grep "^step" "$DIR/health2.log" | cut -d'|' -f1-3) || fail "z-scores or skipped steps differ after the resume"
+"$TEST" compare "$DIR/health/model_00000150.bin" "$DIR/health2/model_00000150.bin" 0 > /dev/null || fail "checkpoint differs"
+echo "ok: steps 141-150 after a resume have the same z-scores, skips and checkpoint ($skips updates skipped in all)"
