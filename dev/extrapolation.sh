@@ -2,12 +2,13 @@
 # The papers' experiment at small scale: train the CPU preset model on the starter
 # corpus with every encoding (same T, data order, steps and seed), evaluate each at
 # 1x, 2x, 4x, 8x and 16x the training length in both modes (non-overlapping windows,
-# sliding window), and write one CSV, a markdown table and the plot.
+# sliding window), and write one CSV, a markdown table and the plot; and the loss by
+# position of every encoding (positions.csv, positions.png).
 #
 #   dev/extrapolation.sh [--quick] [OUTDIR]     (default OUTDIR: out/extrapolation)
 #
 # --quick: 3 encodings, a few steps, short lengths (a smoke test; CI runs it and checks
-# that the CSV has every expected row with finite numbers).
+# that the CSVs have every expected row with finite numbers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
@@ -47,9 +48,42 @@ awk -F, -v T=$T 'NR > 1 {
 } END { if (bad != "") { print "FAIL: bad rows:" bad; exit 1 } }' "$OUT/extrapolation.csv"
 echo "ok: $rows rows, all finite; $elapsed s for ${#PES[@]} encodings ($MODEL, T=$T, $STEPS steps of $((B * T)) tokens)"
 
+# loss by position: every evaluated row (not the n/a ones) has its scored positions tiled
+# without gap or overlap by the buckets [0,1), [1,2), [2,4), ... (cut to the scored range),
+# each bucket with windows x its width tokens and a finite loss, the tokens adding up to
+# the row's in extrapolation.csv
+{ head -1 "$OUT/${PES[0]}/positions.csv"; for pe in "${PES[@]}"; do tail -n +2 "$OUT/$pe/positions.csv"; done; } \
+    > "$OUT/positions.csv"
+awk -F, -v S=$STRIDE '
+FNR == 1 { next }
+FILENAME == ARGV[1] { if ($5 > 0) { key = $1 "," $3 "," $4; total[key] = $5; L[key] = $3
+                                    first[key] = $4 == "sliding" && S < $3 ? $3 - S : 0; next_lo[key] = first[key] }
+                      next }
+{   key = $1 "," $3 "," $4
+    if (!(key in total)) { bad = bad " " key "(unexpected)"; next }
+    edge = 1; while (edge <= $5) edge *= 2
+    windows = total[key] / (L[key] - first[key])
+    if ($5 != next_lo[key] || $6 != (edge < L[key] ? edge : L[key]) || $7 != windows * ($6 - $5) || !($8 > 0 && $8 < 1000))
+        bad = bad " " key "@" $5
+    next_lo[key] = $6; sum[key] += $7; rows++
+}
+END {
+    for (key in total) {
+        want = 0; lo = 0; hi = 1  # the buckets [lo, hi) that meet [first, L)
+        while (lo < L[key]) { if (hi > first[key]) want++; lo = hi; hi *= 2 }
+        if (next_lo[key] != L[key] || sum[key] != total[key]) bad = bad " " key "(tokens " sum[key] " of " total[key] ")"
+        expected += want
+    }
+    if (rows != expected) bad = bad " (" rows " rows, expected " expected ")"
+    if (bad != "") { print "FAIL: positions.csv:" bad; exit 1 }
+    print "ok: positions.csv: " rows " rows, buckets tile every evaluated row, tokens add up, losses finite"
+}' "$OUT/extrapolation.csv" "$OUT/positions.csv"
+
 # table and plot (python3 with matplotlib: Debian's python3-matplotlib)
 PY=python3
 $PY -c "import matplotlib" 2> /dev/null || PY=/usr/bin/python3
 $PY dev/plot_extrapolation.py "$OUT/extrapolation.csv" "$OUT/extrapolation.png" "$OUT/extrapolation.md" \
     "$MODEL model, trained at T=$T for $STEPS steps ($((STEPS * B * T)) tokens); $K scored tokens per length; sliding stride $STRIDE"
-echo "wrote $OUT/extrapolation.csv, $OUT/extrapolation.md, $OUT/extrapolation.png"
+$PY dev/plot_positions.py "$OUT/positions.csv" "$OUT/positions.png" \
+    "$MODEL model, trained at T=$T for $STEPS steps; mean loss by position bucket, non-overlapping windows of each encoding's longest evaluated length"
+echo "wrote $OUT/extrapolation.csv, $OUT/extrapolation.md, $OUT/extrapolation.png, $OUT/positions.csv, $OUT/positions.png"

@@ -70,7 +70,7 @@ static void usage(void) {
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin)\n"
         "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
         "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c (default cpu)\n"
-        "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv (default none)\n"
+        "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv (default none)\n"
         "  -b <int>    micro batch size per process (default 8)\n"
         "  -t <int>    sequence length (default 128)\n"
         "  -d <int>    total batch size in tokens, a multiple of B*T*processes (default B*T*processes)\n"
@@ -424,6 +424,22 @@ static int eval_stride(const TrainArgs* a, int train_len) {
     return train_len / 2 > 0 ? train_len / 2 : 1;
 }
 
+// Loss by position: the positions of a window fall in buckets whose edges are powers of
+// two, [0, 1), [1, 2), [2, 4), [4, 8), ... Fine where the loss falls fastest (the first
+// tokens), coarse far out where many tokens keep the means steady, the same edges at every
+// evaluation length, and a power-of-two training length is an edge: the positions a model
+// was trained on and those beyond it never share a bucket.
+#define MAX_POS_BUCKETS 25 // positions below 2^24, the longest -E length
+
+// bucket of position t: 0 for t = 0, else k such that 2^(k-1) <= t < 2^k
+static int position_bucket(int t) {
+    int k = 0;
+    while (t > 0) { k++; t >>= 1; }
+    return k;
+}
+static int bucket_lo(int k) { return k == 0 ? 0 : 1 << (k - 1); }
+static int bucket_hi(int k) { return 1 << k; }
+
 typedef struct {
     int eval_len;
     const char* mode;
@@ -431,17 +447,21 @@ typedef struct {
     double loss;
     double mem_mib;
     const char* note;   // why a row has no number
+    int first_pos;      // first scored position of a window (0, or L - stride when sliding)
+    int64_t pos_tokens[MAX_POS_BUCKETS]; // scored tokens and their mean loss per position bucket
+    double pos_loss[MAX_POS_BUCKETS];
 } EvalRow;
 
 // mean loss of `num_windows` windows of L tokens: window k scores the `scored` tokens
 // starting at first + k * scored, with the L - scored tokens before them as context.
-// Windows are spread over the ranks and batched `batch_rows` at a time.
+// Windows are spread over the ranks and batched `batch_rows` at a time. Also fills the
+// row's loss by position (the scored positions L - scored .. L - 1 of the windows).
 static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, int64_t num_windows,
-                           int L, int scored, int batch_rows, const MultiProcess* mp) {
+                           int L, int scored, int batch_rows, const MultiProcess* mp, EvalRow* row) {
     int* inp = (int*)malloc_check((size_t)batch_rows * L * sizeof(int));
     int* tgt = (int*)malloc_check((size_t)batch_rows * L * sizeof(int));
     float* losses = (float*)malloc_check((size_t)batch_rows * L * sizeof(float));
-    double sum[1] = {0};
+    double sum[1 + 2 * MAX_POS_BUCKETS] = {0}; // the total, then each bucket's loss sum and token count
     for (int64_t w0 = (int64_t)mp->rank * batch_rows; w0 < num_windows; w0 += (int64_t)mp->world * batch_rows) {
         int rows = num_windows - w0 < batch_rows ? (int)(num_windows - w0) : batch_rows;
         for (int r = 0; r < rows; r++) {
@@ -451,10 +471,19 @@ static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, i
         gpt2_forward(model, inp, tgt, rows, L, 0);
         gpt2_token_losses(model, losses);
         for (int r = 0; r < rows; r++) {
-            for (int t = L - scored; t < L; t++) { sum[0] += losses[r * L + t]; }
+            for (int t = L - scored; t < L; t++) {
+                int k = position_bucket(t);
+                sum[0] += losses[r * L + t];
+                sum[1 + 2 * k] += losses[r * L + t];
+                sum[2 + 2 * k] += 1;
+            }
         }
     }
-    mp_allreduce_sum_f64(sum, 1);
+    mp_allreduce_sum_f64(sum, 1 + 2 * MAX_POS_BUCKETS);
+    for (int k = 0; k < MAX_POS_BUCKETS; k++) {
+        row->pos_tokens[k] = (int64_t)sum[2 + 2 * k];
+        row->pos_loss[k] = sum[2 + 2 * k] > 0 ? sum[1 + 2 * k] / sum[2 + 2 * k] : 0;
+    }
     free(inp);
     free(tgt);
     free(losses);
@@ -493,13 +522,39 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
             int batch_rows = (a->B * a->T) / L;
             if (batch_rows < 1) { batch_rows = 1; }
             if (batch_rows > windows) { batch_rows = (int)windows; }
-            r->loss = eval_windows(model, tokens, first, windows, L, scored, batch_rows, mp);
+            r->first_pos = L - scored;
+            r->loss = eval_windows(model, tokens, first, windows, L, scored, batch_rows, mp, r);
             r->tokens = windows * scored;
             r->mem_mib = gpt2_peak_memory_mib(model);
         }
     }
     free(tokens);
     return nrows;
+}
+
+// positions.csv: the mean loss in each position bucket of every evaluated row, the
+// buckets cut to the scored positions (pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss;
+// positions from 0, pos_hi excluded); rows without a number (n/a) have no buckets
+static void write_positions(const EvalRow* rows, int n, const char* dir, int train_len) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/positions.csv", dir);
+    AtomicFile af;
+    atomic_open(&af, path);
+    char line[256];
+    int len = snprintf(line, sizeof(line), "pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss\n");
+    atomic_write(&af, line, 1, len);
+    for (int i = 0; i < n; i++) {
+        const EvalRow* r = &rows[i];
+        for (int k = 0; k < MAX_POS_BUCKETS && r->tokens > 0; k++) {
+            if (r->pos_tokens[k] == 0) { continue; }
+            int lo = bucket_lo(k) > r->first_pos ? bucket_lo(k) : r->first_pos;
+            int hi = bucket_hi(k) < r->eval_len ? bucket_hi(k) : r->eval_len;
+            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f\n", pe_name(PE_ID), train_len, r->eval_len,
+                           r->mode, lo, hi, (long long)r->pos_tokens[k], r->pos_loss[k]);
+            atomic_write(&af, line, 1, len);
+        }
+    }
+    atomic_commit(&af);
 }
 
 static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a, int train_len, int step, int stride) {
@@ -528,6 +583,7 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
         atomic_write(&af, line, 1, len);
     }
     atomic_commit(&af);
+    write_positions(rows, n, a->output_dir, train_len);
 }
 
 static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, int step) {
@@ -580,6 +636,10 @@ static int train_main(int argc, char** argv) {
     int training = a.max_steps != 0;
     if (training && a.T > gpt2_max_length(&model)) {
         fatal("-t %d is beyond maxT = %d of this learned-PE model", a.T, gpt2_max_length(&model));
+    }
+    if (!training && a.T > gpt2_max_length(&model)) { // validation of a learned model at most at its maxT
+        if (mp.rank == 0) { printf("validation at T = %d, the model's maxT (-t %d is beyond its positions)\n", gpt2_max_length(&model), a.T); }
+        a.T = gpt2_max_length(&model);
     }
     int tokens_per_micro = a.B * a.T * mp.world;
     if (a.total_batch == -1) { a.total_batch = tokens_per_micro; }
@@ -701,6 +761,11 @@ static int train_main(int argc, char** argv) {
     if (mp.rank == 0 && timed_steps > 0) {
         printf("total average iteration time: %.2f ms (%.0f tok/s)\n", total_time / timed_steps * 1000,
                a.total_batch * timed_steps / total_time);
+    }
+    if (!training) { // evaluation only: llm.c's validation line, then the extrapolation table
+        float vl = validation_loss(&model, &val, a.val_batches, &mp);
+        if (mp.rank == 0) { printf("val loss %.6f\n", vl); }
+        logger_line(&logger, "s:0 tel:%.4f\n", vl);
     }
     extrapolation(&model, &a, &mp, training ? a.T : cfg->max_seq_len, training ? total_steps : 0);
 

@@ -1,0 +1,408 @@
+"""
+GPT-2 with every positional encoding of the C trainer, in PyTorch: reads the trainer's
+checkpoints and computes what train_gpt2.c computes (same logits, same gradients; the
+test python/test_model.py holds the two equal in float64), for analysis and evaluation
+in the PyTorch ecosystem. One file, written to be read; train_gpt2.c's "positional
+encodings" section is the specification, llmc/model.h the checkpoint layout, llmc/pe.h
+the constants.
+
+    from model import GPT
+    model = GPT.from_checkpoint("out/cable/model_00000500.bin")        # fp32 (v3) or bf16 (v5)
+    logits, loss = model(idx, targets)         # idx, targets: (B, T) int64 token ids
+    model = GPT.from_checkpoint(path, dtype=torch.float64)
+
+logits are (B, T, Vp), over the padded vocabulary as the trainer's; the loss (mean
+cross-entropy) uses the first V of them, as the trainer's softmax does. Attention here is
+plain (B, NH, T, T) scores, not the trainer's fused row-at-a-time kernel: the same
+numbers, more memory at long T.
+
+An encoding is one class below with up to three hooks, as the trainer's:
+  embed(model, x, T)        x: (B, T, C) token embeddings; adds position embeddings
+  rotate(model, l, q, k)    q, k: (B, NH, T, hs); rope's rotation
+  bias(model, l, h)         h: (B, T, C), the attention block's input after ln_1;
+                            returns the additive attention bias b(i, j), broadcastable
+                            to (B, NH, T, T), or None
+and `tensors(cfg)`, the shapes of its parameter tensors, which the checkpoint stores
+after GPT-2's in the order of PE_TENSOR_ORDER. Adding an encoding is adding a class,
+its tensors' names to PE_TENSOR_ORDER (where llmc/model.h puts them) and a PE_NAMES entry.
+"""
+import json
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# ----------------------------------------------------------------------------
+# the checkpoint format (llmc/model.h, llmc/pe.h)
+
+CHECKPOINT_MAGIC = 20240326
+CHECKPOINT_FP32 = 3
+CHECKPOINT_BF16 = 5
+# header word 8: the PE id, the index in this list
+PE_NAMES = ["learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire",
+            "cable_v1", "cable_nw", "cable", "kcable"]
+# header words 9, 10, 11 (DAPE variant, DAPE width, revision of the PE's definition): this
+# file implements variant 0 and revision 0 of every encoding and refuses anything else
+HEADER_WORDS_ZERO = {9: "DAPE variant", 10: "DAPE width", 11: "revision of the encoding's definition"}
+
+GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
+                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L"]
+
+# constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
+ROPE_BASE = 10000.0
+T5_NUM_BUCKETS, T5_MAX_EXACT, T5_MAX_DISTANCE = 32, 16, 128
+FIRE_HIDDEN = 32
+FIRE_EPS = float(np.float32(1e-6))
+LAYERNORM_EPS = 1e-5
+
+
+@dataclass
+class Config:
+    max_seq_len: int        # maxT: positions of wpe (learned); the training length otherwise
+    vocab_size: int         # V
+    padded_vocab_size: int  # Vp
+    num_layers: int         # L
+    num_heads: int          # NH
+    channels: int           # C
+    pe: str                 # one of PE_NAMES
+
+
+def gpt2_tensors(cfg):
+    """Shapes of GPT-2's tensors as the checkpoint stores them (llm.c's layout: linear
+    weights as (out, in), every layer's tensor stacked along the first axis)."""
+    Vp, C, L, maxT = cfg.padded_vocab_size, cfg.channels, cfg.num_layers, cfg.max_seq_len
+    return {
+        "wte": (Vp, C), "wpe": (maxT, C) if cfg.pe == "learned" else None,
+        "ln1w": (L, C), "ln1b": (L, C), "qkvw": (L, 3 * C, C), "qkvb": (L, 3 * C),
+        "attprojw": (L, C, C), "attprojb": (L, C), "ln2w": (L, C), "ln2b": (L, C),
+        "fcw": (L, 4 * C, C), "fcb": (L, 4 * C), "fcprojw": (L, C, 4 * C), "fcprojb": (L, C),
+        "lnfw": (C,), "lnfb": (C,),
+    }
+
+
+def checkpoint_layout(cfg):
+    """[(name, shape)] of every tensor the checkpoint of this configuration holds, in file order."""
+    shapes = {k: v for k, v in gpt2_tensors(cfg).items() if v is not None}
+    pe_shapes = ENCODINGS[cfg.pe].tensors(cfg)
+    unknown = set(pe_shapes) - set(PE_TENSOR_ORDER)
+    assert not unknown, "tensors missing from PE_TENSOR_ORDER: %s" % unknown
+    return [(k, shapes[k]) for k in GPT2_TENSORS if k in shapes] + \
+           [(k, pe_shapes[k]) for k in PE_TENSOR_ORDER if k in pe_shapes]
+
+
+def read_checkpoint(path):
+    """Reads a checkpoint (version 3: fp32, version 5: bf16) with numpy: its Config and a
+    dict name -> float32 array. Raises ValueError with a clear message on a bad file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 1024:
+        raise ValueError("%s is not a checkpoint: %d bytes, shorter than the header" % (path, len(data)))
+    header = np.frombuffer(data[:1024], dtype=np.int32)
+    if header[0] != CHECKPOINT_MAGIC:
+        raise ValueError("%s is not a checkpoint: bad magic %d (expected %d)" % (path, header[0], CHECKPOINT_MAGIC))
+    version = int(header[1])
+    if version not in (CHECKPOINT_FP32, CHECKPOINT_BF16):
+        raise ValueError("%s: unsupported checkpoint version %d (expected 3 = fp32 or 5 = bf16)" % (path, version))
+    if not 0 <= header[8] < len(PE_NAMES):
+        raise ValueError("%s: unknown positional encoding id %d" % (path, header[8]))
+    for word, what in HEADER_WORDS_ZERO.items():
+        if header[word] != 0:
+            raise ValueError("%s: header word %d (%s) is %d; this model file knows only 0" % (path, word, what, header[word]))
+    cfg = Config(max_seq_len=int(header[2]), vocab_size=int(header[3]), num_layers=int(header[4]),
+                 num_heads=int(header[5]), channels=int(header[6]), padded_vocab_size=int(header[7]),
+                 pe=PE_NAMES[header[8]])
+    if cfg.num_layers < 1 or cfg.num_heads < 1 or cfg.channels % cfg.num_heads != 0 or \
+            cfg.vocab_size < 2 or cfg.padded_vocab_size < cfg.vocab_size or cfg.max_seq_len < 1:
+        raise ValueError("%s: bad configuration in the header: %s" % (path, cfg))
+    layout = checkpoint_layout(cfg)
+    count = sum(int(np.prod(shape)) for _, shape in layout)
+    itemsize = 4 if version == CHECKPOINT_FP32 else 2
+    if len(data) != 1024 + count * itemsize:
+        raise ValueError("%s: %d bytes, expected %d for this configuration (truncated or corrupt)"
+                         % (path, len(data), 1024 + count * itemsize))
+    if version == CHECKPOINT_FP32:
+        flat = np.frombuffer(data, dtype=np.float32, offset=1024)
+    else:  # bf16: the upper 16 bits of a float32
+        flat = (np.frombuffer(data, dtype=np.uint16, offset=1024).astype(np.uint32) << 16).view(np.float32)
+    tensors, offset = {}, 0
+    for name, shape in layout:
+        n = int(np.prod(shape))
+        tensors[name] = flat[offset:offset + n].reshape(shape)
+        offset += n
+    return cfg, tensors
+
+
+def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
+    """Writes a checkpoint the C trainers load (version 3: fp32; 5: bf16, rounded to the
+    nearest even), from a dict name -> array such as read_checkpoint's; written to a
+    temporary file and renamed, so a crash never leaves half a file."""
+    header = np.zeros(256, dtype=np.int32)
+    header[:9] = [CHECKPOINT_MAGIC, version, cfg.max_seq_len, cfg.vocab_size, cfg.num_layers,
+                  cfg.num_heads, cfg.channels, cfg.padded_vocab_size, PE_NAMES.index(cfg.pe)]
+    flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
+    if version == CHECKPOINT_BF16:
+        u = flat.view(np.uint32).astype(np.uint64)
+        flat = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    elif version != CHECKPOINT_FP32:
+        raise ValueError("checkpoint version %d: only 3 (fp32) and 5 (bf16) exist" % version)
+    with open(path + ".tmp", "wb") as f:
+        f.write(header.tobytes())
+        f.write(flat.tobytes())
+    os.replace(path + ".tmp", path)
+
+
+# ----------------------------------------------------------------------------
+# positional encodings (train_gpt2.c, "positional encodings")
+
+def distances(T, device):
+    """(T, T) int64 matrix of i - j (query i, key j), 0 above the diagonal (masked anyway)."""
+    pos = torch.arange(T, device=device)
+    return (pos[:, None] - pos[None, :]).clamp(min=0)
+
+
+class Encoding:
+    """No position information (nope); the base of the others: every hook does nothing."""
+    @staticmethod
+    def tensors(cfg):
+        return {}
+
+    def embed(self, model, x, T):
+        return x
+
+    def rotate(self, model, l, q, k):
+        return q, k
+
+    def bias(self, model, l, h):
+        return None
+
+
+class Learned(Encoding):
+    """GPT-2's absolute position embeddings wpe [maxT, C] (one of GPT-2's tensors)."""
+    def embed(self, model, x, T):
+        if T > model.cfg.max_seq_len:
+            raise ValueError("PE learned cannot process T = %d tokens: its position table ends at maxT = %d"
+                             % (T, model.cfg.max_seq_len))
+        return x + model.wpe[:T]
+
+
+class Sinusoidal(Encoding):
+    """Vaswani: p[pos, 2k] = sin(pos / 10000^(2k/C)), p[pos, 2k+1] = cos(same), added to
+    the token embeddings."""
+    def embed(self, model, x, T):
+        C = model.cfg.channels
+        pos = np.arange(T, dtype=np.float64)[:, None]
+        angle = pos / np.power(10000.0, 2.0 * np.arange((C + 1) // 2) / C)[None, :]
+        p = np.zeros((T, C))
+        p[:, 0::2] = np.sin(angle)
+        p[:, 1::2] = np.cos(angle)[:, :C // 2]
+        return x + torch.tensor(p, dtype=x.dtype, device=x.device)
+
+
+class Rope(Encoding):
+    """Rotates each pair (2k, 2k+1) of q and k by pos * 10000^(-2k/hs), every layer."""
+    def rotate(self, model, l, q, k):
+        T, hs = q.shape[2], q.shape[3]
+        angle = np.arange(T, dtype=np.float64)[:, None] * np.power(ROPE_BASE, -2.0 * np.arange(hs // 2) / hs)[None, :]
+        cos = torch.tensor(np.cos(angle), dtype=q.dtype, device=q.device)
+        sin = torch.tensor(np.sin(angle), dtype=q.dtype, device=q.device)
+
+        def rot(x):
+            x0, x1 = x[..., 0::2], x[..., 1::2]
+            return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
+        return rot(q), rot(k)
+
+
+def alibi_slopes(n):
+    """Press et al.'s head slopes (the reference get_slopes), rounded to float32 as the
+    trainer keeps them: 2^(-8/n), 2^(-16/n), ... for a power-of-two n, otherwise the
+    closest smaller power of two's slopes, then every other slope of twice that."""
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    start = 2.0 ** (-8.0 / p)
+    slopes = [start ** (i + 1) for i in range(p)]
+    start2 = 2.0 ** (-8.0 / (2 * p))
+    slopes += [start2 ** (2 * i + 1) for i in range(n - p)]
+    return np.array(slopes, dtype=np.float32)
+
+
+class Alibi(Encoding):
+    """b(i, j) = -m_h (i - j), fixed slopes, not scaled by 1/sqrt(hs)."""
+    def bias(self, model, l, h):
+        T = h.shape[1]
+        m = torch.tensor(alibi_slopes(model.cfg.num_heads), dtype=h.dtype, device=h.device)
+        return -m[:, None, None] * distances(T, h.device).to(h.dtype)
+
+
+def t5_bucket(n):
+    """Causal T5 bucket of a distance n >= 0: 16 exact, log-spaced up to 128, then the last."""
+    if n < T5_MAX_EXACT:
+        return n
+    if n >= T5_MAX_DISTANCE:
+        return T5_NUM_BUCKETS - 1
+    b = T5_MAX_EXACT + int(math.log(n / T5_MAX_EXACT) / math.log(T5_MAX_DISTANCE / T5_MAX_EXACT)
+                           * (T5_NUM_BUCKETS - T5_MAX_EXACT))
+    return min(b, T5_NUM_BUCKETS - 1)
+
+
+class T5(Encoding):
+    """b(i, j) = table[h][bucket(i - j)], a learned scalar per head and distance bucket."""
+    @staticmethod
+    def tensors(cfg):
+        return {"t5_table": (cfg.num_layers, cfg.num_heads, T5_NUM_BUCKETS)}
+
+    def bias(self, model, l, h):
+        T = h.shape[1]
+        table = torch.tensor([t5_bucket(n) for n in range(T)], device=h.device)
+        return model.t5_table[l][:, table[distances(T, h.device)]]
+
+
+class Kerple(Encoding):
+    """Logarithmic Kerple: b(i, j) = -r1_h log(1 + r2_h (i - j)); the trainer keeps r1, r2
+    >= 0.01 after each update (a projection, not part of the function)."""
+    @staticmethod
+    def tensors(cfg):
+        return {"kerple_r1": (cfg.num_layers, cfg.num_heads), "kerple_r2": (cfg.num_layers, cfg.num_heads)}
+
+    def bias(self, model, l, h):
+        n = distances(h.shape[1], h.device).to(h.dtype)
+        r1, r2 = model.kerple_r1[l][:, None, None], model.kerple_r2[l][:, None, None]
+        return -r1 * torch.log(1 + r2 * n)
+
+
+class Fire(Encoding):
+    """FIRE: b(i, j) = f(psi(i - j) / (psi(max(|L|, i + 1)) + eps)), psi(x) = log(|c| x + 1),
+    f an MLP 1 -> 32 (ReLU) -> NH shared by the heads of a layer; c and L learned."""
+    @staticmethod
+    def tensors(cfg):
+        L, NH = cfg.num_layers, cfg.num_heads
+        return {"fire_w1": (L, FIRE_HIDDEN), "fire_b1": (L, FIRE_HIDDEN), "fire_w2": (L, NH, FIRE_HIDDEN),
+                "fire_b2": (L, NH), "fire_c": (L,), "fire_L": (L,)}
+
+    def bias(self, model, l, h):
+        T = h.shape[1]
+        c, threshold = model.fire_c[l].abs(), model.fire_L[l].abs()
+        i = torch.arange(T, device=h.device, dtype=h.dtype)[:, None] + 1
+        lpos = torch.where(threshold > i, threshold, i)  # the gradient reaches L only where it is the max
+        u = torch.log(c * distances(T, h.device).to(h.dtype) + 1) / (torch.log(c * lpos + 1) + FIRE_EPS)
+        hidden = F.relu(u[..., None] * model.fire_w1[l] + model.fire_b1[l])   # (T, T, 32)
+        return (hidden @ model.fire_w2[l].T + model.fire_b2[l]).permute(2, 0, 1)  # (NH, T, T)
+
+
+class Cable(Encoding):
+    """The CABLE family: a per-token, per-head increment d_t = -g(x_t W_b + b_b), its
+    cumulative sum S over positions, and a bias made of S:
+      cable_v1  g = softplus   b(i, j) = S_i - S_j         (the released code)
+      cable_nw  g = ReLU       b(i, j) = S_i - S_j         (CABLE v2 without weights)
+      cable     g = ReLU       b(i, j) = w_i (S_i - S_j),  w_i = x_i W_w + b_w
+      kcable    g = ReLU       b(i, j) = -log(1 + (S_i - S_j)^2)"""
+    def __init__(self, variant):
+        self.variant = variant
+
+    def tensors(self, cfg):
+        L, NH, C = cfg.num_layers, cfg.num_heads, cfg.channels
+        shapes = {"cable_wb": (L, NH, C), "cable_bb": (L, NH)}
+        if self.variant == "cable":
+            shapes.update({"cable_ww": (L, NH, C), "cable_bw": (L, NH)})
+        return shapes
+
+    def bias(self, model, l, h):
+        a = h @ model.cable_wb[l].T + model.cable_bb[l]                  # (B, T, NH)
+        g = F.softplus(a) if self.variant == "cable_v1" else F.relu(a)   # softplus: x itself above 20, as the trainer's
+        S = -torch.cumsum(g, dim=1).transpose(1, 2)                      # (B, NH, T)
+        diff = S[:, :, :, None] - S[:, :, None, :]                       # S_i - S_j
+        if self.variant == "cable":
+            w = (h @ model.cable_ww[l].T + model.cable_bw[l]).transpose(1, 2)
+            return w[:, :, :, None] * diff
+        if self.variant == "kcable":
+            return -torch.log(1 + diff * diff)
+        return diff
+
+
+ENCODINGS = {
+    "learned": Learned(), "sinusoidal": Sinusoidal(), "rope": Rope(), "nope": Encoding(),
+    "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
+    "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
+}
+
+# ----------------------------------------------------------------------------
+# the model
+
+
+class GPT(nn.Module):
+    """GPT-2 (pre-layernorm, tanh GELU, tied classifier) with the parameters as the
+    checkpoint stores them: one tensor per name, layers stacked on the first axis."""
+
+    def __init__(self, cfg, tensors=None, dtype=torch.float32):
+        super().__init__()
+        self.cfg = cfg
+        self.pe = ENCODINGS[cfg.pe]
+        for name, shape in checkpoint_layout(cfg):
+            if tensors is None:
+                value = torch.zeros(shape, dtype=dtype)
+            elif isinstance(tensors[name], torch.Tensor):
+                value = tensors[name].detach().to(dtype).clone()
+            else:
+                value = torch.tensor(np.array(tensors[name]), dtype=dtype)
+            if tuple(value.shape) != tuple(shape):
+                raise ValueError("tensor %s has shape %s, expected %s" % (name, tuple(value.shape), shape))
+            self.register_parameter(name, nn.Parameter(value))
+
+    @classmethod
+    def from_checkpoint(cls, path, dtype=torch.float32):
+        """A model from one of the trainer's checkpoints (fp32 or bf16)."""
+        cfg, tensors = read_checkpoint(path)
+        return cls(cfg, tensors, dtype)
+
+    @classmethod
+    def from_folder(cls, folder, dtype=torch.float32):
+        """A model from a folder written by export_hf.py for an encoding Hugging Face's GPT-2
+        does not have: config.json (this Config) and pytorch_model.bin (a state dict)."""
+        with open(os.path.join(folder, "config.json")) as f:
+            cfg = Config(**json.load(f)["config"])
+        return cls(cfg, torch.load(os.path.join(folder, "pytorch_model.bin"), map_location="cpu"), dtype)
+
+    def save_checkpoint(self, path, version=CHECKPOINT_FP32):
+        """Writes the parameters as a checkpoint of the C trainers (e.g. to evaluate at long lengths there)."""
+        write_checkpoint(path, self.cfg, {name: p.detach().cpu().float().numpy() for name, p in self.named_parameters()}, version)
+
+    def forward(self, idx, targets=None):
+        cfg = self.cfg
+        B, T = idx.shape
+        C, NH, V = cfg.channels, cfg.num_heads, cfg.vocab_size
+        hs = C // NH
+        if idx.min() < 0 or idx.max() >= V or (targets is not None and (targets.min() < 0 or targets.max() >= V)):
+            raise ValueError("token id out of range [0, %d)" % V)
+        causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
+        x = self.pe.embed(self, self.wte[idx], T)
+        for l in range(cfg.num_layers):
+            h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS)
+            q, k, v = (h @ self.qkvw[l].T + self.qkvb[l]).split(C, dim=2)
+            q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
+            q, k = self.pe.rotate(self, l, q, k)
+            scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(hs))
+            bias = self.pe.bias(self, l, h)
+            if bias is not None:
+                scores = scores + bias
+            att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(B, T, C)
+            x = x + y @ self.attprojw[l].T + self.attprojb[l]
+            h = F.layer_norm(x, (C,), self.ln2w[l], self.ln2b[l], LAYERNORM_EPS)
+            h = F.gelu(h @ self.fcw[l].T + self.fcb[l], approximate="tanh")
+            x = x + h @ self.fcprojw[l].T + self.fcprojb[l]
+        x = F.layer_norm(x, (C,), self.lnfw, self.lnfb, LAYERNORM_EPS)
+        logits = x @ self.wte.T  # (B, T, Vp); the padded entries take no part in the loss
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits[..., :V].reshape(B * T, V), targets.reshape(B * T))
+        return logits, loss
+
+    def flat_grads(self):
+        """Every parameter's gradient concatenated in checkpoint order (the trainer's grads_memory)."""
+        return torch.cat([getattr(self, name).grad.reshape(-1) for name, _ in checkpoint_layout(self.cfg)])

@@ -1,0 +1,249 @@
+"""
+The PyTorch model (python/model.py) and the exporter (python/export_hf.py) against the C
+trainer, for every encoding, in float64 (make test-python):
+
+  1. `build/gradcheck_<pe> torch-reference` (the fp64 build of test_gpt2.c) writes a tiny
+     model's checkpoint (fp32) and one batch's logits, loss and every parameter gradient;
+     python/model.py loads the checkpoint in float64 and must give the same logits at
+     every position, the same loss and the same gradient of every parameter tensor;
+  2. the same after a round trip through a bf16 checkpoint (version 5) written here, which
+     the C trainer and python/model.py both read;
+  3. the export: for `learned`, the Hugging Face GPT-2 folder, run by an independent
+     re-implementation of Hugging Face's GPT-2 forward (Conv1D: x @ W + b) from the
+     exported state dict, must give the C trainer's logits; for the other encodings the
+     exported folder, loaded through its own copy of model.py, must too;
+  4. bad checkpoints (truncated, wrong magic, wrong version, unknown header word) are
+     refused with a clear message.
+
+Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
+both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
+the order of sums (measured: below 1e-13 relative to the tensor's largest entry); a float32
+rounding anywhere would show as 1e-7. The absolute 1e-14 is for a gradient that is zero in
+exact arithmetic, FIRE's b2 (a per-head constant bias cancels in the softmax), where both
+sides hold rounding noise of 1e-17.
+
+usage: python3 python/test_model.py [BUILD_DIR] [PE ...]   (default: build, every encoding)
+Without PyTorch the test prints one line and succeeds.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+except ImportError:
+    print("test_model: PyTorch not found (Debian: apt-get install python3-torch), skipped")
+    sys.exit(0)
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_hf  # noqa: E402
+import model as M  # noqa: E402
+
+TOL = 1e-9
+ATOL = 1e-14
+TORCH_REF_MAGIC = 20240329
+failures = 0
+
+
+def check(what, got, want, tol=TOL):
+    """max |got - want| <= tol * max |want| + ATOL over the tensor, printed as the error
+    relative to the tensor's largest entry next to the tolerance relative to it."""
+    global failures
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    scale = float(np.max(np.abs(want)))
+    err = float(np.max(np.abs(got - want)))
+    ok = got.shape == want.shape and err <= tol * scale + ATOL
+    print("  %-52s %s  (%.3g, tolerance %.3g; max |C| %.2g)" % (what, "ok  " if ok else "FAIL", err / scale,
+                                                                (tol * scale + ATOL) / scale, scale))
+    if not ok:
+        failures += 1
+
+
+def expect_error(what, fn, fragment):
+    """fn must raise ValueError whose message contains fragment."""
+    global failures
+    try:
+        fn()
+        msg = None
+    except ValueError as e:
+        msg = str(e)
+    ok = msg is not None and fragment in msg
+    print("  %-52s %s  (%s)" % (what, "ok  " if ok else "FAIL", msg))
+    if not ok:
+        failures += 1
+
+
+def read_reference(path, cfg):
+    """The C trainer's PREFIX_ref.bin (test_gpt2.c: write_torch_reference)."""
+    data = open(path, "rb").read()
+    h = np.frombuffer(data[:1024], dtype=np.int32)
+    assert h[0] == TORCH_REF_MAGIC and h[1] == 1, "%s: not a reference file" % path
+    B, T, real = int(h[2]), int(h[3]), {4: np.float32, 8: np.float64}[int(h[5])]
+    num_params = int(np.frombuffer(data[32:40], dtype=np.uint64)[0])
+    off = 1024
+    def take(dtype, n):
+        nonlocal off
+        a = np.frombuffer(data, dtype=dtype, count=n, offset=off)
+        off += n * np.dtype(dtype).itemsize
+        return a
+    x = take(np.int32, B * T).reshape(B, T)
+    y = take(np.int32, B * T).reshape(B, T)
+    logits = take(real, B * T * cfg.padded_vocab_size).reshape(B, T, cfg.padded_vocab_size)
+    loss = take(real, 1)[0]
+    grads = take(real, num_params)
+    assert off == len(data), "%s: %d bytes, read %d" % (path, len(data), off)
+    return x, y, logits, loss, grads
+
+
+def c_reference(build, pe, prefix, checkpoint=None):
+    cmd = [os.path.join(build, "gradcheck_" + pe), "torch-reference", prefix] + ([checkpoint] if checkpoint else [])
+    subprocess.run(cmd, check=True)
+
+
+def compare_model(label, model, ref):
+    """Logits, loss and every parameter gradient of the PyTorch model against the C trainer's."""
+    x, y, logits, loss, grads = ref
+    model.zero_grad()
+    out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long))
+    tloss.backward()
+    check("%s: logits (B x T x Vp)" % label, out.detach().numpy(), logits)
+    check("%s: loss" % label, tloss.item(), loss)
+    offset = 0
+    for name, shape in M.checkpoint_layout(model.cfg):
+        n = int(np.prod(shape))
+        check("%s: d %s" % (label, name), getattr(model, name).grad.numpy().reshape(-1), grads[offset:offset + n])
+        offset += n
+    assert offset == len(grads)
+
+
+def hf_gpt2_logits(folder, idx):
+    """Hugging Face GPT-2's forward (modeling_gpt2: GPT2LMHeadModel, eval mode), written
+    from the exported folder alone: Conv1D is x @ W + b with W as [in, out], the tanh GELU
+    ("gelu_new"), attention scaled by 1/sqrt(head size), the classifier tied to wte."""
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    sd = {k: v.to(torch.float64) for k, v in torch.load(os.path.join(folder, "pytorch_model.bin")).items()}
+    C, NH, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
+    assert cfg["activation_function"] == "gelu_new" and cfg["model_type"] == "gpt2"
+    B, T = idx.shape
+
+    def ln(x, p):
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(var + eps) * sd[p + ".weight"] + sd[p + ".bias"]
+
+    def conv1d(x, p):
+        return x @ sd[p + ".weight"] + sd[p + ".bias"]
+
+    def gelu_new(x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+    x = sd["transformer.wte.weight"][idx] + sd["transformer.wpe.weight"][torch.arange(T)]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for i in range(cfg["n_layer"]):
+        p = "transformer.h.%d." % i
+        q, k, v = conv1d(ln(x, p + "ln_1"), p + "attn.c_attn").split(C, dim=2)
+        q, k, v = (t.reshape(B, T, NH, C // NH).permute(0, 2, 1, 3) for t in (q, k, v))
+        w = q @ k.transpose(-1, -2) / (C // NH) ** 0.5
+        w = torch.where(mask, w, torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype))
+        a = (torch.softmax(w, dim=-1) @ v).permute(0, 2, 1, 3).reshape(B, T, C)
+        x = x + conv1d(a, p + "attn.c_proj")
+        x = x + conv1d(gelu_new(conv1d(ln(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
+    return ln(x, "transformer.ln_f") @ sd["lm_head.weight"].T
+
+
+def check_hf_folder(folder, cfg, ref):
+    global failures
+    sd = torch.load(os.path.join(folder, "pytorch_model.bin"))
+    C, L, V = cfg.channels, cfg.num_layers, cfg.vocab_size
+    want = {"transformer.wte.weight": (V, C), "transformer.wpe.weight": (cfg.max_seq_len, C),
+            "transformer.ln_f.weight": (C,), "transformer.ln_f.bias": (C,), "lm_head.weight": (V, C)}
+    for i in range(L):
+        p = "transformer.h.%d." % i
+        want.update({p + "ln_1.weight": (C,), p + "ln_1.bias": (C,), p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
+                     p + "attn.c_attn.weight": (C, 3 * C), p + "attn.c_attn.bias": (3 * C,),
+                     p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
+                     p + "mlp.c_fc.weight": (C, 4 * C), p + "mlp.c_fc.bias": (4 * C,),
+                     p + "mlp.c_proj.weight": (4 * C, C), p + "mlp.c_proj.bias": (C,)})
+    got = {k: tuple(v.shape) for k, v in sd.items()}
+    ok = got == want
+    print("  %-52s %s  (%d tensors)" % ("hf: state dict names and Conv1D shapes", "ok  " if ok else "FAIL", len(got)))
+    failures += 0 if ok else 1
+    config = json.load(open(os.path.join(folder, "config.json")))
+    ok = (config["vocab_size"], config["n_positions"], config["n_embd"], config["n_layer"], config["n_head"]) == \
+         (V, cfg.max_seq_len, C, L, cfg.num_heads)
+    print("  %-52s %s" % ("hf: config.json shape", "ok  " if ok else "FAIL"))
+    failures += 0 if ok else 1
+    x, _, logits, _, _ = ref
+    check("hf: GPT-2 forward of the export, logits (B x T x V)",
+          hf_gpt2_logits(folder, torch.tensor(x, dtype=torch.long)).numpy(), logits[..., :V])
+
+
+def check_model_folder(folder, ref):
+    """The exported folder, loaded with its own copy of model.py (not this directory's)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("exported_model", os.path.join(folder, "model.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model = mod.GPT.from_folder(folder, dtype=torch.float64)
+    x, _, logits, _, _ = ref
+    with torch.no_grad():
+        out, _ = model(torch.tensor(x, dtype=torch.long))
+    check("export: folder's model.py, logits (B x T x Vp)", out.numpy(), logits)
+
+
+def test_bad_files(good, tmp):
+    data = open(good, "rb").read()
+    def variant(name, blob):
+        path = os.path.join(tmp, name)
+        open(path, "wb").write(blob)
+        return lambda: M.read_checkpoint(path)
+    header = np.frombuffer(data[:1024], dtype=np.int32).copy()
+    def with_word(word, value):
+        h = header.copy()
+        h[word] = value
+        return h.tobytes() + data[1024:]
+    expect_error("bad file: truncated", variant("trunc.bin", data[:-4]), "truncated or corrupt")
+    expect_error("bad file: shorter than the header", variant("short.bin", data[:100]), "shorter than the header")
+    expect_error("bad file: wrong magic", variant("magic.bin", with_word(0, 1234)), "bad magic")
+    expect_error("bad file: version 4", variant("version.bin", with_word(1, 4)), "unsupported checkpoint version")
+    expect_error("bad file: unknown PE id", variant("pe.bin", with_word(8, 99)), "unknown positional encoding")
+    expect_error("bad file: newer PE revision (word 11)", variant("rev.bin", with_word(11, 1)), "header word 11")
+
+
+def main():
+    args = sys.argv[1:]
+    build = args[0] if args else "build"
+    pes = args[1:] or M.PE_NAMES
+    with tempfile.TemporaryDirectory(prefix="test_model_") as tmp:
+        for pe in pes:
+            print("=== %s: PyTorch model against the C trainer (float64)" % pe)
+            prefix = os.path.join(tmp, pe)
+            c_reference(build, pe, prefix)
+            ckpt = prefix + "_model.bin"
+            model = M.GPT.from_checkpoint(ckpt, dtype=torch.float64)
+            ref = read_reference(prefix + "_ref.bin", model.cfg)
+            compare_model("fp32 checkpoint", model, ref)
+            # bf16: written here, read by both
+            cfg, tensors = M.read_checkpoint(ckpt)
+            M.write_checkpoint(prefix + "_bf16.bin", cfg, tensors, M.CHECKPOINT_BF16)
+            c_reference(build, pe, prefix + "_bf16", prefix + "_bf16.bin")
+            compare_model("bf16 checkpoint", M.GPT.from_checkpoint(prefix + "_bf16.bin", dtype=torch.float64),
+                          read_reference(prefix + "_bf16_ref.bin", cfg))
+            folder = prefix + "_export"
+            export_hf.export(ckpt, folder)
+            if pe == "learned":
+                check_hf_folder(folder, cfg, ref)
+            else:
+                check_model_folder(folder, ref)
+            if pe == pes[0]:
+                test_bad_files(ckpt, tmp)
+    print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
