@@ -552,7 +552,7 @@ static void load_training_state(GPT2* model, const TrainArgs* a, const MultiProc
     if (s.step != step) { fatal("%s records step %d", path, s.step); }
     if (s.num_params != gpt2_opt_state_size(model)) { fatal("%s does not match the model's parameter count", path); }
     if (s.data_shards != (int)train->num_shards || s.data_tokens != train->num_tokens || s.data_hash != dataloader_fingerprint(train)) {
-        fatal("resume: the training data (%s %s: %zu shards, %lld tokens) is not this run's (%d shards, %lld tokens, as %s records)",
+        fatal("resume: the training data (%s %s: %zu shard(s), %lld tokens) is not this run's (%d shard(s), %lld tokens, as %s records)",
               a->overfit ? "-j" : "-i", a->overfit ? a->val_pattern : a->train_pattern, train->num_shards,
               (long long)train->num_tokens, s.data_shards, (long long)s.data_tokens, path);
     }

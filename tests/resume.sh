@@ -10,8 +10,8 @@
 #     with -a 1 overfits the same batch (bit-exact);
 #  5. what an output directory and a resume refuse, with one line and a nonzero exit: a new
 #     run over an old one, a second trainer into a directory in use, a resume past the new
-#     -x, changed -b/-t/-d/-a/-e/-i, an old state file; an evaluation-only run into the
-#     directory leaves main.log's lines as they are.
+#     -x, changed -b/-t/-d/-a/-e/-i, an old state file, a FIFO as the state file; an
+#     evaluation-only run into the directory leaves main.log's lines as they are.
 set -euo pipefail
 PE=${1:-cable}
 BIN=build/train_gpt2_$PE
@@ -133,6 +133,9 @@ mkdir -p "$DIR/old"
 cp "$DIR"/r/{model_00000003.bin,state_00000003_00000.bin,DONE_00000003,main.log} "$DIR/old/"
 printf '\x65\x00\x00\x00' | dd of="$DIR/old/state_00000003_00000.bin" bs=1 seek=4 conv=notrunc status=none
 refused "a resume from a state file of version 101" "state version 101 is from an older trainer" "${SMALL[@]}" -x 6 -o "$DIR/old" -y 1
+rm "$DIR/old/state_00000003_00000.bin"
+mkfifo "$DIR/old/state_00000003_00000.bin"
+refused "a FIFO as the state file" "state_00000003_00000.bin is not a regular file" "${SMALL[@]}" -x 6 -o "$DIR/old" -y 1
 # one epoch (-x -1) of a 641-token shard is 10 steps at -d 64; a resume with -d 128 would
 # make it 5 steps, behind the run
 python3 - "$DIR/tiny_000000.bin" <<'PY'
