@@ -6,8 +6,8 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          implementation of the encoding's definition (explicit bias
                          matrices), identities between encodings, NoPE's permutation
                          invariance, BLAS vs plain-loop matmuls, learned's maxT limit,
-                         checkpoint round trip and bad files, overfitting one batch,
-                         memory at long sequence lengths
+                         checkpoint round trip and bad files, crash-safe writes,
+                         overfitting one batch, memory at long sequence lengths
   ./gradcheck gradcheck  fp64: every parameter tensor's analytic gradient against
                          central finite differences
   ./test_gpt2 compare A.bin B.bin TOL
@@ -613,6 +613,55 @@ static void test_files_and_errors(void) {
 }
 
 // ----------------------------------------------------------------------------
+// crash-safe writes (llmc/utils.h: AtomicFile): every write has its own temporary file, so
+// that two writers of one file never share one, and a failed write leaves none behind
+
+// number of temporary files (<name>...tmp) of file `name` in directory `dir`
+static int count_temporaries(const char* dir, const char* name) {
+    DIR* d = opendir(dir);
+    int n = 0;
+    struct dirent* e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        n += strncmp(e->d_name, name, strlen(name)) == 0 && len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
+    }
+    if (d != NULL) { closedir(d); }
+    return n;
+}
+
+static void fail_during_write(const void* path) {
+    AtomicFile af;
+    atomic_open(&af, (const char*)path);
+    atomic_write(&af, "partial", 1, 7);
+    fatal("a write fails halfway (as on a full disk)");
+}
+
+static void test_atomic_files(void) {
+    printf("crash-safe writes\n");
+    char path[600];
+    snprintf(path, sizeof(path), "%s/atomic.txt", tmpdir);
+    AtomicFile a, b;
+    atomic_open(&a, path);
+    atomic_open(&b, path);
+    int distinct = strcmp(a.tmp_path, b.tmp_path) != 0 && count_temporaries(tmpdir, "atomic.txt") == 2;
+    check(distinct, "two writes of one file have two temporary files", count_temporaries(tmpdir, "atomic.txt"), 2);
+    atomic_write(&a, "first", 1, 5);
+    atomic_write(&b, "second", 1, 6);
+    atomic_commit(&a);
+    atomic_commit(&b);
+    char got[16] = {0};
+    FILE* f = fopen_check(path, "rb");
+    size_t n = fread(got, 1, sizeof(got) - 1, f);
+    fclose(f);
+    int last_wins = n == 6 && strcmp(got, "second") == 0 && count_temporaries(tmpdir, "atomic.txt") == 0;
+    check(last_wins, "each commits whole, the last one wins, no temporary file is left", !last_wins, 0);
+    snprintf(path, sizeof(path), "%s/failed.txt", tmpdir);
+    expect_failure("a failed write exits with its error", fail_during_write, path, "a write fails halfway");
+    int left = count_temporaries(tmpdir, "failed.txt") + file_exists(path);
+    check(left == 0, "a failed write leaves no file, temporary or final", left, 0);
+}
+
+// ----------------------------------------------------------------------------
 // training sanity: AdamW drives the loss on one batch down
 
 static void test_overfit(void) {
@@ -930,6 +979,7 @@ int main(int argc, char** argv) {
         test_permutation();
         test_matmul();
         test_files_and_errors();
+        test_atomic_files();
         test_overfit();
         test_long_sequence_memory();
     }

@@ -28,12 +28,14 @@ decimal and a newline, then exactly that many bytes of text. Every document beco
 end-of-text token 50256 followed by its tokens.
 
 Token shard (llm.c's format): int32 header[256] = {20240520, 1, ntok, 0...}, then ntok uint16.
-Shards are written to "<name>.tmp" and renamed when complete, so that a crash or a full disk
-never leaves a shard that looks complete.
+Shards are written to a temporary file (llmc/utils.h: AtomicFile) and renamed when complete,
+so that a crash or a full disk never leaves a shard that looks complete. Shards of the same
+prefix and split left by an earlier, longer run are removed at the end.
 */
 #define _GNU_SOURCE
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <ctype.h>
+#include <dirent.h>
 #include <pcre2.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,6 +54,7 @@ never leaves a shard that looks complete.
 #define CACHE_SLOTS (1 << 17)            // per-thread cache of merged pieces (power of two)
 #define CACHE_MAX_PIECE 48               // longer pieces are merged every time, not cached
 #define MAX_THREADS 256
+#define MAX_DOC_BYTES INT_MAX            // longest document of a stream (pieces are counted in int)
 
 // ----------------------------------------------------------------------------
 // growable arrays
@@ -372,6 +375,23 @@ static void load_vocab_bpe(const char* dir, const int cp_to_byte[324]) {
         i = eol + 1;
     }
     if (rank != NUM_MERGES) { fatal("%s has %d merges, expected GPT-2's %d", path, rank, NUM_MERGES); }
+    // bpe_merge relies on the order in which BPE learns merges: both tokens of a merge are
+    // made by earlier merges (or are single bytes)
+    int* made_by = (int*)malloc_check(VOCAB_SIZE * sizeof(int));
+    for (int id = 0; id < VOCAB_SIZE; id++) { made_by[id] = -1; }
+    for (uint32_t k = 0; k <= vocab.pair_mask; k++) {
+        const PairSlot* p = &vocab.pair_slots[k];
+        if (p->key != PAIR_EMPTY && p->rank > made_by[p->merged]) { made_by[p->merged] = p->rank; }
+    }
+    for (uint32_t k = 0; k <= vocab.pair_mask; k++) {
+        const PairSlot* p = &vocab.pair_slots[k];
+        if (p->key == PAIR_EMPTY) { continue; }
+        int later = made_by[p->key >> 32] > made_by[p->key & 0xFFFFFFFFu] ? made_by[p->key >> 32] : made_by[p->key & 0xFFFFFFFFu];
+        if (later >= p->rank) {
+            fatal("%s line %d: merges a token that line %d makes: not a BPE merge list in the order it was learned", path, p->rank + 2, later + 2);
+        }
+    }
+    free(made_by);
     free(b.data);
 }
 
@@ -443,8 +463,15 @@ typedef struct {
     uint32_t cache_count;
     ByteBuf cache_keys;           // piece bytes of the cached entries
     IntVec cache_vals;            // their token ids
-    int* sym;                     // scratch: the symbols of the piece being merged
-    size_t sym_cap;
+    // scratch of bpe_merge, one entry per byte of the piece: its parts (runs of bytes merged
+    // into one token) as a linked list, each named by the index of its first byte
+    int* sym;                     // token of each part (then the piece's tokens, in order)
+    int* next;                    // next part (-1: none)
+    int* prev;                    // previous part (-1: none)
+    int* rank;                    // rank of merging the part with the next one (INT_MAX: none)
+    int* heap;                    // min-heap of the parts that can merge, by (rank, index)
+    int* slot;                    // position of each part in the heap (-1: not in it)
+    size_t cap;
 } Worker;
 
 // per-thread state: regex match data and JIT stack (8 MB, for very long pieces), empty cache
@@ -458,32 +485,85 @@ static void worker_init(Worker* w) {
     w->cache = (CacheSlot*)calloc_check(CACHE_SLOTS, sizeof(CacheSlot));
 }
 
-// merges one piece: start from its bytes, then repeatedly merge every occurrence (left to
-// right) of the adjacent pair with the lowest rank, as GPT-2's bpe() does; returns the count
+// the heap of bpe_merge orders parts by rank, then by position (the leftmost first)
+static inline int part_before(const Worker* w, int a, int b) {
+    return w->rank[a] < w->rank[b] || (w->rank[a] == w->rank[b] && a < b);
+}
+
+// moves the heap entry at position k up or down to where it belongs
+static void heap_fix(Worker* w, int size, int k) {
+    int* h = w->heap;
+    while (k > 0 && part_before(w, h[k], h[(k - 1) / 2])) {
+        int up = (k - 1) / 2, t = h[k];
+        h[k] = h[up]; h[up] = t;
+        w->slot[h[k]] = k; w->slot[h[up]] = up;
+        k = up;
+    }
+    for (;;) {
+        int c = 2 * k + 1;
+        if (c >= size) { break; }
+        if (c + 1 < size && part_before(w, h[c + 1], h[c])) { c++; }
+        if (!part_before(w, h[c], h[k])) { break; }
+        int t = h[k];
+        h[k] = h[c]; h[c] = t;
+        w->slot[h[k]] = k; w->slot[h[c]] = c;
+        k = c;
+    }
+}
+
+// takes part i out of the heap, if it is in it
+static void heap_remove(Worker* w, int* size, int i) {
+    int k = w->slot[i];
+    if (k < 0) { return; }
+    w->slot[i] = -1;
+    int last = w->heap[--*size];
+    if (k == *size) { return; }
+    w->heap[k] = last;
+    w->slot[last] = k;
+    heap_fix(w, *size, k);
+}
+
+// sets the rank of part i from its pair with the next part, and its place in the heap
+static void part_update(Worker* w, int* size, int i) {
+    int merged;
+    w->rank[i] = w->next[i] < 0 ? INT_MAX : pair_lookup(w->sym[i], w->sym[w->next[i]], &merged);
+    if (w->rank[i] == INT_MAX) { heap_remove(w, size, i); return; }
+    if (w->slot[i] < 0) { w->slot[i] = *size; w->heap[(*size)++] = i; }
+    heap_fix(w, *size, w->slot[i]);
+}
+
+// Merges one piece as GPT-2's bpe() does: starting from its bytes, repeatedly the adjacent
+// pair of lowest rank, all its occurrences left to right; returns the number of tokens,
+// left in w->sym. A min-heap of the pairs' ranks over a linked list of the parts makes it
+// O(n log n): the heap gives the leftmost pair of lowest rank, a merge changes the pairs of
+// two parts. Popping merges one at a time gives GPT-2's rounds exactly because a merge only
+// creates pairs of higher rank (load_vocab_bpe checks that the merge list is so ordered).
 static int bpe_merge(Worker* w, const uint8_t* p, int n) {
-    if ((size_t)n > w->sym_cap) {
-        w->sym_cap = (size_t)n * 2;
-        free(w->sym);
-        w->sym = (int*)malloc_check(w->sym_cap * sizeof(int));
+    if ((size_t)n > w->cap) {
+        w->cap = (size_t)n * 2;
+        int** arrays[] = {&w->sym, &w->next, &w->prev, &w->rank, &w->heap, &w->slot};
+        for (int k = 0; k < 6; k++) { free(*arrays[k]); *arrays[k] = (int*)malloc_check(w->cap * sizeof(int)); }
     }
-    int* sym = w->sym;
-    for (int i = 0; i < n; i++) { sym[i] = vocab.byte_id[p[i]]; }
-    int m = n;
-    while (m > 1) {
-        int best = INT_MAX, best_i = -1, best_merged = -1;
-        for (int i = 0; i + 1 < m; i++) {
-            int merged;
-            int rank = pair_lookup(sym[i], sym[i + 1], &merged);
-            if (rank < best) { best = rank; best_i = i; best_merged = merged; }
-        }
-        if (best_i < 0) { break; }
-        int a = sym[best_i], b = sym[best_i + 1], j = best_i;
-        for (int i = best_i; i < m;) {
-            if (i + 1 < m && sym[i] == a && sym[i + 1] == b) { sym[j++] = best_merged; i += 2; }
-            else { sym[j++] = sym[i++]; }
-        }
-        m = j;
+    int size = 0;
+    for (int i = 0; i < n; i++) {
+        w->sym[i] = vocab.byte_id[p[i]];
+        w->next[i] = i + 1 < n ? i + 1 : -1;
+        w->prev[i] = i - 1;
+        w->slot[i] = -1;
     }
+    for (int i = 0; i < n; i++) { part_update(w, &size, i); }
+    while (size > 0) {
+        int i = w->heap[0], j = w->next[i], merged = -1;
+        pair_lookup(w->sym[i], w->sym[j], &merged);
+        w->sym[i] = merged; // part i takes in part j
+        heap_remove(w, &size, j);
+        w->next[i] = w->next[j];
+        if (w->next[j] >= 0) { w->prev[w->next[j]] = i; }
+        part_update(w, &size, i);
+        if (w->prev[i] >= 0) { part_update(w, &size, w->prev[i]); }
+    }
+    int m = 0;
+    for (int i = 0; i >= 0; i = w->next[i]) { w->sym[m++] = w->sym[i]; }
     return m;
 }
 
@@ -673,14 +753,6 @@ typedef struct {
     size_t buf_len;
 } ShardWriter;
 
-// the temporary file of the shard being written
-static char pending_tmp[PATH_MAX + 8];
-
-// atexit handler: a program that fails (fatal) while writing a file removes its temporary file
-static void remove_pending_tmp(void) {
-    if (pending_tmp[0] != '\0') { unlink(pending_tmp); }
-}
-
 // writes the buffered tokens to the shard being written
 static void shard_flush_buf(ShardWriter* sw) {
     atomic_write(&sw->file, sw->buf, sizeof(uint16_t), sw->buf_len);
@@ -695,7 +767,6 @@ static void shard_close(ShardWriter* sw) {
     fseek_check(sw->file.f, 0, SEEK_SET, sw->file.tmp_path);
     atomic_write(&sw->file, header, sizeof(int), HEADER_INTS);
     atomic_commit(&sw->file);
-    pending_tmp[0] = '\0';
     printf("wrote %s (%lld tokens)\n", sw->file.path, (long long)sw->ntok);
     fflush(stdout);
     sw->open = 0;
@@ -708,7 +779,6 @@ static void shard_open(ShardWriter* sw) {
     const char* split = sw->split ? sw->split : (sw->index == 0 ? "val" : "train");
     snprintf(path, sizeof(path), "%s_%s_%06d.bin", sw->prefix, split, sw->index);
     atomic_open(&sw->file, path);
-    strcpy(pending_tmp, sw->file.tmp_path);
     int header[HEADER_INTS] = {0};  // rewritten with the count when the shard is complete
     atomic_write(&sw->file, header, sizeof(int), HEADER_INTS);
     sw->open = 1;
@@ -727,12 +797,52 @@ static void shard_put(ShardWriter* sw, const int* ids, size_t n) {
     }
 }
 
+// Is `name` (a file in the prefix's directory) a shard of split `split` that this run did not
+// write, or the temporary file of one (left by a killed run)? `rest` is the name after
+// "<prefix>_"; the shards this run wrote in this split are numbered [first, end).
+static int shard_is_stale(const char* rest, const char* split, long first, long end) {
+    size_t n = strlen(split);
+    if (strncmp(rest, split, n) != 0 || rest[n] != '_') { return 0; }
+    const char* p = rest + n + 1;
+    long idx = 0;
+    int digits = 0;
+    for (; isdigit((unsigned char)*p) && digits < 9; p++, digits++) { idx = idx * 10 + (*p - '0'); }
+    if (digits < 6 || strncmp(p, ".bin", 4) != 0) { return 0; }
+    size_t tail = strlen(p + 4);
+    int temporary = tail > 4 && p[4] == '.' && strcmp(p + 4 + tail - 4, ".tmp") == 0;
+    return temporary || (tail == 0 && (idx < first || idx >= end));
+}
+
+// Removes what an earlier run into the same prefix left and this run did not overwrite:
+// shards of the splits this run writes, numbered beyond its last one (a glob such as
+// PREFIX_train_*.bin would read them with the new ones), and temporary files of killed runs.
+static void remove_stale_shards(const ShardWriter* sw, const char* dir) {
+    const char* slash = strrchr(sw->prefix, '/');
+    const char* base = slash ? slash + 1 : sw->prefix;
+    size_t nbase = strlen(base);
+    DIR* d = opendir(dir);
+    if (d == NULL) { fatal("cannot list %s (%s)", dir, strerror(errno)); }
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, base, nbase) != 0 || e->d_name[nbase] != '_') { continue; }
+        const char* rest = e->d_name + nbase + 1;
+        int stale = sw->split ? shard_is_stale(rest, sw->split, 0, sw->index)
+                              : shard_is_stale(rest, "val", 0, sw->index > 0 ? 1 : 0) || shard_is_stale(rest, "train", 1, sw->index);
+        if (!stale) { continue; }
+        char path[2 * PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0) { fatal("cannot remove the stale shard %s (%s)", path, strerror(errno)); }
+        printf("removed %s, left by an earlier run\n", path);
+    }
+    closedir(d);
+}
+
 // ----------------------------------------------------------------------------
 // shard files: reading back
 
 // reads a shard, validating its header and size like the trainers' data loader
 static uint16_t* shard_read(const char* path, int64_t* ntok) {
-    FILE* f = fopen_check(path, "rb");
+    FILE* f = fopen_read_regular(path);
     int64_t size = file_size_check(f, path);
     int header[HEADER_INTS];
     if (size < (int64_t)sizeof(header)) { fatal("%s is not a token shard: shorter than the header", path); }
@@ -803,10 +913,13 @@ static int read_doc_length(FILE* f, size_t* len, long long docno) {
     size_t v = 0;
     int digits = 0;
     for (; c != '\n'; c = fgetc(f)) {
-        if (c == EOF || !isdigit(c) || digits == 15) {
+        if (c == EOF || !isdigit(c)) {
             fatal("document stream: document %lld must start with its length in bytes and a newline", docno);
         }
         v = v * 10 + (size_t)(c - '0');
+        if (v > MAX_DOC_BYTES) {
+            fatal("document stream: document %lld claims more than %d bytes: not a document length (a corrupt stream?)", docno, MAX_DOC_BYTES);
+        }
         digits++;
     }
     if (digits == 0) { fatal("document stream: document %lld has an empty length line", docno); }
@@ -846,7 +959,6 @@ static void cmd_shard(const char* prefix, const char* split, int64_t shard_token
     strcpy(sw->prefix, prefix);
     sw->split = split;
     sw->shard_tokens = shard_tokens;
-    atexit(remove_pending_tmp);
     // two batches: the threads encode one while this thread reads the next and writes the last
     Batch* batches = (Batch*)calloc_check(2, sizeof(Batch));
     Batch* cur = &batches[0];
@@ -867,6 +979,7 @@ static void cmd_shard(const char* prefix, const char* split, int64_t shard_token
     batch_encode_finish();
     if (docno == 0) { fatal("document stream on standard input is empty: no documents to write"); }
     if (sw->open) { shard_close(sw); }
+    remove_stale_shards(sw, dir);
     printf("%lld documents, %lld tokens in %d shard%s\n", docno, (long long)sw->total, sw->index, sw->index == 1 ? "" : "s");
     free(sw);
 }
@@ -904,8 +1017,6 @@ static void cmd_write_bin(const char* path) {
     header[0] = TOKENIZER_MAGIC; header[1] = TOKENIZER_VERSION; header[2] = VOCAB_SIZE; header[3] = EOT_TOKEN;
     AtomicFile af;
     atomic_open(&af, path);
-    strcpy(pending_tmp, af.tmp_path);
-    atexit(remove_pending_tmp);
     atomic_write(&af, header, sizeof(int), HEADER_INTS);
     for (int id = 0; id < VOCAB_SIZE; id++) {
         if (vocab.token_len[id] > 255) { fatal("token %d is longer than 255 bytes", id); }
@@ -914,7 +1025,6 @@ static void cmd_write_bin(const char* path) {
         atomic_write(&af, vocab.token_bytes[id], 1, len);
     }
     atomic_commit(&af);
-    pending_tmp[0] = '\0';
     printf("wrote %s (%d tokens)\n", path, VOCAB_SIZE);
 }
 
@@ -926,7 +1036,8 @@ static void usage(void) {
         "  decode                         token ids on stdin, one per line -> bytes on stdout\n"
         "  shard [-n N] [-s SPLIT] PREFIX document stream on stdin -> PREFIX_<split>_NNNNNN.bin shards of\n"
         "                                 N tokens (default 100000000); without -s the first shard is\n"
-        "                                 'val' and the others 'train', as in llm.c\n"
+        "                                 'val' and the others 'train', as in llm.c; shards of these splits\n"
+        "                                 and PREFIX that an earlier run left beyond the new ones are removed\n"
         "  info SHARD...                  tokens, documents and longest document of shards\n"
         "  dump SHARD                     token ids of a shard, one per line\n"
         "  write-bin FILE                 llm.c's tokenizer file (gpt2_tokenizer.bin)\n"
@@ -965,17 +1076,24 @@ int main(int argc, char** argv) {
     if (nargs == 0) { usage(); }
     const char* cmd = args[0];
     num_threads = threads < 1 ? 1 : (int)threads;
-    if (strcmp(cmd, "info") == 0 && nargs >= 2) { cmd_info(nargs - 1, args + 1); return 0; }
-    if (strcmp(cmd, "dump") == 0 && nargs == 2) { cmd_dump(args[1]); return 0; }
     int known = (strcmp(cmd, "encode") == 0 && nargs == 2) || (strcmp(cmd, "decode") == 0 && nargs == 1) ||
-                (strcmp(cmd, "shard") == 0 && nargs == 2) || (strcmp(cmd, "write-bin") == 0 && nargs == 2);
+                (strcmp(cmd, "shard") == 0 && nargs == 2) || (strcmp(cmd, "write-bin") == 0 && nargs == 2) ||
+                (strcmp(cmd, "info") == 0 && nargs >= 2) || (strcmp(cmd, "dump") == 0 && nargs == 2);
     if (!known) { usage(); }
-    vocab_load(vocab_dir);
-    if (strcmp(cmd, "decode") == 0) { cmd_decode(); return 0; }
-    if (strcmp(cmd, "write-bin") == 0) { cmd_write_bin(args[1]); return 0; }
-    regex_init();
-    workers = (Worker*)malloc_check(num_threads * sizeof(Worker));
-    for (int t = 0; t < num_threads; t++) { worker_init(&workers[t]); }
-    if (strcmp(cmd, "encode") == 0) { cmd_encode(args[1]); } else { cmd_shard(args[1], split, shard_tokens); }
+    if (strcmp(cmd, "info") == 0) { cmd_info(nargs - 1, args + 1); }
+    else if (strcmp(cmd, "dump") == 0) { cmd_dump(args[1]); }
+    else {
+        vocab_load(vocab_dir);
+        if (strcmp(cmd, "decode") == 0) { cmd_decode(); }
+        else if (strcmp(cmd, "write-bin") == 0) { cmd_write_bin(args[1]); }
+        else {
+            regex_init();
+            workers = (Worker*)malloc_check(num_threads * sizeof(Worker));
+            for (int t = 0; t < num_threads; t++) { worker_init(&workers[t]); }
+            if (strcmp(cmd, "encode") == 0) { cmd_encode(args[1]); } else { cmd_shard(args[1], split, shard_tokens); }
+        }
+    }
+    // everything printed must have reached standard output (a full disk, a closed pipe)
+    if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) { fatal("write error on standard output (%s)", strerror(errno)); }
     return 0;
 }

@@ -11,7 +11,8 @@
 #    load excluded), with the package's quadratic array concat replaced by a push (same ids);
 #    --as-shipped also times the package exactly as published (about two minutes here).
 # Each timing is the best of N runs (default 3). MB = 10^6 bytes of UTF-8 text; tokens
-# exclude the end-of-text tokens that the shard adds.
+# exclude the end-of-text tokens that the shard adds. Last, the time to encode one word
+# (a single piece) of 1 MB and of 4 MB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,3 +78,20 @@ row "JS gpt-3-encoder (linear concat)" "$js_s"
 if [ $as_shipped = 1 ]; then
     row "JS gpt-3-encoder as shipped" "$(time_js 1 --as-shipped)"
 fi
+
+# one long "word" (letters only, so a single piece of GPT-2's pattern): the merge is
+# O(n log n), so the time grows about linearly with its length
+tr -dc 'a-zA-Z' < data/npm/datasets-moby-dick/data/data.txt > "$T/letters.txt"
+for mb in 1 4; do
+    : > "$T/word.txt"
+    while [ "$(stat -c %s "$T/word.txt")" -lt $((mb * 1000000)) ]; do cat "$T/letters.txt" >> "$T/word.txt"; done
+    truncate -s $((mb * 1000000)) "$T/word.txt"
+    best=999999
+    for _ in $(seq "$repeat"); do
+        t0=$(date +%s.%N)
+        ./tokenizer -t 1 encode "$T/word.txt" > "$T/word.ids"
+        t1=$(date +%s.%N)
+        best=$(awk -v a="$best" -v b="$t0" -v c="$t1" 'BEGIN { s = c - b; print (s < a ? s : a) }')
+    done
+    printf "one %d MB word (a single piece): %.3f s, %d tokens, ./tokenizer -t 1 encode\n" "$mb" "$best" "$(wc -l < "$T/word.ids")"
+done

@@ -28,6 +28,7 @@ make -s starter $(for pe in "${PES[@]}"; do echo build/train_gpt2_$pe; done)
 start=$(date +%s)
 for pe in "${PES[@]}"; do
     t0=$(date +%s)
+    rm -rf "$OUT/$pe" # a rerun starts over (the trainer refuses a new run over an old one)
     build/train_gpt2_$pe -e $MODEL -t $T -b $B -x $STEPS -l $LR -u $WARMUP -q 0.1 -c 0.1 -v 0 -m 10 -s 0 \
         -R 42 -E "$LENS" -K $K -W $STRIDE -o "$OUT/$pe" > "$OUT/$pe.log"
     echo "$pe: $(grep '^val loss' "$OUT/$pe.log" | tail -1), $(( $(date +%s) - t0 ))s"

@@ -60,7 +60,7 @@ static int64_t shard_read_header(const char* path, FILE* f) {
 
 static void dataloader_open_shard_(DataLoader* dl) {
     if (dl->file != NULL) { fclose(dl->file); }
-    dl->file = fopen_check(dl->glob.gl_pathv[dl->shard_idx], "rb");
+    dl->file = fopen_read_regular(dl->glob.gl_pathv[dl->shard_idx]);
 }
 
 static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world, int vocab_size) {
@@ -73,7 +73,7 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, i
     int64_t need = (int64_t)world * B * T + 1;
     for (size_t s = 0; s < dl->num_shards; s++) {
         const char* path = dl->glob.gl_pathv[s];
-        FILE* f = fopen_check(path, "rb");
+        FILE* f = fopen_read_regular(path);
         dl->shard_ntok[s] = shard_read_header(path, f);
         fclose(f);
         if (dl->shard_ntok[s] < need) {
@@ -139,7 +139,7 @@ static uint16_t* dataloader_read_all(DataLoader* dl, int64_t max_tokens, int64_t
     int64_t got = 0;
     for (size_t s = 0; s < dl->num_shards && got < n; s++) {
         const char* path = dl->glob.gl_pathv[s];
-        FILE* f = fopen_check(path, "rb");
+        FILE* f = fopen_read_regular(path);
         fseek_check(f, SHARD_HEADER_INTS * sizeof(int), SEEK_SET, path);
         int64_t take = dl->shard_ntok[s] < n - got ? dl->shard_ntok[s] : n - got;
         fread_check(tokens + got, sizeof(uint16_t), (size_t)take, f, path);
@@ -154,6 +154,19 @@ static uint16_t* dataloader_read_all(DataLoader* dl, int64_t max_tokens, int64_t
     }
     *out_n = got;
     return tokens;
+}
+
+// identity of the data for resume: a hash (FNV-1a) of every shard's file name, without its
+// directory, and token count, in order; the same files moved elsewhere keep it
+static uint64_t dataloader_fingerprint(const DataLoader* dl) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t s = 0; s < dl->num_shards; s++) {
+        const char* path = dl->glob.gl_pathv[s];
+        const char* name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        for (const char* c = name; *c; c++) { h = (h ^ (unsigned char)*c) * 1099511628211ull; }
+        for (int b = 0; b < 8; b++) { h = (h ^ (uint8_t)(dl->shard_ntok[s] >> (8 * b))) * 1099511628211ull; }
+    }
+    return h;
 }
 
 static void dataloader_free(DataLoader* dl) {

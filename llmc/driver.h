@@ -18,10 +18,12 @@ The trainer that includes this file provides the model (type GPT2, real) and:
 
 #include <dirent.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/file.h>
 #include "utils.h"
 #include "pe.h"
 #include "rand.h"
@@ -31,6 +33,15 @@ The trainer that includes this file provides the model (type GPT2, real) and:
 #include "multiprocess.h"
 
 #define MAX_EVAL_LENGTHS 32
+// sampling recomputes the whole prefix for every token (there is no key/value cache), so
+// its time grows with the square of -g: this bounds it
+#define MAX_GEN_TOKENS 1024
+// ZeRO stage 1 (the optimizer state sharded over the processes) exists in the CUDA trainer only
+#ifdef __CUDACC__
+#define MAX_ZERO_STAGE 1
+#else
+#define MAX_ZERO_STAGE 0
+#endif
 
 typedef struct {
     const char* train_pattern;   // -i
@@ -61,6 +72,8 @@ typedef struct {
     int eval_tokens;             // -K scored tokens per length
     int eval_stride;             // -W sliding-window stride (0: T/2; -1: non-overlapping only)
     int eval_every;              // -V extrapolation evaluation every this many steps (0: at the end only)
+    int argc;                    // the command line, to tell the flags given from the defaults
+    char** argv;
 } TrainArgs;
 
 static void usage(void) {
@@ -70,21 +83,22 @@ static void usage(void) {
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin)\n"
         "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
         "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c (default cpu)\n"
-        "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv (default none)\n"
+        "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv (default\n"
+        "              none); one trainer at a time (a lock); a new run only into a directory without one (-y 1)\n"
         "  -b <int>    micro batch size per process (default 8)\n"
         "  -t <int>    sequence length (default 128)\n"
-        "  -d <int>    total batch size in tokens, a multiple of B*T*processes (default B*T*processes)\n"
+        "  -d <int>    total batch size in tokens, a positive multiple of B*T*processes (default -1: B*T*processes)\n"
         "  -x <int>    optimizer steps (default 200; -1: one epoch; 0: evaluation only)\n"
         "  -l <float>  learning rate (default 1e-3)\n"
         "  -u <int>    warmup steps (default 20)\n"
         "  -q <float>  final learning rate as a fraction of -l, after cosine decay (default 0.1)\n"
         "  -c <float>  weight decay of the matrices (default 0.1)\n"
         "  -v <int>    validation loss every N steps (default 50)\n"
-        "  -m <int>    validation batches (default 20; -1: all)\n"
+        "  -m <int>    validation batches (default 20; -1: all; 0: no validation)\n"
         "  -s <int>    sample every N steps (default 100; 0: never)\n"
-        "  -g <int>    tokens to sample (default 64)\n"
+        "  -g <int>    tokens to sample, at most %d (default 64; learned: cut at maxT - 1)\n"
         "  -n <int>    checkpoint every N steps (default 0: only at the end)\n"
-        "  -y <int>    resume from the latest checkpoint in -o (default 0)\n"
+        "  -y <int>    resume from the latest checkpoint in -o (default 0); flags not given are the run's own\n"
         "  -z <int>    ZeRO stage (0, or 1 on the CUDA trainer) (default 0)\n"
         "  -a <int>    overfit a single batch, for debugging (default 0)\n"
         "  -sl <float> skip updates whose loss z-score exceeds this (default 0: off)\n"
@@ -92,21 +106,33 @@ static void usage(void) {
         "  -R <int>    random seed for initialization and sampling (default 42)\n"
         "  -E <list>   extrapolation evaluation lengths, e.g. 128,256,512 (default 1x..16x T; 'none': off)\n"
         "  -K <int>    scored tokens per evaluation length (default 4096)\n"
-        "  -W <int>    sliding-window stride (default T/2; -1: non-overlapping windows only)\n"
-        "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n");
+        "  -W <int>    sliding-window stride, >= 1 (default T/2; -1: non-overlapping windows only)\n"
+        "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n", MAX_GEN_TOKENS);
     exit(0);
 }
 
+// -E: "none", or lengths separated by single commas (an empty list or item is an error)
 static void parse_eval_lengths(TrainArgs* a, const char* s) {
     a->num_eval_lengths = 0;
     if (strcmp(s, "none") == 0) { return; }
     char buf[1024];
     if (strlen(s) >= sizeof(buf)) { fatal("flag -E: list too long"); }
     strcpy(buf, s);
-    for (char* tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
+    for (char* item = buf;;) {
+        char* comma = strchr(item, ',');
+        if (comma != NULL) { *comma = '\0'; }
+        if (item[0] == '\0') { fatal("flag -E expects lengths separated by commas, e.g. 128,256, or 'none'; got '%s'", s); }
         if (a->num_eval_lengths == MAX_EVAL_LENGTHS) { fatal("flag -E: at most %d lengths", MAX_EVAL_LENGTHS); }
-        a->eval_lengths[a->num_eval_lengths++] = (int)parse_long("-E", tok, 1, 1 << 24);
+        a->eval_lengths[a->num_eval_lengths++] = (int)parse_long("-E", item, 1, 1 << 24);
+        if (comma == NULL) { break; }
+        item = comma + 1;
     }
+}
+
+// was flag f given on the command line (rather than left at its default)?
+static int flag_given(const TrainArgs* a, const char* f) {
+    for (int i = 1; i + 1 < a->argc; i += 2) { if (strcmp(a->argv[i], f) == 0) { return 1; } }
+    return 0;
 }
 
 static void parse_args(TrainArgs* a, int argc, char** argv) {
@@ -120,6 +146,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->checkpoint_every = 0; a->resume = 0; a->zero_stage = 0; a->overfit = 0;
     a->skip_loss_z = 0; a->skip_grad_z = 0; a->seed = 42;
     a->num_eval_lengths = -1; a->eval_tokens = 4096; a->eval_stride = 0; a->eval_every = 0;
+    a->argc = argc; a->argv = argv;
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); }
@@ -132,7 +159,10 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-o")) { a->output_dir = v; }
         else if (!strcmp(f, "-b")) { a->B = (int)parse_long(f, v, 1, 1 << 20); }
         else if (!strcmp(f, "-t")) { a->T = (int)parse_long(f, v, 1, 1 << 24); }
-        else if (!strcmp(f, "-d")) { a->total_batch = (int)parse_long(f, v, -1, INT32_MAX); }
+        else if (!strcmp(f, "-d")) {
+            a->total_batch = (int)parse_long(f, v, -1, INT32_MAX);
+            if (a->total_batch == 0) { fatal("flag -d: a total batch of 0 tokens; give a positive number, or -1 for B*T*processes"); }
+        }
         else if (!strcmp(f, "-x")) { a->max_steps = (int)parse_long(f, v, -1, INT32_MAX); }
         else if (!strcmp(f, "-l")) { a->lr = parse_float(f, v, 0.0f, 10.0f); }
         else if (!strcmp(f, "-u")) { a->warmup = (int)parse_long(f, v, 0, INT32_MAX); }
@@ -141,17 +171,29 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-v")) { a->val_every = (int)parse_long(f, v, 0, INT32_MAX); }
         else if (!strcmp(f, "-m")) { a->val_batches = (int)parse_long(f, v, -1, INT32_MAX); }
         else if (!strcmp(f, "-s")) { a->sample_every = (int)parse_long(f, v, 0, INT32_MAX); }
-        else if (!strcmp(f, "-g")) { a->gen_tokens = (int)parse_long(f, v, 1, 1 << 20); }
+        else if (!strcmp(f, "-g")) {
+            a->gen_tokens = (int)parse_long(f, v, 1, INT32_MAX);
+            if (a->gen_tokens > MAX_GEN_TOKENS) {
+                fatal("flag -g: at most %d tokens (each sampled token recomputes the whole prefix, so the time grows with the square of -g), got %d",
+                      MAX_GEN_TOKENS, a->gen_tokens);
+            }
+        }
         else if (!strcmp(f, "-n")) { a->checkpoint_every = (int)parse_long(f, v, 0, INT32_MAX); }
         else if (!strcmp(f, "-y")) { a->resume = (int)parse_long(f, v, 0, 1); }
-        else if (!strcmp(f, "-z")) { a->zero_stage = (int)parse_long(f, v, 0, 1); }
+        else if (!strcmp(f, "-z")) {
+            a->zero_stage = (int)parse_long(f, v, 0, 1);
+            if (a->zero_stage > MAX_ZERO_STAGE) { fatal("flag -z 1: ZeRO stage 1 (sharded optimizer state) exists only in the CUDA trainer, train_gpt2cu"); }
+        }
         else if (!strcmp(f, "-a")) { a->overfit = (int)parse_long(f, v, 0, 1); }
         else if (!strcmp(f, "-sl")) { a->skip_loss_z = parse_float(f, v, 0.0f, 1e9f); }
         else if (!strcmp(f, "-sg")) { a->skip_grad_z = parse_float(f, v, 0.0f, 1e9f); }
         else if (!strcmp(f, "-R")) { a->seed = (uint64_t)parse_long(f, v, 0, INT32_MAX); }
         else if (!strcmp(f, "-E")) { parse_eval_lengths(a, v); }
         else if (!strcmp(f, "-K")) { a->eval_tokens = (int)parse_long(f, v, 1, INT32_MAX); }
-        else if (!strcmp(f, "-W")) { a->eval_stride = (int)parse_long(f, v, -1, 1 << 24); }
+        else if (!strcmp(f, "-W")) {
+            a->eval_stride = (int)parse_long(f, v, -1, 1 << 24);
+            if (a->eval_stride == 0) { fatal("flag -W: a stride of 0; give a stride >= 1, or -1 for non-overlapping windows only"); }
+        }
         else if (!strcmp(f, "-V")) { a->eval_every = (int)parse_long(f, v, 0, INT32_MAX); }
         else { fatal("unknown flag %s (./%s -h lists the flags)", f, TRAINER_NAME); }
     }
@@ -226,25 +268,124 @@ static void outlier_load(FILE* f, OutlierDetector* d, const char* path) {
     fread_check(&d->sum, sizeof(double), 1, f, path);
     fread_check(&d->sum_sq, sizeof(double), 1, f, path);
     fread_check(d->buffer, sizeof(double), OUTLIER_WINDOW, f, path);
-    if (d->count < 0 || d->count > OUTLIER_WINDOW || d->index < 0 || d->index >= OUTLIER_WINDOW) {
+    int finite = isfinite(d->sum) && isfinite(d->sum_sq);
+    for (int i = 0; i < OUTLIER_WINDOW; i++) { finite &= isfinite(d->buffer[i]); }
+    if (!finite || d->count < 0 || d->count > OUTLIER_WINDOW || d->index < 0 || d->index >= OUTLIER_WINDOW) {
         fatal("%s: corrupt training-health window", path);
     }
 }
 
 // ----------------------------------------------------------------------------
+// the output directory: one trainer at a time, and a new run never over an old one
+
+// Takes an exclusive lock on <dir>/.lock for the life of the process (the system releases
+// it when the process ends, however it ends), so that a second trainer into the same
+// directory stops at once instead of overwriting the first one's checkpoints and log. A
+// filesystem without locks gets a warning, not an error.
+static void output_dir_lock(const char* dir) {
+    char path[PATH_MAX + 8];
+    snprintf(path, sizeof(path), "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT, 0644);
+    if (fd < 0) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK) {
+            fprintf(stderr, "warning: cannot lock %s (%s): a second trainer into %s would not be stopped\n", path, strerror(errno), dir);
+            close(fd);
+            return;
+        }
+        char holder[32] = {0}; // the holder's process id, which it wrote below
+        ssize_t n = read(fd, holder, sizeof(holder) - 1);
+        if (n > 0 && holder[n - 1] == '\n') { holder[n - 1] = '\0'; }
+        fatal("%s is in use by another trainer (process %s holds %s)", dir, n > 0 ? holder : "?", path);
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, n, 0) != n) { fatal("cannot write %s (%s)", path, strerror(errno)); }
+    // the descriptor stays open: the lock lasts as long as the process
+}
+
+// the step of a checkpoint marker's name "DONE_<step>", -1 if the name is no marker; a step
+// that does not fit an int is an error (it would be read as another step)
+static int done_marker_step(const char* dir, const char* name) {
+    if (strncmp(name, "DONE_", 5) != 0 || name[5] == '\0') { return -1; }
+    int64_t step = 0;
+    for (const char* c = name + 5; *c != '\0'; c++) {
+        if (*c < '0' || *c > '9') { return -1; }
+        if (step <= INT32_MAX) { step = step * 10 + (*c - '0'); }
+    }
+    if (step > INT32_MAX) { fatal("%s/%s: a checkpoint marker whose step is beyond %d", dir, name, INT32_MAX); }
+    return (int)step;
+}
+
+// is `name` an AtomicFile temporary, "<name>.<pid>.<n>.tmp" (llmc/utils.h)?
+static int is_temporary_name(const char* name) {
+    size_t n = strlen(name);
+    if (n < 4 || strcmp(name + n - 4, ".tmp") != 0) { return 0; }
+    const char* p = name + n - 4;
+    for (int field = 0; field < 2; field++) { // <n>, then <pid>, each preceded by a dot
+        const char* end = p;
+        while (p > name && p[-1] >= '0' && p[-1] <= '9') { p--; }
+        if (p == end || p - 1 <= name || p[-1] != '.') { return 0; }
+        p--;
+    }
+    return 1;
+}
+
+// Looks at an output directory: returns the step of its latest complete checkpoint (the
+// largest DONE_<step>; -1: none) and names in `run` a file that shows that a run was there
+// (a checkpoint marker, a checkpoint, a state file or a non-empty main.log; "" if none).
+// With `clean` (only under the lock), removes the temporary files that killed runs left.
+static int output_dir_scan(const char* dir, char* run, size_t run_size, int clean) {
+    DIR* d = opendir(dir);
+    if (d == NULL) { fatal("cannot list %s (%s)", dir, strerror(errno)); }
+    int best = -1;
+    run[0] = '\0';
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        const char* name = e->d_name;
+        char path[2 * PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        size_t n = strlen(name);
+        int step = done_marker_step(dir, name);
+        if (step > best) { best = step; }
+        struct stat st;
+        int shows_run = step >= 0 || (n > 4 && strcmp(name + n - 4, ".bin") == 0 && (!strncmp(name, "model_", 6) || !strncmp(name, "state_", 6)))
+                     || (strcmp(name, "main.log") == 0 && stat(path, &st) == 0 && st.st_size > 0);
+        if (shows_run && run[0] == '\0') { snprintf(run, run_size, "%s", name); }
+        if (clean && is_temporary_name(name) && unlink(path) != 0) { fatal("cannot remove %s (%s)", path, strerror(errno)); }
+    }
+    closedir(d);
+    return best;
+}
+
+// names the latest complete checkpoint, for the message of a run that stops
+static const char* last_checkpoint_note(const char* dir) {
+    static char note[PATH_MAX + 64];
+    if (dir == NULL) { return "no output directory: nothing was saved"; }
+    char run[256];
+    int step = output_dir_scan(dir, run, sizeof(run), 0);
+    if (step < 0) { return "no complete checkpoint exists"; }
+    snprintf(note, sizeof(note), "the last complete checkpoint is %s/model_%08d.bin", dir, step);
+    return note;
+}
+
+// ----------------------------------------------------------------------------
 // main.log (llm.c's format: "s:<step> trl:<loss> lr:<lr> norm:<norm>" and
-// "s:<step> tel:<val loss>"): appended, flushed and fsynced line by line; on resume the
-// lines after the resumed step (and a line torn by a crash) are dropped, atomically
+// "s:<step> tel:<val loss>"): appended, flushed and fsynced line by line. A training run
+// keeps the complete lines of the steps up to the one it resumes from (none for a new run)
+// and drops the rest (and a line torn by a crash), atomically; an evaluation-only run
+// leaves the log as it is and appends to it.
 
 typedef struct {
     int active;
     char path[PATH_MAX];
 } Logger;
 
-static void logger_init(Logger* lg, const char* dir, int rank, int resume_step) {
+static void logger_init(Logger* lg, const char* dir, int rank, int training, int resume_step) {
     lg->active = dir != NULL && rank == 0;
     if (!lg->active) { return; }
     snprintf(lg->path, sizeof(lg->path), "%s/main.log", dir);
+    if (!training) { return; }
     AtomicFile af;
     atomic_open(&af, lg->path);
     FILE* old = resume_step > 0 ? fopen(lg->path, "r") : NULL;
@@ -273,29 +414,90 @@ static void logger_line(Logger* lg, const char* fmt, ...) {
 }
 
 // ----------------------------------------------------------------------------
-// checkpoints and resume: model_<step>.bin, state_<step>_<rank>.bin, then DONE_<step>
-// once every rank has written its files; resume picks the largest DONE step
+// resume: a run's state files record the flags it is defined by. A resumed run takes the
+// ones it is not given from there, so that `-o DIR -y 1` continues the run as it was. A
+// given one that differs is refused where it would make another run (other batches,
+// another model: must_match), and said where its meaning is clear (the schedule and the
+// skipping thresholds, which then apply from the resumed step on).
 
-static int find_max_done_step(const char* dir) {
-    DIR* d = opendir(dir);
-    if (d == NULL) { return -1; }
-    int best = -1;
-    struct dirent* e;
-    while ((e = readdir(d)) != NULL) {
-        int s;
-        char tail;
-        if (sscanf(e->d_name, "DONE_%d%c", &s, &tail) == 1 && s > best) { best = s; }
-    }
-    closedir(d);
-    return best;
+typedef struct { const char* flag; int must_match; int is_float; size_t offset; } ResumeFlag;
+static const ResumeFlag RESUME_FLAGS[] = { // at most STATE_NUM_FLAGS; -b and -t before -d
+    {"-b", 1, 0, offsetof(TrainArgs, B)}, {"-t", 1, 0, offsetof(TrainArgs, T)},
+    {"-d", 1, 0, offsetof(TrainArgs, total_batch)}, {"-a", 1, 0, offsetof(TrainArgs, overfit)},
+    {"-x", 0, 0, offsetof(TrainArgs, max_steps)}, {"-u", 0, 0, offsetof(TrainArgs, warmup)},
+    {"-l", 0, 1, offsetof(TrainArgs, lr)}, {"-q", 0, 1, offsetof(TrainArgs, final_lr_frac)},
+    {"-c", 0, 1, offsetof(TrainArgs, weight_decay)}, {"-sl", 0, 1, offsetof(TrainArgs, skip_loss_z)},
+    {"-sg", 0, 1, offsetof(TrainArgs, skip_grad_z)},
+};
+#define NUM_RESUME_FLAGS ((int)(sizeof(RESUME_FLAGS) / sizeof(RESUME_FLAGS[0])))
+
+// a recorded flag's value as text
+static void resume_flag_text(const ResumeFlag* f, int word, char* out, size_t n) {
+    float x;
+    memcpy(&x, &word, 4);
+    if (f->is_float) { snprintf(out, n, "%g", x); } else { snprintf(out, n, "%d", word); }
 }
+
+// what a state file records of the run: its flags, the -e it started from, its training data
+static void resume_record(TrainState* s, const TrainArgs* a, const DataLoader* train) {
+    for (int k = 0; k < NUM_RESUME_FLAGS; k++) { memcpy(&s->flags[k], (const char*)a + RESUME_FLAGS[k].offset, 4); }
+    snprintf(s->model, sizeof(s->model), "%s", a->model);
+    snprintf(s->train_pattern, sizeof(s->train_pattern), "%s", a->train_pattern);
+    s->data_shards = (int)train->num_shards;
+    s->data_tokens = train->num_tokens;
+    s->data_hash = dataloader_fingerprint(train);
+}
+
+// Applies the flags recorded in `s` (this rank's state file at `path`) to the resumed run:
+// takes those not given, refuses or reports given ones that differ (see above).
+static void resume_flags_apply(TrainArgs* a, TrainState* s, const char* path, const MultiProcess* mp) {
+    if (s->world != mp->world) { fatal("%s was written by %d processes, this run has %d", path, s->world, mp->world); }
+    if (s->pe != PE_ID) { fatal("%s belongs to PE '%s', this binary is PE '%s'", path, pe_name(s->pe), pe_name(PE_ID)); }
+    if (!flag_given(a, "-e")) { a->model = s->model; }
+    else if (strcmp(a->model, s->model) != 0) {
+        fatal("resume: -e %s is not the model this run started from (-e %s); leave -e out, the model comes from the checkpoint", a->model, s->model);
+    }
+    if (!flag_given(a, "-i")) { a->train_pattern = s->train_pattern; }
+    char taken[512] = "";
+    for (int k = 0; k < NUM_RESUME_FLAGS; k++) {
+        const ResumeFlag* f = &RESUME_FLAGS[k];
+        char* field = (char*)a + f->offset;
+        int now;
+        memcpy(&now, field, 4);
+        int64_t value = strcmp(f->flag, "-d") == 0 && now == -1 ? (int64_t)a->B * a->T * mp->world : now; // -d -1 resolved
+        char was_text[32], now_text[32];
+        resume_flag_text(f, s->flags[k], was_text, sizeof(was_text));
+        if (!flag_given(a, f->flag)) {
+            if (value != s->flags[k]) { snprintf(taken + strlen(taken), sizeof(taken) - strlen(taken), " %s %s", f->flag, was_text); }
+            memcpy(field, &s->flags[k], 4);
+            continue;
+        }
+        if (value == s->flags[k]) { continue; }
+        resume_flag_text(f, now, now_text, sizeof(now_text));
+        if (f->must_match) {
+            fatal("resume: %s %s differs from this run's %s %s (%s); leave %s out to continue the run as it was",
+                  f->flag, now_text, f->flag, was_text, path, f->flag);
+        }
+        if (mp->rank == 0) { printf("resume: %s %s replaces this run's %s %s from step %d on\n", f->flag, now_text, f->flag, was_text, s->step); }
+    }
+    if (mp->rank == 0 && taken[0] != '\0') { printf("resume: flags of the run, from its state file:%s\n", taken); }
+}
+
+// ----------------------------------------------------------------------------
+// checkpoints and resume: model_<step>.bin, state_<step>_<rank>.bin, then DONE_<step>
+// once every rank has written its files; resume picks the largest DONE step. Nothing
+// non-finite is ever marked complete: the model file is read back and the optimizer state
+// checked before the marker; if either holds a NaN or an infinity, the model file is
+// removed and the run stops, naming the last complete checkpoint.
 
 static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int step,
                           uint64_t rng, const DataLoader* train, int updates, int bad_steps, const OutlierDetector* health) {
-    char path[PATH_MAX];
+    char model_path[PATH_MAX], path[PATH_MAX];
+    snprintf(model_path, sizeof(model_path), "%s/model_%08d.bin", a->output_dir, step);
+    double bad[2] = {0, 0}; // non-finite values in the model, in the optimizer state
     if (mp->rank == 0) {
-        snprintf(path, sizeof(path), "%s/model_%08d.bin", a->output_dir, step);
-        gpt2_save_checkpoint(model, path);
+        gpt2_save_checkpoint(model, model_path);
+        bad[0] = (double)checkpoint_count_nonfinite(model_path);
     }
     TrainState s;
     memset(&s, 0, sizeof(s));
@@ -303,9 +505,20 @@ static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* m
     s.shard_idx = train->shard_idx; s.shard_pos = (uint64_t)train->pos;
     s.updates = updates; s.bad_steps = bad_steps;
     s.num_params = gpt2_opt_state_size(model);
+    resume_record(&s, a, train);
     float* m = (float*)malloc_check(s.num_params * sizeof(float));
     float* v = (float*)malloc_check(s.num_params * sizeof(float));
     gpt2_opt_state_get(model, m, v);
+    for (size_t i = 0; i < s.num_params; i++) { bad[1] += !isfinite(m[i]) || !isfinite(v[i]) || v[i] < 0; }
+    mp_allreduce_sum_f64(bad, 2);
+    if (bad[0] + bad[1] > 0) {
+        if (mp->rank == 0) {
+            unlink(model_path);
+            fatal("step %d: %.0f non-finite values in the model and %.0f in the optimizer state: stopping without a checkpoint of this step (%s)",
+                  step, bad[0], bad[1], last_checkpoint_note(a->output_dir));
+        }
+        mp_barrier(); // rank 0 ends the job
+    }
     int header[256];
     state_header_fill(header, &s);
     snprintf(path, sizeof(path), "%s/state_%08d_%05d.bin", a->output_dir, step, mp->rank);
@@ -324,30 +537,40 @@ static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* m
         snprintf(path, sizeof(path), "%s/DONE_%08d", a->output_dir, step);
         atomic_open(&af, path);
         atomic_commit(&af);
-        printf("wrote checkpoint %s/model_%08d.bin\n", a->output_dir, step);
+        printf("wrote checkpoint %s\n", model_path);
     }
 }
 
-static void load_training_state(GPT2* model, const char* dir, int step, const MultiProcess* mp, int* out_step,
-                                uint64_t* rng, DataLoader* train, int* updates, int* bad_steps, OutlierDetector* health) {
+// loads this rank's state of checkpoint `step` (the optimizer moments, data position, RNG,
+// training health), after checking it: the same training data, finite moments, v >= 0
+static void load_training_state(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int step, uint64_t* rng,
+                                DataLoader* train, int* updates, int* bad_steps, OutlierDetector* health) {
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/state_%08d_%05d.bin", dir, step, mp->rank);
+    snprintf(path, sizeof(path), "%s/state_%08d_%05d.bin", a->output_dir, step, mp->rank);
     TrainState s;
     FILE* f = state_open(path, &s, 2 * OUTLIER_STATE_BYTES);
-    if (s.world != mp->world) { fatal("%s was written by %d processes, this run has %d", path, s.world, mp->world); }
-    if (s.pe != PE_ID) { fatal("%s belongs to PE '%s', this binary is PE '%s'", path, pe_name(s.pe), pe_name(PE_ID)); }
+    if (s.step != step) { fatal("%s records step %d", path, s.step); }
     if (s.num_params != gpt2_opt_state_size(model)) { fatal("%s does not match the model's parameter count", path); }
+    if (s.data_shards != (int)train->num_shards || s.data_tokens != train->num_tokens || s.data_hash != dataloader_fingerprint(train)) {
+        fatal("resume: the training data (%s %s: %zu shard(s), %lld tokens) is not this run's (%d shard(s), %lld tokens, as %s records)",
+              a->overfit ? "-j" : "-i", a->overfit ? a->val_pattern : a->train_pattern, train->num_shards,
+              (long long)train->num_tokens, s.data_shards, (long long)s.data_tokens, path);
+    }
     float* m = (float*)malloc_check(s.num_params * sizeof(float));
     float* v = (float*)malloc_check(s.num_params * sizeof(float));
     fread_check(m, sizeof(float), s.num_params, f, path);
     fread_check(v, sizeof(float), s.num_params, f, path);
+    for (size_t i = 0; i < s.num_params; i++) {
+        if (!isfinite(m[i]) || !isfinite(v[i]) || v[i] < 0) {
+            fatal("%s: corrupt optimizer state: m = %g, v = %g at index %zu (both must be finite, v >= 0)", path, m[i], v[i], i);
+        }
+    }
     outlier_load(f, &health[0], path);
     outlier_load(f, &health[1], path);
     fclose(f);
     gpt2_opt_state_set(model, m, v);
     free(m);
     free(v);
-    *out_step = s.step;
     *rng = s.rng;
     *updates = s.updates;
     *bad_steps = s.bad_steps;
@@ -487,7 +710,9 @@ static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, i
     free(inp);
     free(tgt);
     free(losses);
-    return sum[0] / ((double)num_windows * scored);
+    double loss = sum[0] / ((double)num_windows * scored);
+    if (!isfinite(loss)) { fatal("evaluation at length %d: the loss is not finite (the model has diverged)", L); }
+    return loss;
 }
 
 // Every length and mode scores the same tokens: non-overlapping windows tile tokens
@@ -613,13 +838,35 @@ static int train_main(int argc, char** argv) {
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every);
     mp_check_same(desc, strlen(desc), "configuration (flags)");
-    if (a.output_dir != NULL && mp.rank == 0) { ensure_dir_writable(a.output_dir); }
+
+    // the output directory: locked for the whole run (its stale temporary files removed);
+    // a new training run refuses a directory that holds another run
+    char run[256] = "", path[PATH_MAX];
+    if (a.output_dir != NULL && mp.rank == 0) {
+        ensure_dir_writable(a.output_dir);
+        output_dir_lock(a.output_dir);
+        output_dir_scan(a.output_dir, run, sizeof(run), 1);
+    }
     mp_barrier();
+    int latest = a.output_dir != NULL ? output_dir_scan(a.output_dir, run, sizeof(run), 0) : -1;
+    if (mp.rank == 0 && !a.resume && a.max_steps != 0 && run[0] != '\0') {
+        fatal("%s holds a run (%s): resume it with -y 1, or give another -o (or remove the directory)", a.output_dir, run);
+    }
+    int resume_step = a.resume ? latest : -1;
+    if (a.resume && resume_step < 0 && mp.rank == 0) { printf("no complete checkpoint in %s: a new run starts\n", a.output_dir); }
+    TrainState recorded; // what the resumed run's state file records: its flags and data
+    if (resume_step >= 0 && a.max_steps != 0) {
+        snprintf(path, sizeof(path), "%s/state_%08d_%05d.bin", a.output_dir, resume_step, mp.rank);
+        fclose(state_open(path, &recorded, 2 * OUTLIER_STATE_BYTES));
+        resume_flags_apply(&a, &recorded, path, &mp);
+    }
+    int training = a.max_steps != 0;
+    if (training && a.output_dir != NULL && (strlen(a.model) >= STATE_MODEL_BYTES || strlen(a.train_pattern) >= STATE_PATTERN_BYTES)) {
+        fatal("-e or -i is too long to be recorded for resume (at most %d and %d bytes)", STATE_MODEL_BYTES - 1, STATE_PATTERN_BYTES - 1);
+    }
 
     // the model: resume, checkpoint, or a preset
     GPT2 model;
-    int resume_step = a.resume ? find_max_done_step(a.output_dir) : -1;
-    char path[PATH_MAX];
     if (resume_step >= 0) {
         snprintf(path, sizeof(path), "%s/model_%08d.bin", a.output_dir, resume_step);
         gpt2_build_from_checkpoint(&model, path);
@@ -633,7 +880,6 @@ static int train_main(int argc, char** argv) {
         gpt2_build_from_config(&model, &cfg, a.seed);
     }
     GPT2Config* cfg = &model.config;
-    int training = a.max_steps != 0;
     if (training && a.T > gpt2_max_length(&model)) {
         fatal("-t %d is beyond maxT = %d of this learned-PE model", a.T, gpt2_max_length(&model));
     }
@@ -641,20 +887,40 @@ static int train_main(int argc, char** argv) {
         if (mp.rank == 0) { printf("validation at T = %d, the model's maxT (-t %d is beyond its positions)\n", gpt2_max_length(&model), a.T); }
         a.T = gpt2_max_length(&model);
     }
-    int tokens_per_micro = a.B * a.T * mp.world;
-    if (a.total_batch == -1) { a.total_batch = tokens_per_micro; }
+    // every product of flags in 64 bits: a micro-step's tokens must fit an int
+    int64_t tokens_per_micro = (int64_t)a.B * a.T * mp.world;
+    if (tokens_per_micro > INT32_MAX) {
+        fatal("-b %d x -t %d x %d processes = %lld tokens per micro-step, more than %d", a.B, a.T, mp.world,
+              (long long)tokens_per_micro, INT32_MAX);
+    }
+    if (a.total_batch == -1) { a.total_batch = (int)tokens_per_micro; }
     if (a.total_batch % tokens_per_micro != 0) {
         fatal("total batch -d %d is not a multiple of B*T*processes = %d*%d*%d", a.total_batch, a.B, a.T, mp.world);
     }
-    int grad_accum = a.total_batch / tokens_per_micro;
+    int grad_accum = (int)(a.total_batch / tokens_per_micro);
 
     // data: the val split is required (validation, extrapolation); train only when training
     DataLoader train, val;
     dataloader_init(&val, a.val_pattern, a.B, a.T, mp.rank, mp.world, cfg->vocab_size);
     if (training) { dataloader_init(&train, a.overfit ? a.val_pattern : a.train_pattern, a.B, a.T, mp.rank, mp.world, cfg->vocab_size); }
     int total_steps = a.max_steps;
-    if (training && total_steps < 0) { total_steps = (int)(train.num_tokens / a.total_batch); }
+    if (training && total_steps < 0) {
+        int64_t epoch = train.num_tokens / a.total_batch;
+        if (epoch > INT32_MAX) { fatal("-x -1: one epoch is %lld steps, more than %d", (long long)epoch, INT32_MAX); }
+        total_steps = (int)epoch;
+    }
     if (training && total_steps < 1) { fatal("the training data holds fewer tokens than one step's %d", a.total_batch); }
+    if (training && resume_step > total_steps) {
+        fatal("resume: %s is at step %d, past the last step, %d (-x %d); give a larger -x", a.output_dir, resume_step, total_steps, a.max_steps);
+    }
+    if (training && resume_step == total_steps) { // a finished run: nothing to do
+        if (mp.rank == 0) { printf("the run in %s already ended at step %d (-x %d): nothing to train\n", a.output_dir, resume_step, a.max_steps); }
+        dataloader_free(&train);
+        dataloader_free(&val);
+        gpt2_free(&model);
+        mp_finalize();
+        return 0;
+    }
 
     if (mp.rank == 0) {
         printf("+-----------------------+----------------------------------------------------+\n");
@@ -674,6 +940,10 @@ static int train_main(int argc, char** argv) {
         printf("| %-21s | %-50s |\n", "optimizer", cell[2]);
         printf("| %-21s | %-50s |\n", "output dir", a.output_dir ? a.output_dir : "(none)");
         printf("+-----------------------+----------------------------------------------------+\n");
+        if (training && a.sample_every > 0 && a.gen_tokens > gpt2_max_length(&model) - 1) {
+            printf("note: samples are cut at %d tokens (-g %d): the learned positions end at maxT = %d\n",
+                   gpt2_max_length(&model) - 1, a.gen_tokens, cfg->max_seq_len);
+        }
         fflush(stdout);
     }
 
@@ -686,20 +956,21 @@ static int train_main(int argc, char** argv) {
     outlier_init(&health[0]);
     outlier_init(&health[1]);
     if (resume_step >= 0 && training) {
-        load_training_state(&model, a.output_dir, resume_step, &mp, &start_step, &rng, &train, &updates, &bad_steps, health);
+        load_training_state(&model, &a, &mp, resume_step, &rng, &train, &updates, &bad_steps, health);
+        start_step = resume_step;
         if (mp.rank == 0) { printf("resumed from step %d of %s\n", start_step, a.output_dir); }
     }
     Logger logger;
-    logger_init(&logger, a.output_dir, mp.rank, resume_step >= 0 ? resume_step : 0);
-    if (training && a.overfit) { dataloader_next_batch(&train); }
+    logger_init(&logger, a.output_dir, mp.rank, training, resume_step >= 0 ? resume_step : 0);
+    if (training && a.overfit) { dataloader_reset(&train); dataloader_next_batch(&train); } // the first batch, resumed or not
 
     double total_time = 0;
     int timed_steps = 0;
     for (int step = start_step; training; step++) {
-        int last = step == total_steps;
+        int last = step >= total_steps;
         // the step a run resumes at already had its validation, sample and checkpoint
         int fresh = !(resume_step >= 0 && step == start_step);
-        if (fresh && ((a.val_every > 0 && step % a.val_every == 0) || last)) {
+        if (fresh && a.val_batches != 0 && ((a.val_every > 0 && step % a.val_every == 0) || last)) {
             float vl = validation_loss(&model, &val, a.val_batches, &mp);
             if (mp.rank == 0) { printf("val loss %.6f\n", vl); }
             logger_line(&logger, "s:%d tel:%.4f\n", step, vl);
@@ -743,7 +1014,7 @@ static int train_main(int argc, char** argv) {
                        finite ? "outlier" : "non-finite", loss[0], norm);
             }
             if (!finite && bad_steps >= 5) {
-                fatal("%d consecutive steps with a non-finite loss or gradient: stopping (last good checkpoint kept)", bad_steps);
+                fatal("%d consecutive steps with a non-finite loss or gradient: stopping (%s)", bad_steps, last_checkpoint_note(a.output_dir));
             }
         }
         double dt = now_seconds() - t0;
@@ -760,10 +1031,11 @@ static int train_main(int argc, char** argv) {
     }
     if (mp.rank == 0 && timed_steps > 0) {
         printf("total average iteration time: %.2f ms (%.0f tok/s)\n", total_time / timed_steps * 1000,
-               a.total_batch * timed_steps / total_time);
+               (double)a.total_batch * timed_steps / total_time);
     }
-    if (!training) { // evaluation only: llm.c's validation line, then the extrapolation table
+    if (!training && a.val_batches != 0) { // evaluation only: llm.c's validation line, then the extrapolation table
         float vl = validation_loss(&model, &val, a.val_batches, &mp);
+        if (!isfinite(vl)) { fatal("validation: the loss is not finite (the model has diverged)"); }
         if (mp.rank == 0) { printf("val loss %.6f\n", vl); }
         logger_line(&logger, "s:0 tel:%.4f\n", vl);
     }

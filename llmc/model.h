@@ -251,7 +251,7 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
 // Opens a checkpoint and validates its header and size against the PE this binary
 // was built with. Returns the open file positioned at the first parameter.
 static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
-    FILE* f = fopen_check(path, "rb");
+    FILE* f = fopen_read_regular(path);
     int64_t size = file_size_check(f, path);
     int header[256];
     if (size < (int64_t)sizeof(header)) { fatal("%s is not a checkpoint: %lld bytes, shorter than the header", path, (long long)size); }
@@ -287,13 +287,44 @@ static inline float bf16_to_float(uint16_t b) {
     return f;
 }
 
+// number of non-finite parameters in a checkpoint file, read back after it was written:
+// a checkpoint is only marked complete when this is 0
+static size_t checkpoint_count_nonfinite(const char* path) {
+    GPT2Config cfg;
+    int version;
+    FILE* f = checkpoint_open(path, &cfg, &version);
+    size_t n = count_parameters(&cfg), bad = 0, chunk = 1 << 20;
+    size_t width = version == CHECKPOINT_FP32 ? 4 : 2;
+    unsigned char* buf = (unsigned char*)malloc_check(chunk * width);
+    for (size_t i = 0; i < n; i += chunk) {
+        size_t k = n - i < chunk ? n - i : chunk;
+        fread_check(buf, width, k, f, path);
+        for (size_t j = 0; j < k; j++) {
+            float x;
+            if (width == 4) { memcpy(&x, buf + 4 * j, 4); }
+            else { uint16_t b; memcpy(&b, buf + 2 * j, 2); x = bf16_to_float(b); }
+            bad += !isfinite(x);
+        }
+    }
+    free(buf);
+    fclose(f);
+    return bad;
+}
+
 // ----------------------------------------------------------------------------
 // training state (resume): int32 header[256], then the AdamW moments m and v (fp32)
 // of this rank's parameters, then `tail` bytes of the driver's own (the training-health
-// windows). llm.c's state file idea, with our own fields.
+// windows). llm.c's state file idea, with our own fields. Header words: 0 magic, 1 version,
+// 2 processes, 3 rank, 4 PE id, 10 step, 11 consecutive skipped updates, 12 updates,
+// 20-21 sampling RNG, 30-35 data position and length of m and v, 40-55 the run's flags
+// that resume depends on (llmc/driver.h: RESUME_FLAGS), 56-61 the identity of the training
+// data, 64-127 the -e it started from, 128-255 its -i pattern (NUL-terminated strings).
 
 #define STATE_MAGIC 20240527
-#define STATE_VERSION 101
+#define STATE_VERSION 102
+#define STATE_NUM_FLAGS 16
+#define STATE_MODEL_BYTES 256
+#define STATE_PATTERN_BYTES 512
 
 typedef struct {
     int step;             // optimizer steps done
@@ -306,6 +337,12 @@ typedef struct {
     uint64_t num_params;  // length of m and v in this file
     int updates;          // AdamW updates applied (skipped steps do not count)
     int bad_steps;        // consecutive skipped updates (training health)
+    int flags[STATE_NUM_FLAGS];     // the run's flags, as raw int32 words (the driver says which)
+    int data_shards;                // the training data: number of shards,
+    int64_t data_tokens;            // tokens in all,
+    uint64_t data_hash;             // hash of the shards' names and token counts
+    char model[STATE_MODEL_BYTES];  // -e: the checkpoint or preset the run started from
+    char train_pattern[STATE_PATTERN_BYTES]; // -i
 } TrainState;
 
 static void state_header_fill(int* h, const TrainState* s) {
@@ -322,16 +359,26 @@ static void state_header_fill(int* h, const TrainState* s) {
     memcpy(&h[30], &s->shard_idx, 8);
     memcpy(&h[32], &s->shard_pos, 8);
     memcpy(&h[34], &s->num_params, 8);
+    memcpy(&h[40], s->flags, sizeof(s->flags));
+    h[56] = s->data_shards;
+    memcpy(&h[58], &s->data_tokens, 8);
+    memcpy(&h[60], &s->data_hash, 8);
+    memcpy(&h[64], s->model, STATE_MODEL_BYTES);
+    memcpy(&h[128], s->train_pattern, STATE_PATTERN_BYTES);
 }
 
 // opens a state file and validates it; returns the file positioned at m
 static FILE* state_open(const char* path, TrainState* s, int64_t tail) {
-    FILE* f = fopen_check(path, "rb");
+    FILE* f = fopen_read_regular(path);
     int64_t size = file_size_check(f, path);
     int h[256];
     if (size < (int64_t)sizeof(h)) { fatal("%s is not a training state file (too short)", path); }
     fread_check(h, sizeof(int), 256, f, path);
     if (h[0] != STATE_MAGIC) { fatal("%s is not a training state file: bad magic %d", path, h[0]); }
+    if (h[1] > 0 && h[1] < STATE_VERSION) {
+        fatal("%s: state version %d is from an older trainer, which did not record the flags that resume checks; "
+              "continue that run with the trainer that wrote it", path, h[1]);
+    }
     if (h[1] != STATE_VERSION) { fatal("%s: unsupported state version %d (expected %d)", path, h[1], STATE_VERSION); }
     s->world = h[2];
     s->rank = h[3];
@@ -343,8 +390,20 @@ static FILE* state_open(const char* path, TrainState* s, int64_t tail) {
     memcpy(&s->shard_idx, &h[30], 8);
     memcpy(&s->shard_pos, &h[32], 8);
     memcpy(&s->num_params, &h[34], 8);
-    int64_t expected = (int64_t)sizeof(h) + 2 * (int64_t)s->num_params * 4 + tail;
-    if (size != expected) { fatal("%s: %lld bytes, expected %lld (truncated or corrupt)", path, (long long)size, (long long)expected); }
+    memcpy(s->flags, &h[40], sizeof(s->flags));
+    s->data_shards = h[56];
+    memcpy(&s->data_tokens, &h[58], 8);
+    memcpy(&s->data_hash, &h[60], 8);
+    memcpy(s->model, &h[64], STATE_MODEL_BYTES);
+    memcpy(s->train_pattern, &h[128], STATE_PATTERN_BYTES);
+    if (s->world < 1 || s->rank < 0 || s->rank >= s->world || s->step < 0 || s->updates < 0 || s->bad_steps < 0
+        || s->model[STATE_MODEL_BYTES - 1] != '\0' || s->train_pattern[STATE_PATTERN_BYTES - 1] != '\0') {
+        fatal("%s: corrupt header", path);
+    }
+    int64_t expected = (int64_t)sizeof(h) + tail;
+    if (s->num_params > (uint64_t)(size / 8) || size != expected + 8 * (int64_t)s->num_params) {
+        fatal("%s: %lld bytes, not what its header describes (truncated or corrupt)", path, (long long)size);
+    }
     return f;
 }
 

@@ -1,8 +1,8 @@
 /*
 Small helpers shared by every program of the project: checked file and memory
 operations that fail with one clear line on stderr and a nonzero exit, crash-safe
-file writes (temporary file, flush, fsync, rename), and strict number parsing for
-command-line flags.
+file writes (temporary file, flush, fsync, rename; a failure removes the temporary
+file), and strict number parsing for command-line flags.
 */
 #ifndef LLMC_UTILS_H
 #define LLMC_UTILS_H
@@ -21,6 +21,11 @@ command-line flags.
 // ----------------------------------------------------------------------------
 // fatal errors
 
+// temporary files of the crash-safe writes in progress (AtomicFile below): fatal() removes
+// them, so that a failed write (a full disk) leaves nothing behind
+#define MAX_PENDING_TMP 8
+static const char* pending_tmp[MAX_PENDING_TMP];
+
 // rank of this process in a multi-process run (-1: single process), named in errors
 static int fatal_rank = -1;
 // called instead of exit() when set: the multi-process layer points it at MPI_Abort,
@@ -37,6 +42,9 @@ static void fatal(const char* fmt, ...) {
     if (fatal_rank >= 0) { fprintf(stderr, "error (rank %d): %s\n", fatal_rank, msg); }
     else { fprintf(stderr, "error: %s\n", msg); }
     fflush(stderr);
+    for (int i = 0; i < MAX_PENDING_TMP; i++) {
+        if (pending_tmp[i] != NULL) { unlink(pending_tmp[i]); pending_tmp[i] = NULL; }
+    }
     if (fatal_abort) { fatal_abort(1); }
     exit(1);
 }
@@ -58,6 +66,21 @@ static void* calloc_check(size_t n, size_t size) {
 
 static FILE* fopen_check(const char* path, const char* mode) {
     FILE* f = fopen(path, mode);
+    if (f == NULL) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    return f;
+}
+
+// Opens a file for reading that must be a regular file (a checkpoint, a shard, a state
+// file): a FIFO, a device or a directory is refused at once. The open does not block
+// (O_NONBLOCK), so a FIFO with no writer cannot hang the program before the check.
+static FILE* fopen_read_regular(const char* path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    struct stat st;
+    if (fstat(fd, &st) != 0) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    if (!S_ISREG(st.st_mode)) { fatal("%s is not a regular file", path); }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    FILE* f = fdopen(fd, "rb");
     if (f == NULL) { fatal("cannot open %s (%s)", path, strerror(errno)); }
     return f;
 }
@@ -105,14 +128,15 @@ static void ensure_dir_writable(const char* dir) {
 }
 
 // ----------------------------------------------------------------------------
-// crash-safe writes: everything is written to "<path>.tmp", flushed and fsynced,
-// then renamed over <path>. A crash at any moment leaves either the old file or
-// the new one, never a torn one.
+// crash-safe writes: everything is written to "<path>.<pid>.<n>.tmp" (a name no other
+// process or write uses), flushed and fsynced, then renamed over <path>. A crash at any
+// moment leaves either the old file or the new one, never a torn one; a failed write
+// removes its temporary file (fatal).
 
 typedef struct {
     FILE* f;
     char path[PATH_MAX];
-    char tmp_path[PATH_MAX + 8];
+    char tmp_path[PATH_MAX + 48];
 } AtomicFile;
 
 // test hook: when the environment variable LLMC_SLOW_WRITE_MS is set, every atomic
@@ -122,12 +146,20 @@ static void atomic_slow_write_hook(void) {
     if (ms != NULL) { usleep((useconds_t)atoi(ms) * 1000); }
 }
 
+// the slot of pending_tmp that holds `tmp` (NULL: a free slot)
+static int pending_tmp_slot(const char* tmp) {
+    for (int i = 0; i < MAX_PENDING_TMP; i++) { if (pending_tmp[i] == tmp) { return i; } }
+    fatal("more than %d files written at once", MAX_PENDING_TMP);
+}
+
 static void atomic_open(AtomicFile* af, const char* path) {
+    static unsigned counter = 0; // writes of this process so far
     if (strlen(path) >= PATH_MAX) { fatal("path too long: %s", path); }
     strcpy(af->path, path);
-    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.%d.%u.tmp", path, (int)getpid(), counter++);
     af->f = fopen(af->tmp_path, "wb");
     if (af->f == NULL) { fatal("cannot write %s (%s)", af->tmp_path, strerror(errno)); }
+    pending_tmp[pending_tmp_slot(NULL)] = af->tmp_path;
 }
 
 static void atomic_write(AtomicFile* af, const void* ptr, size_t size, size_t n) {
@@ -144,6 +176,7 @@ static void atomic_commit(AtomicFile* af) {
     if (rename(af->tmp_path, af->path) != 0) {
         fatal("cannot rename %s to %s (%s)", af->tmp_path, af->path, strerror(errno));
     }
+    pending_tmp[pending_tmp_slot(af->tmp_path)] = NULL;
     // fsync the directory so that the rename itself is durable
     char dir[PATH_MAX];
     strcpy(dir, af->path);

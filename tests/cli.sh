@@ -11,10 +11,11 @@ VAL="$(realpath data/starter)/starter_val_*.bin"
 OK=(-e nano -b 2 -t 32 -x 2 -v 0 -s 0 -E none -i "$TRAIN" -j "$VAL")
 failures=0
 
-# expect "what" "expected text" args... (run in $DIR so gpt2_tokenizer.bin is under our control)
+# expect "what" "expected text" args... (run in $DIR so gpt2_tokenizer.bin is under our control;
+# LIMIT, if set, is a shell command run first, e.g. a ulimit)
 expect() {
     local what=$1 text=$2; shift 2
-    (cd "$DIR" && timeout 120 "$BIN" "$@" > "$DIR/out" 2> "$DIR/err")
+    (cd "$DIR" && eval "${LIMIT:-true}" && timeout 120 "$BIN" "$@" > "$DIR/out" 2> "$DIR/err")
     local rc=$? lines
     lines=$(wc -l < "$DIR/err")
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$lines" -eq 1 ] && grep -q -- "$text" "$DIR/err"; then
@@ -37,13 +38,37 @@ expect "missing checkpoint" "cannot open" "${OK[@]}" -e "$DIR/missing.bin"
 expect "no shard matches" "no file matches" "${OK[@]}" -i "$DIR/none_*.bin"
 expect "output directory not creatable" "cannot create directory" "${OK[@]}" -o /etc/passwd/out
 expect "resume without an output directory" "needs an output directory" "${OK[@]}" -y 1
+expect "total batch 0" "flag -d: a total batch of 0" "${OK[@]}" -d 0
+expect "total batch 0, one epoch" "flag -d: a total batch of 0" "${OK[@]}" -d 0 -x -1
+expect "B*T overflows 32 bits" "tokens per micro-step, more than" "${OK[@]}" -b 65536 -t 65536
+expect "empty -E list" "flag -E expects lengths" "${OK[@]}" -E ""
+expect "-E of a comma" "flag -E expects lengths" "${OK[@]}" -E ","
+expect "-E with an empty item" "flag -E expects lengths" "${OK[@]}" -E 64,,128
+expect "-W 0" "flag -W: a stride of 0" "${OK[@]}" -W 0
+expect "-g beyond the bound" "flag -g: at most" "${OK[@]}" -g 100000 -s 1
+expect "ZeRO stage 1 on the CPU trainer" "only in the CUDA trainer" "${OK[@]}" -z 1
+mkfifo "$DIR/fifo.bin" "$DIR/fifo_000000.bin"
+expect "a FIFO as the checkpoint" "fifo.bin is not a regular file" "${OK[@]}" -e "$DIR/fifo.bin"
+expect "a FIFO as a shard" "fifo_000000.bin is not a regular file" "${OK[@]}" -i "$DIR/fifo_*.bin"
+mkdir -p "$DIR/done"
+touch "$DIR/done/DONE_99999999999"
+expect "a checkpoint marker beyond int" "DONE_99999999999: a checkpoint marker whose step is beyond" "${OK[@]}" -o "$DIR/done" -y 1
 if [ "$PE" = learned ]; then
     (cd "$DIR" && "$BIN" "${OK[@]}" -o "$DIR/ck" > /dev/null 2>&1)
     expect "learned: T beyond maxT of a checkpoint" "beyond maxT" -e "$DIR/ck/model_00000002.bin" -t 64 -b 2 -x 2 -v 0 -s 0 -E none -i "$TRAIN" -j "$VAL"
+    (cd "$DIR" && "$BIN" "${OK[@]}" -x 1 -s 1 -g 100 > "$DIR/out" 2> /dev/null)
+    if grep -q "note: samples are cut at 31 tokens (-g 100): the learned positions end at maxT = 32" "$DIR/out"; then
+        echo "  ok    learned: -g beyond maxT - 1 is cut, and says so"
+    else
+        echo "  FAIL  learned: -g beyond maxT - 1 is cut, and says so"; failures=$((failures + 1))
+    fi
 fi
+# a full disk (here: a file size limit of 10 MB) during a checkpoint: a clear error, and no
+# temporary file left behind
 mkdir -p "$DIR/full"
-ln -s /dev/full "$DIR/full/model_00000002.bin.tmp"
-expect "disk full while writing a checkpoint" "No space left on device" "${OK[@]}" -o "$DIR/full"
+LIMIT="trap '' XFSZ; ulimit -f 10000" expect "disk full while writing a checkpoint" "write error in .*model_00000002.bin.*File too large" "${OK[@]}" -o "$DIR/full"
+if [ -z "$(ls "$DIR/full" | grep '\.tmp$')" ]; then echo "  ok    disk full: no temporary file left"
+else echo "  FAIL  disk full: temporary files left: $(ls "$DIR/full" | tr '\n' ' ')"; failures=$((failures + 1)); fi
 head -c 3000 /dev/urandom > "$DIR/gpt2_tokenizer.bin"
 expect "corrupt tokenizer file" "gpt2_tokenizer.bin" "${OK[@]}" -s 1
 printf 'garbage' > "$DIR/shard_000000.bin"

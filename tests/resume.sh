@@ -5,7 +5,13 @@
 #  2. a run killed while it writes a checkpoint leaves the previous checkpoint loadable,
 #     and resuming from it again ends bit-identical to the uninterrupted run;
 #  3. with update skipping on (-sl, -sg), a run resumed past the outlier detector's
-#     128-step window prints the same z-scores and skips the same steps.
+#     128-step window prints the same z-scores and skips the same steps;
+#  4. a resume without the run's flags takes them from its state file (bit-exact), and one
+#     with -a 1 overfits the same batch (bit-exact);
+#  5. what an output directory and a resume refuse, with one line and a nonzero exit: a new
+#     run over an old one, a second trainer into a directory in use, a resume past the new
+#     -x, changed -b/-t/-d/-a/-e/-i, an old state file, a FIFO as the state file; an
+#     evaluation-only run into the directory leaves main.log's lines as they are.
 set -euo pipefail
 PE=${1:-cable}
 BIN=build/train_gpt2_$PE
@@ -44,7 +50,11 @@ echo "ok: steps 11-20 after kill -9 and resume are bit-identical (checkpoint, lo
 echo "=== $PE: kill -9 while a checkpoint is being written"
 LLMC_SLOW_WRITE_MS=3000 "$BIN" "${ARGS[@]}" -n 5 -o "$DIR/save" > "$DIR/save1.log" &
 pid=$!
-wait_for "$DIR/save/model_00000010.bin.tmp" 120
+wait_for_tmp() { # wait_for_tmp PREFIX SECONDS: a temporary file PREFIX.<pid>.<n>.tmp appears
+    for _ in $(seq 1 $(( $2 * 20 ))); do compgen -G "$1.*.tmp" > /dev/null && return 0; sleep 0.05; done
+    fail "timed out waiting for $1.*.tmp"
+}
+wait_for_tmp "$DIR/save/model_00000010.bin" 120
 sleep 0.5 # the write has finished; the commit waits in the test hook before its rename
 kill -9 $pid; wait $pid 2>/dev/null || true
 [ ! -e "$DIR/save/DONE_00000010" ] || fail "the save completed before the kill"
@@ -71,3 +81,81 @@ diff <(grep "^step" "$DIR/health.log" | sed -n '/^step  141\//,$p' | cut -d'|' -
      <(grep "^step" "$DIR/health2.log" | cut -d'|' -f1-3) || fail "z-scores or skipped steps differ after the resume"
 "$TEST" compare "$DIR/health/model_00000150.bin" "$DIR/health2/model_00000150.bin" 0 > /dev/null || fail "checkpoint differs"
 echo "ok: steps 141-150 after a resume have the same z-scores, skips and checkpoint ($skips updates skipped in all)"
+
+echo "=== $PE: a resume takes the run's flags from its state file; -a 1 resumes on the same batch"
+DATA=(-i "data/starter/starter_train_*.bin" -j "data/starter/starter_val_*.bin")
+SMALL=(-e nano -b 2 -t 32 -l 2e-3 -u 2 -v 0 -m 1 -s 0 -E none "${DATA[@]}")
+"$BIN" "${SMALL[@]}" -x 6 -n 3 -o "$DIR/r" > /dev/null
+mkdir -p "$DIR/r2"
+cp "$DIR"/r/{model_00000003.bin,state_00000003_00000.bin,DONE_00000003,main.log} "$DIR/r2/"
+"$BIN" -v 0 -m 1 -s 0 -E none "${DATA[@]}" -o "$DIR/r2" -y 1 > "$DIR/r2.log"
+grep -q "resume: flags of the run, from its state file: -b 2 -t 32 -x 6 -u 2 -l 0.002" "$DIR/r2.log" || { cat "$DIR/r2.log"; fail "the recorded flags were not taken"; }
+"$TEST" compare "$DIR/r/model_00000006.bin" "$DIR/r2/model_00000006.bin" 0 > /dev/null || fail "resumed with the recorded flags, the checkpoint differs"
+"$BIN" "${SMALL[@]}" -a 1 -x 6 -n 3 -o "$DIR/a" > /dev/null
+mkdir -p "$DIR/a2"
+cp "$DIR"/a/{model_00000003.bin,state_00000003_00000.bin,DONE_00000003,main.log} "$DIR/a2/"
+"$BIN" "${SMALL[@]}" -a 1 -x 6 -n 3 -o "$DIR/a2" -y 1 > /dev/null
+"$TEST" compare "$DIR/a/model_00000006.bin" "$DIR/a2/model_00000006.bin" 0 > /dev/null || fail "-a 1: the resumed checkpoint differs"
+echo "ok: steps 4-6 resumed without flags, and with -a 1, are bit-identical"
+
+echo "=== $PE: what an output directory and a resume refuse"
+# refused WHAT TEXT ARGS...: a nonzero exit within 60 s and one line on stderr containing TEXT
+refused() {
+    local what=$1 text=$2 rc; shift 2
+    set +e
+    timeout 60 "$BIN" "$@" > "$DIR/refused.out" 2> "$DIR/refused.err"
+    rc=$?
+    set -e
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(wc -l < "$DIR/refused.err")" -eq 1 ] && grep -q -- "$text" "$DIR/refused.err"; then
+        printf "  ok    %-44s %s\n" "$what" "$(cat "$DIR/refused.err")"
+    else
+        echo "  FAIL  $what: exit $rc, stderr:"; cat "$DIR/refused.err"; tail -3 "$DIR/refused.out"; fail "$what"
+    fi
+}
+cp "$DIR/r/main.log" "$DIR/r.main.log"
+ls "$DIR/r" > "$DIR/r.files"
+refused "a new run into a directory with a run" "holds a run" "${SMALL[@]}" -x 2 -o "$DIR/r"
+refused "a resume past the new -x" "is at step 6, past the last step, 4" "${SMALL[@]}" -x 4 -n 3 -o "$DIR/r" -y 1
+refused "a resume with another -b" "resume: -b 4 differs from this run's -b 2" "${SMALL[@]}" -x 8 -o "$DIR/r" -y 1 -b 4
+refused "a resume with another -t" "resume: -t 16 differs from this run's -t 32" "${SMALL[@]}" -x 8 -o "$DIR/r" -y 1 -t 16
+refused "a resume with another -d" "resume: -d 128 differs from this run's -d 64" "${SMALL[@]}" -x 8 -o "$DIR/r" -y 1 -d 128
+refused "a resume with another -a" "resume: -a 1 differs from this run's -a 0" "${SMALL[@]}" -x 8 -o "$DIR/r" -y 1 -a 1
+refused "a resume with another -e" "resume: -e cpu is not the model this run started from" "${SMALL[@]}" -x 8 -o "$DIR/r" -y 1 -e cpu
+refused "a resume with other training data" "the training data .* is not this run's" "${SMALL[@]}" -x 8 -o "$DIR/r" -y 1 -i "data/starter/starter_val_*.bin"
+cmp "$DIR/r.main.log" "$DIR/r/main.log" || fail "a refused run changed main.log"
+diff "$DIR/r.files" <(ls "$DIR/r") || fail "a refused run changed the files of the run"
+# an evaluation-only run into the directory appends to main.log and keeps its lines
+"$BIN" -e "$DIR/r/model_00000006.bin" -x 0 -E 32 -K 64 "${DATA[@]}" -o "$DIR/r" > /dev/null
+head -c "$(stat -c %s "$DIR/r.main.log")" "$DIR/r/main.log" | cmp - "$DIR/r.main.log" || fail "an evaluation-only run changed main.log's lines"
+echo "  ok    an evaluation-only run keeps main.log's $(wc -l < "$DIR/r.main.log") lines"
+# a state file of the previous version (101, which did not record the flags)
+mkdir -p "$DIR/old"
+cp "$DIR"/r/{model_00000003.bin,state_00000003_00000.bin,DONE_00000003,main.log} "$DIR/old/"
+printf '\x65\x00\x00\x00' | dd of="$DIR/old/state_00000003_00000.bin" bs=1 seek=4 conv=notrunc status=none
+refused "a resume from a state file of version 101" "state version 101 is from an older trainer" "${SMALL[@]}" -x 6 -o "$DIR/old" -y 1
+rm "$DIR/old/state_00000003_00000.bin"
+mkfifo "$DIR/old/state_00000003_00000.bin"
+refused "a FIFO as the state file" "state_00000003_00000.bin is not a regular file" "${SMALL[@]}" -x 6 -o "$DIR/old" -y 1
+# one epoch (-x -1) of a 641-token shard is 10 steps at -d 64; a resume with -d 128 would
+# make it 5 steps, behind the run
+python3 - "$DIR/tiny_000000.bin" <<'PY'
+import struct, sys
+toks = [(7 * i) % 50000 for i in range(641)]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(toks), *[0] * 253))
+    f.write(struct.pack("<%dH" % len(toks), *toks))
+PY
+EPOCH=(-e nano -b 2 -t 32 -v 0 -m 1 -s 0 -E none -x -1 -i "$DIR/tiny_*.bin" -j "data/starter/starter_val_*.bin")
+"$BIN" "${EPOCH[@]}" -n 5 -o "$DIR/epoch" > /dev/null
+[ -e "$DIR/epoch/DONE_00000010" ] || fail "one epoch was not 10 steps"
+refused "one epoch resumed with another -d" "resume: -d 128 differs from this run's -d 64" "${EPOCH[@]}" -d 128 -o "$DIR/epoch" -y 1
+"$BIN" "${EPOCH[@]}" -o "$DIR/epoch" -y 1 > "$DIR/epoch2.log"
+grep -q "already ended at step 10 (-x -1): nothing to train" "$DIR/epoch2.log" || fail "a finished run resumed did not say so"
+echo "  ok    a finished run resumed says so and stops: $(tail -1 "$DIR/epoch2.log")"
+# a second trainer into a directory in use
+"$BIN" "${SMALL[@]}" -x 100000 -o "$DIR/busy" > /dev/null 2>&1 &
+busy=$!
+for _ in $(seq 1 1200); do grep -q "^s:1 " "$DIR/busy/main.log" 2> /dev/null && break; sleep 0.05; done
+refused "a second trainer into a directory in use" "is in use by another trainer (process $busy holds" "${SMALL[@]}" -x 2 -o "$DIR/busy" -y 1
+kill $busy; wait $busy 2> /dev/null || true
+echo "ok: every case refused with one line; main.log and the run's files untouched"

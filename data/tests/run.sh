@@ -172,6 +172,20 @@ if $CC -O2 -Wall -Wno-unused-function -I llmc -o "$TTB" data/tests/test_tokenize
 else
     bad "data/tests/test_tokenizer_bin.c compiles with $CC" "$(head -c 300 "$T/cc.err")"
 fi
+# ----------------------------------------------------------------------------
+# the BPE merge: the heap merge against GPT-2's round-by-round bpe(), and one very long word
+
+TBPE="$T/test_bpe"
+if $CC -O2 -Wall -Wno-unused-function -pthread -o "$TBPE" data/tests/test_bpe.c -lpcre2-8 2> "$T/cc_bpe.err"; then
+    check "BPE merge gives the tokens of GPT-2's bpe() written round by round (data/tests/test_bpe.c)" "$TBPE" data/gpt2 "$MOBY" "$T/chunked.txt"
+else
+    bad "data/tests/test_bpe.c compiles with $CC" "$(head -c 300 "$T/cc_bpe.err")"
+fi
+# a 4 MB "word" (letters only: one piece); the merge is O(n log n), so this takes about a
+# second, where a quadratic merge takes minutes (the timeout only guards against a hang)
+for _ in 1 2 3 4 5; do tr -dc 'a-zA-Z' < "$MOBY"; done | head -c 4000000 > "$T/word.txt"
+check "a 4 MB single word encodes and decodes back (within 60 s)" bash -c "timeout 60 $TOK encode '$T/word.txt' | $TOK decode | cmp - '$T/word.txt'"
+
 if command -v g++ > /dev/null; then
     check "llmc/tokenizer.h compiles as C++" bash -c "g++ -x c++ -O1 -Wall -Wno-unused-function -I llmc -o '$T/ttb_cpp' data/tests/test_tokenizer_bin.c && '$T/ttb_cpp' gpt2_tokenizer.bin info | grep -q init_ok=1"
 else
@@ -218,14 +232,23 @@ mkdir -p "$T/sh2"
 check "shard -s names every shard with the split" \
     bash -c "$TOK shard -n 1000 -s test '$T/sh2/y' < '$T/docs.stream' > /dev/null && [ \"\$(ls '$T/sh2')\" = y_test_000000.bin ]"
 
+# a second, shorter run into the same prefix leaves none of the first run's shards behind
+# (nor a killed run's temporary file); other splits and other prefixes stay
+mkdir -p "$T/stale"
+$TOK shard -n 40 "$T/stale/x" < "$T/docs.stream" > /dev/null
+touch "$T/stale/x_train_000001.bin.999.0.tmp" "$T/stale/x_test_000000.bin" "$T/stale/y_train_000001.bin"
+stream_of "$T/docs/1" > "$T/one.stream"
+check "a shorter run into the same prefix removes the other shards of its splits" \
+    bash -c "$TOK shard -n 40 '$T/stale/x' < '$T/one.stream' > /dev/null && [ \"\$(cd '$T/stale' && ls | tr '\n' ' ')\" = 'x_test_000000.bin x_val_000000.bin y_train_000001.bin ' ]"
+
 # a crash (kill -9) while a shard is being written leaves no file that looks like a shard
 stream_of "$MOBY" > "$T/moby.stream"
 mkdir -p "$T/crash"
 LLMC_SLOW_WRITE_MS=3000 $TOK shard -s val "$T/crash/z" < "$T/moby.stream" > /dev/null 2>&1 &
 pid=$!
-for _ in $(seq 100); do [ -e "$T/crash/z_val_000000.bin.tmp" ] && break; sleep 0.05; done
+for _ in $(seq 100); do compgen -G "$T/crash/z_val_000000.bin.*.tmp" > /dev/null && break; sleep 0.05; done
 kill -9 $pid 2> /dev/null; wait $pid 2> /dev/null
-if [ -e "$T/crash/z_val_000000.bin.tmp" ] && [ -z "$(cd "$T/crash" && ls -- *.bin 2> /dev/null)" ]; then ok "killed while writing: only a .tmp file, no shard"
+if compgen -G "$T/crash/z_val_000000.bin.*.tmp" > /dev/null && [ -z "$(cd "$T/crash" && ls -- *.bin 2> /dev/null)" ]; then ok "killed while writing: only a .tmp file, no shard"
 else bad "killed while writing: only a .tmp file, no shard" "$(ls "$T/crash")"; fi
 check "rerun after the crash writes the shard" bash -c "$TOK shard -s val '$T/crash/z' < '$T/moby.stream' > /dev/null && $TOK info '$T/crash/z_val_000000.bin' && [ \"\$(ls '$T/crash')\" = z_val_000000.bin ]"
 
@@ -262,6 +285,10 @@ fails_cleanly "shard an empty stream" "empty" bash -c "$TOK shard '$T/sh3/x' < /
 fails_cleanly "shard a stream without a length line" "length" bash -c "printf 'hello\n' | $TOK shard '$T/sh3/x'"
 fails_cleanly "shard a stream with a truncated document" "truncated" bash -c "printf '10\nabc' | $TOK shard '$T/sh3/x'"
 fails_cleanly "shard a stream whose length line has no newline" "length" bash -c "printf '5' | $TOK shard '$T/sh3/x'"
+fails_cleanly "shard a stream with an absurd document length" "not a document length" bash -c "printf '999999999999999\nabc' | $TOK shard '$T/sh3/x'"
+fails_cleanly "info to a full disk" "write error" bash -c "$TOK info '$T/sh2/y_test_000000.bin' > /dev/full"
+mkfifo "$T/fifo.bin"
+fails_cleanly "info of a FIFO (not a regular file) is refused, not waited on" "not a regular file" timeout 10 $TOK info "$T/fifo.bin"
 fails_cleanly "dump a file that is not a shard" "not a token shard" $TOK dump data/gpt2/vocab.bpe
 head -c 1100 "$T/sh2/y_test_000000.bin" > "$T/short.bin"
 fails_cleanly "info of a truncated shard" "header says" $TOK info "$T/short.bin"
