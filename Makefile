@@ -112,8 +112,9 @@ test-experiment: starter
 	bash dev/extrapolation.sh --quick $(BUILD)/extrapolation_quick
 
 # the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
-# GPU); the tests run where a GPU is present and skip with a message where none is
-test: test-cpu test-data test-scripts test-fuzz test-experiment test-cuda-run
+# GPU); the tests run where a GPU is present and skip with a message where none is; the
+# tensor-core attention of every encoding runs on the CPU in the emulation (cuda.mk)
+test: test-cpu test-data test-scripts test-fuzz test-experiment test-cuda-run test-cuda-emulate
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

@@ -56,6 +56,9 @@ shared memory per block at most (HS = 128).
 #define PE_SIDE_ROW 0
 #define PE_SIDE_COL 1
 
+// the encoding's per-row state of the bias (PERow): what pe_bias_row returns
+template<class PE> using PERowOf = decltype(pe_bias_row(PE(), 0, 0, 0));
+
 // sum over the HS / ATT_DPT threads that share a row (consecutive lanes)
 template<int TPR>
 __device__ __forceinline__ float row_group_sum(float v) {
@@ -136,6 +139,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
     int C = NH * HS, C3 = 3 * C;
     int row = i < T ? i : T - 1; // rows past T compute on a valid row and write nothing
     float scale = 1.0f / sqrtf((float)HS);
+    PERowOf<PE> pr = pe_bias_row(pb, b, h, row);
     float q[ATT_DPT], o[ATT_DPT];
     attention_load_row<TPR>(q, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
     #pragma unroll
@@ -153,7 +157,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
         for (int jj = 0; jj < ATT_BK; jj++) {
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(q, ks, jj, p));
             int j = j0 + jj;
-            s[jj] = j <= i && i < T ? dot * scale + pe_bias(pb, b, h, i, j) : -INFINITY;
+            s[jj] = j <= i && i < T ? dot * scale + pe_bias(pb, pr, j) : -INFINITY;
             tile_max = fmaxf(tile_max, s[jj]);
         }
         float m_new = fmaxf(m, tile_max);
@@ -172,7 +176,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
     }
     if (i < T) {
         attention_store_row<TPR>(out + ((size_t)b * T + i) * C + h * HS, o, 1.0f / l, p);
-        if (p == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
+        if (p == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l) + pr.shift; }
     }
 }
 
@@ -204,7 +208,8 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
     Di = row_group_sum<TPR>(Di);
     size_t lse_idx = ((size_t)b * NH + h) * T + row;
     if (i < T && p == 0) { D[lse_idx] = Di; }
-    float row_lse = lse[lse_idx];
+    PERowOf<PE> pr = pe_bias_row(pb, b, h, row);
+    float row_lse = lse[lse_idx] - pr.shift;
     typename PE::Grad acc = {};
     int last_key = min(qt * ATT_BQ + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
@@ -218,10 +223,10 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
             float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(g, vs, jj, p));
             int j = j0 + jj;
             if (j <= i && i < T) {
-                float pij = expf(dot * scale + pe_bias(pb, b, h, i, j) - row_lse);
+                float pij = expf(dot * scale + pe_bias(pb, pr, j) - row_lse);
                 float ds = pij * (dp - Di);
                 attention_axpy<HS, TPR>(dq, ds * scale, ks, jj, p);
-                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_ROW, b, h, i, j, ds); }
+                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_ROW, pr, j, ds); }
             }
         }
     }
@@ -239,8 +244,9 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
     constexpr int TPR = HS / ATT_DPT;
     __shared__ __align__(16) float qs[ATT_KV_BQ * HS];
     __shared__ __align__(16) float gs[ATT_KV_BQ * HS];
-    __shared__ float lses[ATT_KV_BQ];
+    __shared__ float lses[ATT_KV_BQ]; // lse_i - r.shift
     __shared__ float Ds[ATT_KV_BQ];
+    __shared__ PERowOf<PE> rows[ATT_KV_BQ];
     int b = blockIdx.z, h = blockIdx.y, kt = blockIdx.x;
     int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
     int j = kt * ATT_KV_BK + r;
@@ -260,7 +266,8 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
         attention_load_tile<HS>(qs, qkv, b, i0, ATT_KV_BQ, T, C3, h * HS);
         attention_load_tile<HS>(gs, dout, b, i0, ATT_KV_BQ, T, C, h * HS);
         for (int e = threadIdx.x; e < ATT_KV_BQ; e += blockDim.x) {
-            lses[e] = i0 + e < T ? lse_bh[i0 + e] : 0.0f;
+            rows[e] = pe_bias_row(pb, b, h, min(i0 + e, T - 1));
+            lses[e] = i0 + e < T ? lse_bh[i0 + e] - rows[e].shift : 0.0f;
             Ds[e] = i0 + e < T ? D_bh[i0 + e] : 0.0f;
         }
         __syncthreads();
@@ -270,11 +277,11 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
             float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(v, gs, ii, p));
             int i = i0 + ii;
             if (j <= i && i < T) {
-                float pij = expf(dot * scale + pe_bias(pb, b, h, i, j) - lses[ii]);
+                float pij = expf(dot * scale + pe_bias(pb, rows[ii], j) - lses[ii]);
                 float ds = pij * (dp - Ds[ii]);
                 attention_axpy<HS, TPR>(dv, pij, gs, ii, p);
                 attention_axpy<HS, TPR>(dk, ds * scale, qs, ii, p);
-                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_COL, b, h, i, j, ds); }
+                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_COL, rows[ii], j, ds); }
             }
         }
     }
@@ -315,7 +322,7 @@ static inline int attention_head_size_supported(int hs) { return hs == 32 || hs 
 
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C)
 template<class PE>
-static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+static void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
     switch (HS) {
         case 32: attention_forward_hs<32>(out, lse, qkv, pb, B, T, NH, stream); break;
         case 64: attention_forward_hs<64>(out, lse, qkv, pb, B, T, NH, stream); break;
@@ -327,8 +334,8 @@ static void attention_forward(floatX* out, float* lse, const floatX* qkv, const 
 // dqkv (B, T, 3C), written in full, and the bias gradients through the PE's hooks;
 // D (B, NH, T) is scratch
 template<class PE>
-static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                               const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+static void attention_backward_tiled(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                                     const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
     switch (HS) {
         case 32: attention_backward_hs<32>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
         case 64: attention_backward_hs<64>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
@@ -336,5 +343,30 @@ static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const
         default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
     }
 }
+
+// the trainer's attention: on tensor cores in bf16 (llmc/attention_mma.cuh); the fp32 build,
+// which is compared tightly with the CPU path, keeps the fp32 kernels above
+#if defined(ENABLE_FP32)
+template<class PE>
+static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    attention_forward_tiled(out, lse, qkv, pb, B, T, NH, HS, stream);
+}
+template<class PE>
+static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                               const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    attention_backward_tiled(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
+}
+#else
+#include "attention_mma.cuh"
+template<class PE>
+static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    attention_forward_mma(out, lse, qkv, pb, B, T, NH, HS, stream);
+}
+template<class PE>
+static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                               const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    attention_backward_mma(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
+}
+#endif
 
 #endif // LLMC_ATTENTION_BIAS_CUH
