@@ -28,9 +28,10 @@ loss within 2e-2, GPT-2's gradient tensors within 5e-2, the encodings' own small
 tensors within 1e-1 (their gradients are sums over every (b, h, i, j) with
 cancellations, so relative errors are larger), step losses within 5e-2 (llm.c's bf16
 tolerance on losses). The attention check feeds the kernels values that are exact in
-floatX, so only the rounding of their outputs to floatX separates them from the
-reference: 1e-4 for fp32 outputs, 1e-2 for bf16, and 1e-3 for the bias gradients,
-which stay in fp32 in both builds. A gradient tensor that vanishes identically (FIRE's
+floatX, so only the kernels' own roundings to floatX separate them from the reference:
+1e-4 for fp32 outputs, 1e-2 for bf16 (the outputs, and in the tensor-core kernels P and
+dS before their second product), and 1e-3 for the bias gradients, which stay in fp32 in
+both builds. A gradient tensor that vanishes identically (FIRE's
 b2: a per-head constant added to a whole row of scores cancels in the softmax) holds
 only rounding noise on both paths (rms about 1e-9), so a tensor whose CPU gradient has
 an rms below 1e-7 is checked by its largest absolute difference instead: 1e-7 in fp32,

@@ -120,6 +120,17 @@ __device__ __forceinline__ void attention_axpy(float* y, float a, const float* t
     }
 }
 
+// the biases of query row i for the keys j0.. j0 + ATT_BK - 1 into its row of a shared tile,
+// shared out among the TPR threads of the row (part p takes keys p, p + TPR, ...), so that
+// each pair's bias is evaluated once; masked pairs get 0
+template<int TPR, class PE, class Row>
+__device__ __forceinline__ void attention_bias_tile(float* bias_row, const PE& pb, const Row& pr, int i, int j0, int T, int p) {
+    for (int jj = p; jj < ATT_BK; jj += TPR) {
+        int j = j0 + jj;
+        bias_row[jj] = j <= i && i < T ? pe_bias(pb, pr, j) : 0.0f;
+    }
+}
+
 // ----------------------------------------------------------------------------
 // kernels
 
@@ -132,6 +143,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
     constexpr int TPR = HS / ATT_DPT;
     __shared__ __align__(16) float ks[ATT_BK * HS];
     __shared__ __align__(16) float vs[ATT_BK * HS];
+    __shared__ float bias[ATT_BQ][ATT_BK + 1];
     int b = blockIdx.z, h = blockIdx.y;
     int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
     int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
@@ -150,6 +162,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
         __syncthreads();
         attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
         attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
+        attention_bias_tile<TPR>(bias[r], pb, pr, i, j0, T, p);
         __syncthreads();
         float s[ATT_BK];
         float tile_max = -INFINITY;
@@ -157,7 +170,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
         for (int jj = 0; jj < ATT_BK; jj++) {
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(q, ks, jj, p));
             int j = j0 + jj;
-            s[jj] = j <= i && i < T ? dot * scale + pe_bias(pb, pr, j) : -INFINITY;
+            s[jj] = j <= i && i < T ? dot * scale + bias[r][jj] : -INFINITY;
             tile_max = fmaxf(tile_max, s[jj]);
         }
         float m_new = fmaxf(m, tile_max);
@@ -191,6 +204,7 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
     constexpr int TPR = HS / ATT_DPT;
     __shared__ __align__(16) float ks[ATT_BK * HS];
     __shared__ __align__(16) float vs[ATT_BK * HS];
+    __shared__ float bias[ATT_BQ][ATT_BK + 1];
     int b = blockIdx.z, h = blockIdx.y;
     int qt = gridDim.x - 1 - blockIdx.x;
     int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
@@ -216,6 +230,7 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
         __syncthreads();
         attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
         attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
+        attention_bias_tile<TPR>(bias[r], pb, pr, i, j0, T, p);
         __syncthreads();
         #pragma unroll 4
         for (int jj = 0; jj < ATT_BK; jj++) {
@@ -223,7 +238,7 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
             float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(g, vs, jj, p));
             int j = j0 + jj;
             if (j <= i && i < T) {
-                float pij = expf(dot * scale + pe_bias(pb, pr, j) - row_lse);
+                float pij = expf(dot * scale + bias[r][jj] - row_lse);
                 float ds = pij * (dp - Di);
                 attention_axpy<HS, TPR>(dq, ds * scale, ks, jj, p);
                 if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_ROW, pr, j, ds); }
@@ -247,6 +262,7 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
     __shared__ float lses[ATT_KV_BQ]; // lse_i - r.shift
     __shared__ float Ds[ATT_KV_BQ];
     __shared__ PERowOf<PE> rows[ATT_KV_BQ];
+    __shared__ float bias[ATT_KV_BK][ATT_KV_BQ + 1]; // [key][query]
     int b = blockIdx.z, h = blockIdx.y, kt = blockIdx.x;
     int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
     int j = kt * ATT_KV_BK + r;
@@ -271,13 +287,16 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
             Ds[e] = i0 + e < T ? D_bh[i0 + e] : 0.0f;
         }
         __syncthreads();
+        // this thread's share of its key's biases (the rows' numbers are in shared memory now)
+        for (int ii = p; ii < ATT_KV_BQ; ii += TPR) { bias[r][ii] = j <= i0 + ii && i0 + ii < T ? pe_bias(pb, rows[ii], j) : 0.0f; }
+        __syncwarp(); // the TPR threads of a key are lanes of one warp
         #pragma unroll 4
         for (int ii = 0; ii < ATT_KV_BQ; ii++) {
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(k, qs, ii, p));
             float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(v, gs, ii, p));
             int i = i0 + ii;
             if (j <= i && i < T) {
-                float pij = expf(dot * scale + pe_bias(pb, rows[ii], j) - lses[ii]);
+                float pij = expf(dot * scale + bias[r][ii] - lses[ii]);
                 float ds = pij * (dp - Ds[ii]);
                 attention_axpy<HS, TPR>(dv, pij, gs, ii, p);
                 attention_axpy<HS, TPR>(dk, ds * scale, qs, ii, p);

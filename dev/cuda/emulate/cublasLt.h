@@ -75,6 +75,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
         for (uint64_t i = 0; i < m; i++) {
             const float* x = &at[i * k]; const float* y = &bt[j * k];
             float acc = 0;
+            #pragma omp simd reduction(+:acc)
             for (uint64_t p = 0; p < k; p++) acc += x[p] * y[p];
             float v = al * acc + (be != 0 ? be * get(D, dt, i + j * ldd->ld) : 0.0f);
             if (d->epi == CUBLASLT_EPILOGUE_BIAS || d->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) v += get(d->bias, dt, i);

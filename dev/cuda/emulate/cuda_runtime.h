@@ -227,6 +227,13 @@ template<class T> static T emu_shuffle(void (*op)(EmuLane* const*, int), T v, in
     return r;
 }
 template<class T> static T __shfl_xor_sync(unsigned, T v, int off) { return emu_shuffle(emu_shfl_xor_op, v, off); }
+// __syncwarp: every live lane of the warp arrives, nothing is exchanged
+static void emu_syncwarp_op(EmuLane* const*, int) {}
+static inline void __syncwarp(unsigned = 0xffffffffu) {
+    EmuLane lane = {};
+    lane.op = emu_syncwarp_op;
+    emu_warp_collective(&lane);
+}
 template<class T> static T __shfl_up_sync(unsigned, T v, int delta) { return emu_shuffle(emu_shfl_up_op, v, delta); }
 
 // runs the warp [w0, w1) of the current block until every lane waits at a barrier or
