@@ -1,34 +1,51 @@
 /*
 Causal attention with an additive positional bias computed on the fly, forward and
 backward, flash-attention style: no T x T tensor (scores, probabilities or bias) ever
-exists in memory. The bias b(i, j) of query i and key j in head h comes from the
-positional encoding's hooks, found by argument-dependent lookup on the bias type PE
-(the trainer's PEBias, one per encoding, llmc/../train_gpt2.cu "positional encodings"):
+exists in memory. Two families of kernels share the interface below: the fp32 kernels
+of this file (the fp32 build, compared tightly with the CPU path) and the tensor-core
+kernels of llmc/attention_mma.cuh (the bf16 build); attention_forward/backward at the end
+pick the build's.
 
-  float pe_bias(const PE& pb, int b, int h, int i, int j)
-      the bias, from a few per-head and per-token numbers (slopes, tables, S, w)
-  void pe_bias_backward(const PE& pb, PE::Grad& g, int side, int b, int h, int i, int j, float ds)
-      accumulates dL/dbias(i, j) = ds into the thread's accumulators g: side PE_SIDE_ROW
-      is called by the thread that owns query i, side PE_SIDE_COL by the thread that
-      owns key j (each pair is seen once from each side)
+The bias b(i, j) of query i and key j in head h comes from the positional encoding's
+hooks, found by argument-dependent lookup on the bias type PE (the trainer's PEBias, one
+per encoding, train_gpt2.cu "positional encodings"):
+
+  PERow pe_bias_row(const PE& pb, int b, int h, int i)
+      what the bias needs of query row i, computed once per row (a head's slope, r1 and
+      r2, its row of the T5 table, CABLE's S_i and w_i); r.shift is a constant of the row
+      left out of pe_bias because it cancels in the softmax (CABLE's w_i S_i, else 0): the
+      kernels store lse_i = m_i + log(l_i) + r.shift, the true log-sum-exp, and subtract
+      it again in the backward
+  float pe_bias(const PE& pb, const PERow& r, int j)
+      b(i, j) - r.shift
+  void pe_bias_backward(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds)
+      accumulates dL/dbias(i, j) = ds into the thread's accumulators g: side PE_SIDE_ROW is
+      called by the thread that owns query i (the dq pass), side PE_SIDE_COL by the thread
+      that owns key j (the dk/dv pass); each pair is seen once from each side
   void pe_bias_flush(const PE& pb, PE::Grad& g, int side, int b, int h, int t, bool valid, int slot)
-      called once by every thread at the end of a backward kernel: writes per-token
-      gradients of its token t, or reduces parameter gradients over the block into a
-      per-block partial (slot), summed later by the trainer (deterministic, no atomics)
+      called once by every thread at the end of a backward kernel, with the sums of the
+      pairs of its token t (valid: t is one, and < T): writes per-token gradients, or
+      reduces parameter gradients over the block into a per-block partial (slot), summed
+      later by the trainer (deterministic, no atomics)
+
+An encoding that writes its bias per pair, pe_bias(pb, b, h, i, j) as train_gpt2.c does,
+gets PERow = (b, h, i) from the trainer (no PE_ROW). PE::Grad is a struct of floats.
 
 Layouts: qkv (B, T, 3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS;
-out and dout (B, T, C); lse and D (B, NH, T) in fp32. All arithmetic is fp32.
+out and dout (B, T, C); lse and D (B, NH, T) in fp32.
 
-Tiling. A thread owns one row (a query in the forward and the dq pass, a key in the
-dk/dv pass) and ATT_DPT = 16 of its HS dimensions, so HS / 16 consecutive threads
-share a row and combine their partial dot products with shuffles; HS = 32, 64, 128
-are compiled. Dimension group g of part p is the float4 number g * parts + p of the
-row, so the parts of a row read different shared-memory banks. The other side of
-the pairs streams through shared memory in tiles (converted to fp32 once per block):
+The fp32 kernels. A thread owns one row (a query in the forward and the dq pass, a key in
+the dk/dv pass) and ATT_DPT = 16 of its HS dimensions, so HS / 16 consecutive threads
+share a row and combine their partial dot products with shuffles; HS = 32, 64, 128 are
+compiled. Dimension group g of part p is the float4 number g * parts + p of the row, so
+the parts of a row read different shared-memory banks. The other side of the pairs
+streams through shared memory in tiles (converted to fp32 once per block); the threads of
+a row share out the evaluation of its biases for a tile (attention_bias_tile), so each
+pair's bias is evaluated once:
 
   forward    block = 64 query rows of one (b, h); key tiles of 32; online softmax
-             with one rescale per tile; keeps lse_i = m_i + log(l_i) per row
-  backward   two kernels, each recomputing p_ij = exp(s_ij - lse_i) from q, k, lse:
+             with one rescale per tile; keeps lse_i per row
+  backward   two kernels, each recomputing p_ij = exp(s_ij + b(i, j) - lse_i) from q, k, lse:
              dq pass   (block = 64 query rows, key tiles of 32): D_i = dout_i . out_i,
                        dq_i = sum_j ds_ij k_j / sqrt(HS), row side of the bias gradient
              dkdv pass (block = 64 keys, query tiles of 32): dv_j = sum_i p_ij dout_i,
@@ -40,7 +57,7 @@ the pairs streams through shared memory in tiles (converted to fp32 once per blo
   causality  tiles entirely above the diagonal are never visited; in the diagonal tiles
              masked pairs are dropped by value, so every lane reaches every shuffle.
 
-Memory: besides the inputs and outputs, lse and D (B*NH*T floats each) and 32 KiB of
+Memory: besides the inputs and outputs, lse and D (B*NH*T floats each) and about 41 KiB of
 shared memory per block at most (HS = 128).
 */
 #ifndef LLMC_ATTENTION_BIAS_CUH

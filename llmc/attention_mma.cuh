@@ -42,8 +42,8 @@ sums are reduced over the quad with two shuffles.
 
 Shared memory rows are HS bf16 values with their 16-byte chunks permuted by the row
 (smem_index: chunk ^ (row % 8), or ^ (row / 2 % 4) for HS = 32), so that the eight rows
-an ldmatrix reads fall into different banks. Dynamic shared memory: 40 KiB (forward),
-48 KiB (dq, dk/dv) at HS = 64.
+an ldmatrix reads fall into different banks. Dynamic shared memory at HS = 64: 40 KiB
+(forward), 48 KiB (dq), about 52 KiB (dk/dv, with the query rows' numbers).
 
 Rounding: q, k, v, dout are bf16 already; P and dS are rounded to bf16 for the second
 matrix product (as FlashAttention-2 does), everything else (S, dP, the softmax, the bias,
