@@ -1224,14 +1224,15 @@ __device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j
 // row side: dw_i += ds (S_i - S_j) (cable), dS_i += ds k'(S_i - S_j) (kcable, k(x) = -log(1 + x^2));
 // column side: dS_j -= ds db/d(S_i - S_j) (w_i, 1, or k')
 __device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds) {
-    float diff = r.Si - r.S[(size_t)j * pb.NH];
 #if defined(PE_CABLE)
+    float diff = r.Si - r.S[(size_t)j * pb.NH];
     if (side == PE_SIDE_ROW) { g.dw += ds * diff; } else { g.dS -= ds * r.wi; }
 #elif defined(PE_KCABLE)
+    float diff = r.Si - r.S[(size_t)j * pb.NH];
     float d = ds * (-2.0f * diff / (1.0f + diff * diff));
     if (side == PE_SIDE_ROW) { g.dS += d; } else { g.dS -= d; }
 #else
-    (void)diff;
+    (void)pb; (void)r; (void)j;
     if (side == PE_SIDE_COL) { g.dS -= ds; }
 #endif
 }
