@@ -21,9 +21,10 @@
 # Each stage builds what it needs (make is incremental), so stages can also run as
 # separate commands. Logs go to OUTDIR/<stage>/, a summary to OUTDIR/summary.md.
 # Data: data/starter if it is there (carry it along), otherwise random token shards.
-# Budget (estimated, not yet measured with the tensor-core kernels): `test` about 5 minutes,
-# `dev` and `bench` about 5 more on one H100 with 16 cores; run `test`, `dev` and `bench` as
-# separate commands if a command is limited to 10 minutes.
+# Budget (estimated, not yet measured with the tensor-core kernels) on one H100 with 16
+# cores: `test` about 5 minutes, `dev` 5 to 8 (36 CPU references at B = 8, T = 1024, 12
+# heads), `bench` about 4; run them as separate commands if a command is limited to 10
+# minutes.
 set -euo pipefail
 
 if [ $# -lt 1 ]; then echo "usage: $0 OUTDIR [test] [dev] [bench]" >&2; exit 1; fi
