@@ -118,8 +118,9 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 	@PY=python3; $$PY -c "import torch" 2> /dev/null || PY=/usr/bin/python3; $$PY python/test_model.py $(BUILD)
 
 # the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
-# GPU); the tests run where a GPU is present and skip with a message where none is
-test: test-cpu test-data test-scripts test-fuzz test-experiment test-python test-cuda-run
+# GPU); the tests run where a GPU is present and skip with a message where none is; the
+# tensor-core attention of every encoding runs on the CPU in the emulation (cuda.mk)
+test: test-cpu test-data test-scripts test-fuzz test-experiment test-python test-cuda-run test-cuda-emulate
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

@@ -5,6 +5,10 @@
 #   make test_gpt2cu PE=<name> [PRECISION=...]          GPU-vs-CPU test (./test_gpt2cu)
 #   make test-cuda-builds    every encoding's trainer (bf16) and test (fp32) compile
 #   make test-cuda-run       every encoding's GPU-vs-CPU test (skips without a GPU)
+#   make test-cuda-emulate   the tensor-core attention of every encoding on the CPU
+#                            (dev/cuda/emulate), and mutants that must fail
+#   make emulate PE=<name>   the whole CUDA path on the CPU: test_gpt2cu's comparison with
+#                            the CPU path in fp32 and bf16, the attention kernels (minutes)
 #
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
 # test_gpt2cu. bf16 builds use fast math; fp32 builds, which are compared tightly with
@@ -39,7 +43,7 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-.PHONY: train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run nvcc-check
+.PHONY: train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-emulate emulate nvcc-check
 nvcc-check:
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA toolkit (or put nvcc on PATH) to build the CUDA path" >&2; exit 1; }
 
@@ -70,3 +74,52 @@ test-cuda-run: test-cuda-builds $(foreach pe,$(PE_LIST),$(BUILD)/test_gpt2_$(pe)
 	  fi; \
 	  $(BUILD)/test_gpt2cu_$${pe}_fp32 $(BUILD)/ref_$$pe || exit 1; \
 	done
+
+# ---------------------------------------------------------------------------
+# the CUDA path on the CPU (dev/cuda/emulate): the sources are copied with their kernel
+# launches rewritten (prepare.py, once for every encoding) and compiled by g++ against
+# stand-ins for the CUDA runtime, cuBLASLt and the tensor-core instructions. Binaries:
+# build/emulate/<program>_<pe> (bf16) and <program>_<pe>_fp32.
+EMU := $(BUILD)/emulate
+EMU_SRC := $(EMU)/src
+EMU_CXX := g++ -std=c++20 -O2 -fopenmp -fno-strict-aliasing -x c++ -w -I$(EMU_SRC)/dev/cuda/emulate
+EMU_INPUTS := train_gpt2.cu test_gpt2.cu $(CU_HEADERS) $(wildcard dev/cuda/*.cu dev/cuda/emulate/*.h dev/cuda/emulate/*.py)
+emu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16)
+# tensor-core instructions, with mutants planted in the kernels (and one in the emulation):
+# a mutant's test must fail; kerple's PERow holds no pointer, so a mutant reads NaN, not
+# an address
+EMU_MUTANT_PE := kerple
+
+$(EMU_SRC)/.prepared: $(EMU_INPUTS) | $(BUILD)
+	rm -rf $(EMU_SRC) && python3 dev/cuda/emulate/prepare.py . $(EMU_SRC) && touch $@
+
+$(EMU)/mma_check: $(EMU_SRC)/.prepared
+	$(EMU_CXX) -o $@ $(EMU_SRC)/dev/cuda/mma_check.cu
+
+$(EMU)/attention_%: $(EMU_SRC)/.prepared
+	$(EMU_CXX) $(call emu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
+
+$(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
+	$(EMU_CXX) $(call emu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/test_gpt2.cu
+
+# CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
+# attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
+# head sizes 64, 32, 128) against the double-precision reference, then the mutants
+test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe))
+	$(EMU)/mma_check
+	@for pe in $(PE_LIST); do \
+	  echo "=== $$pe: tensor-core attention (bf16) in the emulation ==="; \
+	  $(EMU)/attention_$$pe check || exit 1; \
+	done
+	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE)
+
+# the whole CUDA path of one encoding on the CPU: the CPU path's debug state, test_gpt2cu's
+# comparison with it in fp32 and in bf16 (logits, loss, every gradient, 10 AdamW steps),
+# the attention kernels (fp32: versions 1 and 2; bf16: version 3)
+emulate: $(EMU)/test_gpt2cu_$(PE)_fp32 $(EMU)/test_gpt2cu_$(PE) $(EMU)/attention_$(PE)_fp32 $(EMU)/attention_$(PE) $(BUILD)/test_gpt2_$(PE)
+	$(BUILD)/test_gpt2_$(PE) debug-state $(BUILD)/ref_$(PE)
+	$(EMU)/test_gpt2cu_$(PE)_fp32 reference $(BUILD)/ref_$(PE)
+	$(EMU)/test_gpt2cu_$(PE) reference $(BUILD)/ref_$(PE)
+	$(EMU)/attention_$(PE)_fp32 1 100 2 2 32
+	$(EMU)/attention_$(PE)_fp32 2 100 2 2 32
+	$(EMU)/attention_$(PE) check

@@ -114,9 +114,11 @@ static void cuda_context_init(void) {
     ctx.initialized = 1;
 }
 
+static void matmul_plans_free(void);
 static void cuda_context_free(void) {
     if (!ctx.initialized) { return; }
     cudaCheck(cudaStreamSynchronize(ctx.stream));
+    matmul_plans_free();
 #ifdef USE_NCCL
     if (ctx.world > 1) { ncclCheck(ncclCommDestroy(ctx.nccl)); }
 #endif
@@ -249,7 +251,8 @@ typedef struct {
     double* norm_partials;  // (NORM_BLOCKS)
     float* logits_row;      // (Vp) one row of logits in fp32 (sampling)
     float* alibi_slopes;    // (NH)
-    float* host_losses;     // (N) host copy of the last per-token losses
+    float* host_losses;     // (N) host copy of the last per-token losses (pinned)
+    int* host_tokens;       // (2N) pinned staging of the batch's inputs and targets for the copies
     // the last forward pass
     int batch_size;
     int seq_len;
@@ -260,52 +263,103 @@ typedef struct {
 // ----------------------------------------------------------------------------
 // matmuls through cuBLASLt
 
-// matmul_cublaslt: D (m x n, column-major) = op(A) op(B) [+ bias] [+ D if accumulate],
-// optionally through GELU with the pre-activation kept in pre_gelu (the fused epilogues);
-// A and B are floatX, D is floatX or fp32 (d_fp32: gradients and fp32 results)
-static void matmul_cublaslt(void* d, int d_fp32, const floatX* a, const floatX* b, const floatX* bias,
-                            int m, int n, int k, int transA, int transB, int accumulate, floatX* pre_gelu) {
-    if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)d | (uintptr_t)bias | (uintptr_t)pre_gelu) % 16 != 0) {
-        fatal("matmul: cuBLASLt pointers must be 16-byte aligned (m=%d n=%d k=%d)", m, n, k);
-    }
+// cuBLASLt's descriptors, layouts and chosen algorithm for one kind of matmul, made on its
+// first use and kept: the heuristic query costs more than a small matmul. The bias and
+// pre-GELU pointers change from call to call and are set on the kept descriptor. The
+// algorithm is asked for the alignment the call's pointers have (16 to 256 bytes), which
+// is part of the key, so a plan is only used with pointers at least as aligned.
+typedef struct {
+    int m, n, k, transA, transB, d_fp32, bias, gelu, align;
     cublasLtMatmulDesc_t op;
-    cublasCheck(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+} MatmulPlan;
+#define MATMUL_PLANS 128
+static MatmulPlan matmul_plans[MATMUL_PLANS];
+static int matmul_plan_count = 0, matmul_plan_next = 0;
+
+static void matmul_plan_destroy(MatmulPlan* p) {
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->ld));
+    cublasCheck(cublasLtMatmulDescDestroy(p->op));
+}
+
+static void matmul_plans_free(void) {
+    for (int i = 0; i < matmul_plan_count; i++) { matmul_plan_destroy(&matmul_plans[i]); }
+    matmul_plan_count = 0;
+    matmul_plan_next = 0;
+}
+
+// the kept plan for this kind of matmul, made (and the oldest one replaced when all
+// MATMUL_PLANS are taken) if there is none; the pointers are those of the first call
+static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int d_fp32, const floatX* bias_ptr, floatX* gelu_ptr, int align) {
+    int bias = bias_ptr != NULL, gelu = gelu_ptr != NULL;
+    for (int i = 0; i < matmul_plan_count; i++) {
+        MatmulPlan* p = &matmul_plans[i];
+        if (p->m == m && p->n == n && p->k == k && p->transA == transA && p->transB == transB && p->d_fp32 == d_fp32
+            && p->bias == bias && p->gelu == gelu && p->align == align) { return p; }
+    }
+    MatmulPlan* p;
+    if (matmul_plan_count < MATMUL_PLANS) { p = &matmul_plans[matmul_plan_count++]; }
+    else { p = &matmul_plans[matmul_plan_next]; matmul_plan_next = (matmul_plan_next + 1) % MATMUL_PLANS; matmul_plan_destroy(p); }
+    p->m = m; p->n = n; p->k = k; p->transA = transA; p->transB = transB; p->d_fp32 = d_fp32; p->bias = bias; p->gelu = gelu; p->align = align;
+    cublasCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     cudaDataType_t dtype = d_fp32 ? CUDA_R_32F : CUBLAS_LOWP;
-    cublasCheck(transA ? cublasLtMatrixLayoutCreate(&la, CUBLAS_LOWP, k, m, k) : cublasLtMatrixLayoutCreate(&la, CUBLAS_LOWP, m, k, m));
-    cublasCheck(transB ? cublasLtMatrixLayoutCreate(&lb, CUBLAS_LOWP, n, k, n) : cublasLtMatrixLayoutCreate(&lb, CUBLAS_LOWP, k, n, k));
-    cublasCheck(cublasLtMatrixLayoutCreate(&ld, dtype, m, n, m));
-    cublasLtEpilogue_t epilogue = pre_gelu != NULL ? (bias != NULL ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
-                                                   : (bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (bias != NULL) { cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
-    if (pre_gelu != NULL) {
+    cublasCheck(transA ? cublasLtMatrixLayoutCreate(&p->la, CUBLAS_LOWP, k, m, k) : cublasLtMatrixLayoutCreate(&p->la, CUBLAS_LOWP, m, k, m));
+    cublasCheck(transB ? cublasLtMatrixLayoutCreate(&p->lb, CUBLAS_LOWP, n, k, n) : cublasLtMatrixLayoutCreate(&p->lb, CUBLAS_LOWP, k, n, k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, dtype, m, n, m));
+    cublasLtEpilogue_t epilogue = gelu ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                                       : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias) { cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr))); }
+    if (gelu) {
         int64_t aux_ld = m;
-        cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre_gelu, sizeof(pre_gelu)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gelu_ptr, sizeof(gelu_ptr)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &ctx.workspace_size, sizeof(ctx.workspace_size)));
+    uint32_t a = (uint32_t)align;
+    const int align_attrs[4] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++) {
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)align_attrs[i], &a, sizeof(a)));
+    }
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, op, la, lb, ld, ld, pref, 1, &heuristic, &found);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heuristic, &found);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d; status %d)",
-              m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME, bias != NULL, pre_gelu != NULL, (int)st);
+        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d, %d-byte aligned; status %d)",
+              m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME, bias, gelu, align, (int)st);
+    }
+    p->algo = heuristic.algo;
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    return p;
+}
+
+// matmul_cublaslt: D (m x n, column-major) = op(A) op(B) [+ bias] [+ D if accumulate],
+// optionally through GELU with the pre-activation kept in pre_gelu (the fused epilogues);
+// A and B are floatX, D is floatX or fp32 (d_fp32: gradients and fp32 results)
+static void matmul_cublaslt(void* d, int d_fp32, const floatX* a, const floatX* b, const floatX* bias,
+                            int m, int n, int k, int transA, int transB, int accumulate, floatX* pre_gelu) {
+    uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)d | (uintptr_t)bias | (uintptr_t)pre_gelu;
+    if (bits % 16 != 0) { fatal("matmul: cuBLASLt pointers must be 16-byte aligned (m=%d n=%d k=%d)", m, n, k); }
+    int align = 16;
+    while (align < 256 && bits % (2 * align) == 0) { align *= 2; }
+    MatmulPlan* p = matmul_plan(m, n, k, transA, transB, d_fp32, bias, pre_gelu, align);
+    if (bias != NULL) { cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
+    if (pre_gelu != NULL) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &pre_gelu, sizeof(pre_gelu)));
     }
     float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasCheck(cublasLtMatmul(ctx.lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,
+    cublasCheck(cublasLtMatmul(ctx.lt, p->op, &alpha, a, p->la, b, p->lb, &beta, d, p->ld, d, p->ld, &p->algo,
                                ctx.workspace, ctx.workspace_size, ctx.stream));
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatrixLayoutDestroy(la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
-    cublasCheck(cublasLtMatmulDescDestroy(op));
 }
 
 // ----------------------------------------------------------------------------
@@ -624,11 +678,19 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 //   PEBias, pe_bias_setup, pe_bias, pe_bias_backward, pe_bias_reduce
 //                                         the additive attention bias b(i, j) of head h; pe_bias
 //                                         and pe_bias_backward are __device__ functions called
-//                                         inside the attention kernels (llmc/attention_bias.cuh),
-//                                         with pe_bias_flush ending each backward kernel
+//                                         inside the attention kernels (llmc/attention_bias.cuh,
+//                                         llmc/attention_mma.cuh), with pe_bias_flush ending each
+//                                         backward kernel
 //   pe_project                            keeps constrained parameters in range after an update
 // A block defines PE_EMBED, PE_LAYER, PE_BIAS for the hooks it implements; the others do
-// nothing (defaults after the last block). PE_PAR_N is the number of parameter-gradient
+// nothing (defaults after the last block). The kernels evaluate the bias in two steps:
+// PERow r = pe_bias_row(pb, b, h, i) once per query row, then pe_bias(pb, r, j) and
+// pe_bias_backward(pb, g, side, r, j, ds) per pair. A block that defines PE_ROW writes
+// these itself, with the per-row constants hoisted into PERow (and r.shift: a constant of
+// the row left out of pe_bias because it cancels in the softmax; the kernels add it to the
+// log-sum-exp); a block without it writes pe_bias(pb, b, h, i, j) and
+// pe_bias_backward(pb, g, side, b, h, i, j, ds) as train_gpt2.c does, and PERow is
+// (b, h, i). PE_PAR_N is the number of parameter-gradient
 // accumulators of the bias (each attention backward block reduces its own into a
 // partial, pe_bias_reduce sums the partials: no atomics, deterministic). PE_LAYER_DLN1
 // says pe_layer_backward has written a gradient into dln1 (the qkv backward then adds).
@@ -751,18 +813,21 @@ static void pe_layer_backward(GPT2* model, int l, int B, int T) {
 #elif defined(PE_ALIBI)
 // alibi: b(i, j) = -m_h (i - j), fixed head slopes m_h (llmc/pe.h), not scaled by 1/sqrt(hs)
 #define PE_BIAS
+#define PE_ROW
 #define PE_PAR_N 0
 struct PEGrad {};
 struct PEBias { typedef PEGrad Grad; const float* slopes; };
+struct PERow { float slope; int i; float shift; };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     (void)l; (void)B; (void)T; (void)backward;
     pb->slopes = model->alibi_slopes;
 }
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
     (void)b;
-    return -pb.slopes[h] * (float)(i - j);
+    return {pb.slopes[h], i, 0.0f};
 }
-__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
+__device__ __forceinline__ float pe_bias(const PEBias&, const PERow& r, int j) { return -r.slope * (float)(r.i - j); }
+__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, const PERow&, int, float) {}
 __device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
 
@@ -770,10 +835,12 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (v
 // t5: a learned scalar per head and distance bucket, b(i, j) = table[h][bucket(i - j)];
 // the buckets of distances below 128 come from llmc/pe.h's t5_bucket() on the host
 #define PE_BIAS
+#define PE_ROW
 #define PE_PAR_N T5_NUM_BUCKETS
 __constant__ unsigned char t5_bucket_of[T5_MAX_DISTANCE];
 struct PEGrad { float d[T5_NUM_BUCKETS]; };
 struct PEBias { typedef PEGrad Grad; const floatX* table; float* partials; };
+struct PERow { const floatX* table; int i; float shift; }; // the table's row of head h
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     static int uploaded = 0;
     (void)B; (void)T; (void)backward;
@@ -787,13 +854,13 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
     pb->partials = model->gs.pe_partials;
 }
 __device__ __forceinline__ int pe_t5_bucket(int n) { return n < T5_MAX_DISTANCE ? t5_bucket_of[n] : T5_NUM_BUCKETS - 1; }
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
     (void)b;
-    return (float)pb.table[h * T5_NUM_BUCKETS + pe_t5_bucket(i - j)];
+    return {pb.table + h * T5_NUM_BUCKETS, i, 0.0f};
 }
-__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
-    (void)pb; (void)b; (void)h;
-    if (side == PE_SIDE_COL) { g.d[pe_t5_bucket(i - j)] += ds; }
+__device__ __forceinline__ float pe_bias(const PEBias&, const PERow& r, int j) { return (float)r.table[pe_t5_bucket(r.i - j)]; }
+__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad& g, int side, const PERow& r, int j, float ds) {
+    if (side == PE_SIDE_COL) { g.d[pe_t5_bucket(r.i - j)] += ds; }
 }
 __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
     flush_param_partials(pb.partials, g.d, side, slot);
@@ -820,9 +887,11 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
 #elif defined(PE_KERPLE)
 // kerple (logarithmic): b(i, j) = -r1_h log(1 + r2_h (i - j)), r1, r2 learned and kept >= 0.01
 #define PE_BIAS
+#define PE_ROW
 #define PE_PAR_N 2
 struct PEGrad { float d[2]; };
 struct PEBias { typedef PEGrad Grad; const floatX* r1; const floatX* r2; float* partials; };
+struct PERow { float r1, r2; int i; float shift; };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     (void)B; (void)T; (void)backward;
     int NH = model->config.num_heads;
@@ -830,16 +899,16 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
     pb->r2 = model->params.kerple_r2 + (size_t)l * NH;
     pb->partials = model->gs.pe_partials;
 }
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
     (void)b;
-    return -(float)pb.r1[h] * logf(1.0f + (float)pb.r2[h] * (float)(i - j));
+    return {(float)pb.r1[h], (float)pb.r2[h], i, 0.0f};
 }
-__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
-    (void)b;
+__device__ __forceinline__ float pe_bias(const PEBias&, const PERow& r, int j) { return -r.r1 * logf(1.0f + r.r2 * (float)(r.i - j)); }
+__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad& g, int side, const PERow& r, int j, float ds) {
     if (side != PE_SIDE_COL) { return; }
-    float n = (float)(i - j), r1 = (float)pb.r1[h], r2 = (float)pb.r2[h];
-    g.d[0] -= ds * logf(1.0f + r2 * n);
-    g.d[1] -= ds * r1 * n / (1.0f + r2 * n);
+    float n = (float)(r.i - j);
+    g.d[0] -= ds * logf(1.0f + r.r2 * n);
+    g.d[1] -= ds * r.r1 * n / (1.0f + r.r2 * n);
 }
 __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
     flush_param_partials(pb.partials, g.d, side, slot);
@@ -997,15 +1066,25 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
 //   cable     g = ReLU               b(i, j) = w_i (S_i - S_j),  w_i = x_i W_w + b_w
 //   kcable    g = ReLU               b(i, j) = -log(1 + (S_i - S_j)^2)
 // S (and a, w) stay in fp32. In the backward pass the attention kernels turn the score
-// gradients into dS: the dq pass adds the row sums (and, for cable, dw), the dk/dv pass
+// gradients into dS: the dq pass writes the row sums (and, for cable, dw), the dk/dv pass
 // subtracts the column sums; pe_layer_backward then runs the reverse cumulative sum and
 // the two small linear layers backward.
+// In the kernels, PERow keeps S_i, w_i and the (b, h) column of S. For cable, cable_nw and
+// cable_v1 the row's constant w_i S_i (S_i) cancels in the softmax and is left out
+// (r.shift): pe_bias is -w_i S_j, one multiply-add with the score. In the backward the
+// row side of dS, w_i sum_j ds_ij, is zero in exact arithmetic (the same softmax
+// invariance) and is left out too, so only kcable has a row part of dS; cable's
+// dw_i = sum_j ds_ij (S_i - S_j) is a row sum, kept in the difference form (its terms are
+// small where ds is large).
 #define PE_LAYER
 #define PE_BIAS
+#define PE_ROW
 #define PE_PAR_N 0
 #define PE_LAYER_DLN1 1
+#define CABLE_SCAN_THREADS 256
 struct PEGrad { float dS; float dw; };
 struct PEBias { typedef PEGrad Grad; const float* S; const float* w; float* dS; float* dw; int T; int NH; };
+struct PERow { const float* S; float Si, wi, shift; }; // S: the (b, h) column of S (stride NH)
 
 __device__ __forceinline__ float cable_increment(float a) { // g(a), the (positive) size of the step
 #if defined(PE_CABLE_V1)
@@ -1022,37 +1101,54 @@ __device__ __forceinline__ float cable_increment_grad(float a) { // g'(a)
 #endif
 }
 
-// cable_scan_forward_kernel: one thread per (b, h): adds the small layers' biases and runs
-// the cumulative sum S_t = -(g(a_1) + ... + g(a_t)) in fp32
-__global__ void cable_scan_forward_kernel(float* a, float* S, float* w, const floatX* bb, const floatX* bw, int B, int T, int NH) {
-    int bh = blockIdx.x * blockDim.x + threadIdx.x;
-    if (bh >= B * NH) { return; }
-    int b = bh / NH, h = bh % NH;
-    float bias_a = (float)bb[h], s = 0.0f;
-    for (int t = 0; t < T; t++) {
-        size_t idx = ((size_t)b * T + t) * NH + h;
+// cable_scan_forward_kernel: one block per (b, h), each thread a segment of the T tokens:
+// adds the small layers' biases, then S_t = -(g(a_1) + ... + g(a_t)) in fp32 as a parallel
+// scan (the segments' sums, their exclusive prefix sum over the block, the segments again)
+__global__ void __launch_bounds__(CABLE_SCAN_THREADS)
+cable_scan_forward_kernel(float* a, float* S, float* w, const floatX* bb, const floatX* bw, int T, int NH) {
+    int b = blockIdx.x / NH, h = blockIdx.x % NH;
+    int per = CEIL_DIV(T, CABLE_SCAN_THREADS);
+    int t0 = min(T, (int)threadIdx.x * per), t1 = min(T, t0 + per);
+    size_t base = (size_t)b * T * NH + h;
+    float bias_a = (float)bb[h], local = 0.0f;
+    for (int t = t0; t < t1; t++) {
+        size_t idx = base + (size_t)t * NH;
         float x = a[idx] + bias_a;
         a[idx] = x;
-        s -= cable_increment(x);
+        S[idx] = cable_increment(x); // the increment, until the second pass
+        local += S[idx];
+    }
+    float total;
+    float s = -block_exclusive_sum(local, &total);
+    for (int t = t0; t < t1; t++) {
+        size_t idx = base + (size_t)t * NH;
+        s -= S[idx];
         S[idx] = s;
     }
 #if defined(PE_CABLE)
     float bias_w = (float)bw[h];
-    for (int t = 0; t < T; t++) { w[((size_t)b * T + t) * NH + h] += bias_w; }
+    for (int t = t0; t < t1; t++) { w[base + (size_t)t * NH] += bias_w; }
 #else
     (void)w; (void)bw;
 #endif
 }
 
-// cable_scan_backward_kernel: one thread per (b, h): the reverse cumulative sum,
-// dL/da_t = -g'(a_t) * sum_{t' >= t} dL/dS_t', written as a matmul input
-__global__ void cable_scan_backward_kernel(floatX* da, const float* dS, const float* a, int B, int T, int NH) {
-    int bh = blockIdx.x * blockDim.x + threadIdx.x;
-    if (bh >= B * NH) { return; }
-    int b = bh / NH, h = bh % NH;
-    float acc = 0.0f;
-    for (int t = T - 1; t >= 0; t--) {
-        size_t idx = ((size_t)b * T + t) * NH + h;
+// cable_scan_backward_kernel: one block per (b, h), a segment of tokens per thread: the
+// reverse cumulative sum dL/da_t = -g'(a_t) * sum_{t' >= t} dL/dS_t' (the segments' sums,
+// the sum of the segments after each, the segments again backwards), written as a matmul input
+__global__ void __launch_bounds__(CABLE_SCAN_THREADS)
+cable_scan_backward_kernel(floatX* da, const float* dS, const float* a, int T, int NH) {
+    int b = blockIdx.x / NH, h = blockIdx.x % NH;
+    int per = CEIL_DIV(T, CABLE_SCAN_THREADS);
+    int t0 = min(T, (int)threadIdx.x * per), t1 = min(T, t0 + per);
+    size_t base = (size_t)b * T * NH + h;
+    float local = 0.0f;
+    for (int t = t0; t < t1; t++) { local += dS[base + (size_t)t * NH]; }
+    float total;
+    float before = block_exclusive_sum(local, &total);
+    float acc = total - before - local; // the segments after this one
+    for (int t = t1 - 1; t >= t0; t--) {
+        size_t idx = base + (size_t)t * NH;
         acc += dS[idx];
         da[idx] = (floatX)(-cable_increment_grad(a[idx]) * acc);
     }
@@ -1070,8 +1166,8 @@ static void pe_layer_forward(GPT2* model, int l, int B, int T) {
 #if defined(PE_CABLE)
     matmul_cublaslt(w, 1, model->params.cable_ww + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
 #endif
-    cable_scan_forward_kernel<<<CEIL_DIV(B * NH, 64), 64, 0, ctx.stream>>>(a, S, w, model->params.cable_bb + (size_t)l * NH,
-        model->params.cable_bw + (size_t)l * NH, B, T, NH);
+    cable_scan_forward_kernel<<<B * NH, CABLE_SCAN_THREADS, 0, ctx.stream>>>(a, S, w, model->params.cable_bb + (size_t)l * NH,
+        model->params.cable_bw + (size_t)l * NH, T, NH);
     cudaCheckLaunch("cable_scan_forward_kernel");
 }
 
@@ -1081,7 +1177,7 @@ static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     const floatX* ln1 = model->acts.ln1 + (size_t)l * model->acts_N * C;
     const float* a = model->acts.pe_a + (size_t)l * model->pe_stride;
     GradScratch* gs = &model->gs;
-    cable_scan_backward_kernel<<<CEIL_DIV(B * NH, 64), 64, 0, ctx.stream>>>(gs->pe_dx, gs->pe_dS, a, B, T, NH);
+    cable_scan_backward_kernel<<<B * NH, CABLE_SCAN_THREADS, 0, ctx.stream>>>(gs->pe_dx, gs->pe_dS, a, T, NH);
     cudaCheckLaunch("cable_scan_backward_kernel");
     // dln1 is written here first (the qkv backward adds to it: PE_LAYER_DLN1)
     matmul_backward(gs->dsmall, model->grads.cable_wb + (size_t)l * NH * C, model->grads.cable_bb + (size_t)l * NH,
@@ -1103,34 +1199,42 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
     pb->dS = backward ? model->gs.pe_dS : NULL;
     pb->dw = backward ? model->gs.pe_dw : NULL;
 }
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
-    size_t row = (size_t)b * pb.T;
-    float diff = pb.S[(row + i) * pb.NH + h] - pb.S[(row + j) * pb.NH + h];
+__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
+    const float* S = pb.S + (size_t)b * pb.T * pb.NH + h;
+    float Si = S[(size_t)i * pb.NH];
 #if defined(PE_CABLE)
-    return pb.w[(row + i) * pb.NH + h] * diff;
+    float wi = pb.w[((size_t)b * pb.T + i) * pb.NH + h];
+    return {S, Si, wi, wi * Si};
 #elif defined(PE_KCABLE)
-    return -logf(1.0f + diff * diff);
+    return {S, Si, 1.0f, 0.0f};
 #else
-    return diff;
+    return {S, Si, 1.0f, Si};
 #endif
 }
-// row side: dS_i += ds (and dw_i += ds (S_i - S_j)); column side: dS_j -= ds; ds first
-// through the bias's derivative in S_i - S_j (w_i for cable, -2 diff / (1 + diff^2) for kcable)
-__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
-#if defined(PE_CABLE) || defined(PE_KCABLE)
-    size_t row = (size_t)b * pb.T;
-    size_t si = (row + i) * pb.NH + h, sj = (row + j) * pb.NH + h;
-    float diff = pb.S[si] - pb.S[sj];
+// b(i, j) - r.shift: -w_i S_j (cable), -S_j (cable_nw, cable_v1), -log(1 + (S_i - S_j)^2) (kcable)
+__device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) {
+    float Sj = r.S[(size_t)j * pb.NH];
+#if defined(PE_KCABLE)
+    float diff = r.Si - Sj;
+    return -logf(1.0f + diff * diff);
+#else
+    return -r.wi * Sj;
+#endif
+}
+// row side: dw_i += ds (S_i - S_j) (cable), dS_i += ds k'(S_i - S_j) (kcable, k(x) = -log(1 + x^2));
+// column side: dS_j -= ds db/d(S_i - S_j) (w_i, 1, or k')
+__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds) {
 #if defined(PE_CABLE)
-    if (side == PE_SIDE_ROW) { g.dw += ds * diff; }
-    ds *= pb.w[si];
+    float diff = r.Si - r.S[(size_t)j * pb.NH];
+    if (side == PE_SIDE_ROW) { g.dw += ds * diff; } else { g.dS -= ds * r.wi; }
+#elif defined(PE_KCABLE)
+    float diff = r.Si - r.S[(size_t)j * pb.NH];
+    float d = ds * (-2.0f * diff / (1.0f + diff * diff));
+    if (side == PE_SIDE_ROW) { g.dS += d; } else { g.dS -= d; }
 #else
-    ds *= -2.0f * diff / (1.0f + diff * diff);
+    (void)pb; (void)r; (void)j;
+    if (side == PE_SIDE_COL) { g.dS -= ds; }
 #endif
-#else
-    (void)pb; (void)b; (void)h; (void)i; (void)j;
-#endif
-    if (side == PE_SIDE_ROW) { g.dS += ds; } else { g.dS -= ds; }
 }
 // the dq pass writes dS (and dw) of its query tokens; the dk/dv pass, which runs after it,
 // adds the column part to dS of its key tokens
@@ -1170,6 +1274,15 @@ __device__ __forceinline__ float pe_bias(const PEBias&, int, int, int, int) { re
 __device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
 __device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+#endif
+#ifndef PE_ROW
+// an encoding that writes its bias per pair (b, h, i, j): the row is just where it is
+struct PERow { int b, h, i; float shift; };
+__device__ __forceinline__ PERow pe_bias_row(const PEBias&, int b, int h, int i) { return {b, h, i, 0.0f}; }
+__device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) { return pe_bias(pb, r.b, r.h, r.i, j); }
+__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds) {
+    pe_bias_backward(pb, g, side, r.b, r.h, r.i, j, ds);
+}
 #endif
 #ifndef PE_PROJECT
 static void pe_project(GPT2* model) { (void)model; }
@@ -1340,10 +1453,12 @@ static void* carve(void*** ptrs, const size_t* bytes, int n, const char* what) {
 static void gpt2_free_activations(GPT2* model) {
     cuda_free(&model->acts_memory);
     cuda_free(&model->gs_memory);
-    free(model->host_losses);
+    if (model->host_losses != NULL) { cudaCheck(cudaFreeHost(model->host_losses)); }
+    if (model->host_tokens != NULL) { cudaCheck(cudaFreeHost(model->host_tokens)); }
     memset(&model->acts, 0, sizeof(model->acts));
     memset(&model->gs, 0, sizeof(model->gs));
     model->host_losses = NULL;
+    model->host_tokens = NULL;
 }
 
 // (re)allocates activations for B x T tokens: every layer and the backward's buffers when
@@ -1390,7 +1505,9 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         };
         model->gs_memory = carve(gptrs, gbytes, (int)(sizeof(gbytes) / sizeof(gbytes[0])), "the backward pass's buffers");
     }
-    model->host_losses = (float*)malloc_check(N * sizeof(float));
+    // pinned host memory: the copies of the batch and of the losses run asynchronously
+    cudaCheck(cudaMallocHost((void**)&model->host_losses, N * sizeof(float)));
+    cudaCheck(cudaMallocHost((void**)&model->host_tokens, 2 * N * sizeof(int)));
     model->acts_N = N;
     model->pe_stride = pe_stride;
     model->acts_B = B;
@@ -1440,8 +1557,14 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     cudaStream_t st = ctx.stream;
     ActivationTensors a = model->acts;
     TensorSet<floatX> p = model->params;
-    cudaCheck(cudaMemcpyAsync(a.inputs, inputs, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice, st));
-    if (targets != NULL) { cudaCheck(cudaMemcpyAsync(a.targets, targets, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice, st)); }
+    // through pinned memory (the previous step's copies are done: every forward pass ends synchronized)
+    size_t BT = (size_t)B * T;
+    memcpy(model->host_tokens, inputs, BT * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(a.inputs, model->host_tokens, BT * sizeof(int), cudaMemcpyHostToDevice, st));
+    if (targets != NULL) {
+        memcpy(model->host_tokens + BT, targets, BT * sizeof(int));
+        cudaCheck(cudaMemcpyAsync(a.targets, model->host_tokens + BT, BT * sizeof(int), cudaMemcpyHostToDevice, st));
+    }
 
     size_t N = model->acts_N;
     encoder_forward(a.encoded, a.inputs, p.wte, B * T, C);

@@ -6,16 +6,25 @@
 #   test   builds every encoding's CPU test and CUDA test (bf16 and fp32), writes the CPU
 #          reference of each encoding (./test_gpt2 debug-state) and runs test_gpt2cu on it
 #          (GPU vs CPU, the attention kernels alone at T = 4096, evaluation memory at 16k)
-#   dev    builds and runs dev/cuda/attention_bias, every version, for every encoding
+#   dev    dev/cuda/mma_check (the GPU's tensor-core instructions against the fragment
+#          layouts the CPU emulation implements), then dev/cuda/attention_bias for every
+#          encoding at GPT-Small's attention shape (B = 8, T = 1024, 12 heads of 64): each
+#          version checked against the CPU reference and timed (ms, TFLOP/s, forward and
+#          backward; version 3 is the tensor-core kernel of the bf16 trainer), beside PyTorch's
+#          SDPA flash backend at the same shape in the same run (dev/cuda/sdpa_bench.py,
+#          if torch is installed)
 #   bench  GPT-Small (-e small: 12L 12H 768) at T = 1024, B = 8: tokens/s, MFU and peak
 #          GPU memory of learned, alibi and cable (30 steps each), and the evaluation
-#          memory of cable at 1k, 4k and 16k tokens
+#          memory of cable at 1k, 4k and 16k tokens; with LLMC_DIR=<a checkout of llm.c>,
+#          llm.c's train_gpt2cu (d12, same B and T, same data) for comparison
 #
 # Each stage builds what it needs (make is incremental), so stages can also run as
 # separate commands. Logs go to OUTDIR/<stage>/, a summary to OUTDIR/summary.md.
 # Data: data/starter if it is there (carry it along), otherwise random token shards.
-# Budget: all stages take about 6-8 minutes on one H100 with 16 cores; run
-# `test` and `dev bench` as two commands if a command is limited to 10 minutes.
+# Budget (estimated, not yet measured with the tensor-core kernels) on one H100 with 16
+# cores: `test` about 5 minutes, `dev` 5 to 8 (36 CPU references at B = 8, T = 1024, 12
+# heads), `bench` about 4; run them as separate commands if a command is limited to 10
+# minutes.
 set -euo pipefail
 
 if [ $# -lt 1 ]; then echo "usage: $0 OUTDIR [test] [dev] [bench]" >&2; exit 1; fi
@@ -24,7 +33,7 @@ shift
 STAGES="${*:-test dev bench}"
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
-PES="learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable"
+PES=$(sed -n 's/^PE_LIST := //p' Makefile) # every encoding the Makefile knows
 SUMMARY="$OUT/summary.md"
 export PATH="$PATH:/usr/local/cuda/bin"
 
@@ -84,21 +93,30 @@ fi
 
 # ----------------------------------------------------------------------------
 if [[ " $STAGES " == *" dev "* ]]; then
-    stage "dev: dev/cuda/attention_bias, every version, every encoding"
+    stage "dev: tensor-core instructions; dev/cuda/attention_bias, every version, every encoding; PyTorch SDPA"
     mkdir -p "$OUT/dev"
-    targets=""
+    targets="mma_check"
     for pe in $PES; do targets="$targets attention_bias_$pe"; done
     make -C dev/cuda -j"$JOBS" $targets > "$OUT/dev/build.log" 2>&1 || { tail -n 30 "$OUT/dev/build.log"; exit 1; }
-    { echo; echo "## dev/cuda/attention_bias (B=2 T=1024 NH=12 hs=64, bf16): ms and nominal TFLOP/s"; echo;
+    note ""
+    if dev/cuda/mma_check > "$OUT/dev/mma_check.log" 2>&1; then note "mma_check (GPU instructions = emulated layouts): ok"
+    else note "mma_check: FAILED (the emulation's layouts differ from this GPU: $OUT/dev/mma_check.log)"; cat "$OUT/dev/mma_check.log"; fi
+    SHAPE="1024 8 12 64" # T B NH HS: one layer of GPT-Small at B = 8
+    { echo; echo "## attention alone (T B NH HS = $SHAPE, bf16): ms and TFLOP/s (forward 4, backward 10 x pairs x hs)"; echo;
       echo "| encoding | version | check | forward ms | forward TFLOP/s | backward ms | backward TFLOP/s |";
       echo "|---|---|---|---|---|---|---|"; } >> "$SUMMARY"
+    python3 dev/cuda/sdpa_bench.py $SHAPE > "$OUT/dev/sdpa.log" 2>&1 || true
+    f=$(awk '/sdpa-flash forward/ {print $3" | "$5}' "$OUT/dev/sdpa.log")
+    b=$(awk '/sdpa-flash backward/ {print $3" | "$5}' "$OUT/dev/sdpa.log")
+    echo "| (PyTorch SDPA flash, causal, no bias) | - | - | ${f:-- | -} | ${b:-- | -} |" | tee -a "$SUMMARY"
+    [ -n "$f" ] || note "SDPA: $(head -n 1 "$OUT/dev/sdpa.log")"
     for pe in $PES; do
-        for v in 1 2; do
+        for v in 1 2 3; do
             log="$OUT/dev/attention_bias_${pe}_v$v.log"
             status=ok
-            dev/cuda/attention_bias_$pe $v > "$log" 2>&1 || status=FAIL
-            f=$(awk '/forward/ {print $2" | "$4}' "$log")
-            b=$(awk '/backward/ {print $2" | "$4}' "$log")
+            dev/cuda/attention_bias_$pe $v $SHAPE > "$log" 2>&1 || status=FAIL
+            f=$(awk '/^  forward/ {print $2" | "$4}' "$log")
+            b=$(awk '/^  backward/ {print $2" | "$4}' "$log")
             echo "| $pe | $v | $status | ${f:-- | -} | ${b:-- | -} |" | tee -a "$SUMMARY"
         done
     done
@@ -159,6 +177,18 @@ EOF
         smipeak=$(sort -n "$smi" 2>/dev/null | tail -n 1)
         echo "| $pe | $ms | $tps | $mfu | ${peak:--} | ${smipeak:--} |" | tee -a "$SUMMARY"
     done
+
+    if [ -n "${LLMC_DIR:-}" ]; then # llm.c's own trainer on the same data, for the tokens/s comparison
+        log="$OUT/bench/train_llmc.log"
+        echo "--- llm.c ($LLMC_DIR)"
+        if make -C "$LLMC_DIR" train_gpt2cu > "$OUT/bench/build_llmc.log" 2>&1 \
+           && "$LLMC_DIR/train_gpt2cu" -e d12 -b 8 -t 1024 -x 30 -v 0 -s 0 -i "$TRAIN" -j "$VAL" > "$log" 2>&1; then
+            tps=$(awk '/^step/ && !/^step +1\// { for (i = 1; i <= NF; i++) if ($i ~ /tok\/s/) { v = $(i-1); gsub(/[^0-9.]/, "", v); s += v; n++ } } END { if (n) printf "%.0f", s / n; else print "-" }' "$log")
+            echo "| llm.c (d12, its own attention) | - | ${tps:--} | - | - | - |" | tee -a "$SUMMARY"
+        else
+            note "llm.c: did not build or run (logs: bench/build_llmc.log, bench/train_llmc.log)"
+        fi
+    fi
 
     note ""
     note "## cable: evaluation memory (-x 0, one process per length, GPT-Small, B*T = 8192 tokens per batch)"

@@ -1,34 +1,51 @@
 /*
 Causal attention with an additive positional bias computed on the fly, forward and
 backward, flash-attention style: no T x T tensor (scores, probabilities or bias) ever
-exists in memory. The bias b(i, j) of query i and key j in head h comes from the
-positional encoding's hooks, found by argument-dependent lookup on the bias type PE
-(the trainer's PEBias, one per encoding, llmc/../train_gpt2.cu "positional encodings"):
+exists in memory. Two families of kernels share the interface below: the fp32 kernels
+of this file (the fp32 build, compared tightly with the CPU path) and the tensor-core
+kernels of llmc/attention_mma.cuh (the bf16 build); attention_forward/backward at the end
+pick the build's.
 
-  float pe_bias(const PE& pb, int b, int h, int i, int j)
-      the bias, from a few per-head and per-token numbers (slopes, tables, S, w)
-  void pe_bias_backward(const PE& pb, PE::Grad& g, int side, int b, int h, int i, int j, float ds)
-      accumulates dL/dbias(i, j) = ds into the thread's accumulators g: side PE_SIDE_ROW
-      is called by the thread that owns query i, side PE_SIDE_COL by the thread that
-      owns key j (each pair is seen once from each side)
+The bias b(i, j) of query i and key j in head h comes from the positional encoding's
+hooks, found by argument-dependent lookup on the bias type PE (the trainer's PEBias, one
+per encoding, train_gpt2.cu "positional encodings"):
+
+  PERow pe_bias_row(const PE& pb, int b, int h, int i)
+      what the bias needs of query row i, computed once per row (a head's slope, r1 and
+      r2, its row of the T5 table, CABLE's S_i and w_i); r.shift is a constant of the row
+      left out of pe_bias because it cancels in the softmax (CABLE's w_i S_i, else 0): the
+      kernels store lse_i = m_i + log(l_i) + r.shift, the true log-sum-exp, and subtract
+      it again in the backward
+  float pe_bias(const PE& pb, const PERow& r, int j)
+      b(i, j) - r.shift
+  void pe_bias_backward(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds)
+      accumulates dL/dbias(i, j) = ds into the thread's accumulators g: side PE_SIDE_ROW is
+      called by the thread that owns query i (the dq pass), side PE_SIDE_COL by the thread
+      that owns key j (the dk/dv pass); each pair is seen once from each side
   void pe_bias_flush(const PE& pb, PE::Grad& g, int side, int b, int h, int t, bool valid, int slot)
-      called once by every thread at the end of a backward kernel: writes per-token
-      gradients of its token t, or reduces parameter gradients over the block into a
-      per-block partial (slot), summed later by the trainer (deterministic, no atomics)
+      called once by every thread at the end of a backward kernel, with the sums of the
+      pairs of its token t (valid: t is one, and < T): writes per-token gradients, or
+      reduces parameter gradients over the block into a per-block partial (slot), summed
+      later by the trainer (deterministic, no atomics)
+
+An encoding that writes its bias per pair, pe_bias(pb, b, h, i, j) as train_gpt2.c does,
+gets PERow = (b, h, i) from the trainer (no PE_ROW). PE::Grad is a struct of floats.
 
 Layouts: qkv (B, T, 3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS;
-out and dout (B, T, C); lse and D (B, NH, T) in fp32. All arithmetic is fp32.
+out and dout (B, T, C); lse and D (B, NH, T) in fp32.
 
-Tiling. A thread owns one row (a query in the forward and the dq pass, a key in the
-dk/dv pass) and ATT_DPT = 16 of its HS dimensions, so HS / 16 consecutive threads
-share a row and combine their partial dot products with shuffles; HS = 32, 64, 128
-are compiled. Dimension group g of part p is the float4 number g * parts + p of the
-row, so the parts of a row read different shared-memory banks. The other side of
-the pairs streams through shared memory in tiles (converted to fp32 once per block):
+The fp32 kernels. A thread owns one row (a query in the forward and the dq pass, a key in
+the dk/dv pass) and ATT_DPT = 16 of its HS dimensions, so HS / 16 consecutive threads
+share a row and combine their partial dot products with shuffles; HS = 32, 64, 128 are
+compiled. Dimension group g of part p is the float4 number g * parts + p of the row, so
+the parts of a row read different shared-memory banks. The other side of the pairs
+streams through shared memory in tiles (converted to fp32 once per block); the threads of
+a row share out the evaluation of its biases for a tile (attention_bias_tile), so each
+pair's bias is evaluated once:
 
   forward    block = 64 query rows of one (b, h); key tiles of 32; online softmax
-             with one rescale per tile; keeps lse_i = m_i + log(l_i) per row
-  backward   two kernels, each recomputing p_ij = exp(s_ij - lse_i) from q, k, lse:
+             with one rescale per tile; keeps lse_i per row
+  backward   two kernels, each recomputing p_ij = exp(s_ij + b(i, j) - lse_i) from q, k, lse:
              dq pass   (block = 64 query rows, key tiles of 32): D_i = dout_i . out_i,
                        dq_i = sum_j ds_ij k_j / sqrt(HS), row side of the bias gradient
              dkdv pass (block = 64 keys, query tiles of 32): dv_j = sum_i p_ij dout_i,
@@ -40,7 +57,7 @@ the pairs streams through shared memory in tiles (converted to fp32 once per blo
   causality  tiles entirely above the diagonal are never visited; in the diagonal tiles
              masked pairs are dropped by value, so every lane reaches every shuffle.
 
-Memory: besides the inputs and outputs, lse and D (B*NH*T floats each) and 32 KiB of
+Memory: besides the inputs and outputs, lse and D (B*NH*T floats each) and about 41 KiB of
 shared memory per block at most (HS = 128).
 */
 #ifndef LLMC_ATTENTION_BIAS_CUH
@@ -55,6 +72,9 @@ shared memory per block at most (HS = 128).
 #define ATT_KV_BQ 32 // query rows per shared-memory tile (dk/dv pass)
 #define PE_SIDE_ROW 0
 #define PE_SIDE_COL 1
+
+// the encoding's per-row state of the bias (PERow): what pe_bias_row returns
+template<class PE> using PERowOf = decltype(pe_bias_row(PE(), 0, 0, 0));
 
 // sum over the HS / ATT_DPT threads that share a row (consecutive lanes)
 template<int TPR>
@@ -117,6 +137,17 @@ __device__ __forceinline__ void attention_axpy(float* y, float a, const float* t
     }
 }
 
+// the biases of query row i for the keys j0.. j0 + ATT_BK - 1 into its row of a shared tile,
+// shared out among the TPR threads of the row (part p takes keys p, p + TPR, ...), so that
+// each pair's bias is evaluated once; masked pairs get 0
+template<int TPR, class PE, class Row>
+__device__ __forceinline__ void attention_bias_tile(float* bias_row, const PE& pb, const Row& pr, int i, int j0, int T, int p) {
+    for (int jj = p; jj < ATT_BK; jj += TPR) {
+        int j = j0 + jj;
+        bias_row[jj] = j <= i && i < T ? pe_bias(pb, pr, j) : 0.0f;
+    }
+}
+
 // ----------------------------------------------------------------------------
 // kernels
 
@@ -129,6 +160,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
     constexpr int TPR = HS / ATT_DPT;
     __shared__ __align__(16) float ks[ATT_BK * HS];
     __shared__ __align__(16) float vs[ATT_BK * HS];
+    __shared__ float bias[ATT_BQ][ATT_BK + 1];
     int b = blockIdx.z, h = blockIdx.y;
     int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
     int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
@@ -136,6 +168,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
     int C = NH * HS, C3 = 3 * C;
     int row = i < T ? i : T - 1; // rows past T compute on a valid row and write nothing
     float scale = 1.0f / sqrtf((float)HS);
+    PERowOf<PE> pr = pe_bias_row(pb, b, h, row);
     float q[ATT_DPT], o[ATT_DPT];
     attention_load_row<TPR>(q, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
     #pragma unroll
@@ -146,6 +179,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
         __syncthreads();
         attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
         attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
+        attention_bias_tile<TPR>(bias[r], pb, pr, i, j0, T, p);
         __syncthreads();
         float s[ATT_BK];
         float tile_max = -INFINITY;
@@ -153,7 +187,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
         for (int jj = 0; jj < ATT_BK; jj++) {
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(q, ks, jj, p));
             int j = j0 + jj;
-            s[jj] = j <= i && i < T ? dot * scale + pe_bias(pb, b, h, i, j) : -INFINITY;
+            s[jj] = j <= i && i < T ? dot * scale + bias[r][jj] : -INFINITY;
             tile_max = fmaxf(tile_max, s[jj]);
         }
         float m_new = fmaxf(m, tile_max);
@@ -172,7 +206,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
     }
     if (i < T) {
         attention_store_row<TPR>(out + ((size_t)b * T + i) * C + h * HS, o, 1.0f / l, p);
-        if (p == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l); }
+        if (p == 0) { lse[((size_t)b * NH + h) * T + i] = m + logf(l) + pr.shift; }
     }
 }
 
@@ -187,6 +221,7 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
     constexpr int TPR = HS / ATT_DPT;
     __shared__ __align__(16) float ks[ATT_BK * HS];
     __shared__ __align__(16) float vs[ATT_BK * HS];
+    __shared__ float bias[ATT_BQ][ATT_BK + 1];
     int b = blockIdx.z, h = blockIdx.y;
     int qt = gridDim.x - 1 - blockIdx.x;
     int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
@@ -204,13 +239,15 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
     Di = row_group_sum<TPR>(Di);
     size_t lse_idx = ((size_t)b * NH + h) * T + row;
     if (i < T && p == 0) { D[lse_idx] = Di; }
-    float row_lse = lse[lse_idx];
+    PERowOf<PE> pr = pe_bias_row(pb, b, h, row);
+    float row_lse = lse[lse_idx] - pr.shift;
     typename PE::Grad acc = {};
     int last_key = min(qt * ATT_BQ + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
         __syncthreads();
         attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
         attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
+        attention_bias_tile<TPR>(bias[r], pb, pr, i, j0, T, p);
         __syncthreads();
         #pragma unroll 4
         for (int jj = 0; jj < ATT_BK; jj++) {
@@ -218,10 +255,10 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
             float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(g, vs, jj, p));
             int j = j0 + jj;
             if (j <= i && i < T) {
-                float pij = expf(dot * scale + pe_bias(pb, b, h, i, j) - row_lse);
+                float pij = expf(dot * scale + bias[r][jj] - row_lse);
                 float ds = pij * (dp - Di);
                 attention_axpy<HS, TPR>(dq, ds * scale, ks, jj, p);
-                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_ROW, b, h, i, j, ds); }
+                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_ROW, pr, j, ds); }
             }
         }
     }
@@ -239,8 +276,10 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
     constexpr int TPR = HS / ATT_DPT;
     __shared__ __align__(16) float qs[ATT_KV_BQ * HS];
     __shared__ __align__(16) float gs[ATT_KV_BQ * HS];
-    __shared__ float lses[ATT_KV_BQ];
+    __shared__ float lses[ATT_KV_BQ]; // lse_i - r.shift
     __shared__ float Ds[ATT_KV_BQ];
+    __shared__ PERowOf<PE> rows[ATT_KV_BQ];
+    __shared__ float bias[ATT_KV_BK][ATT_KV_BQ + 1]; // [key][query]
     int b = blockIdx.z, h = blockIdx.y, kt = blockIdx.x;
     int r = threadIdx.x / TPR, p = threadIdx.x % TPR;
     int j = kt * ATT_KV_BK + r;
@@ -260,21 +299,25 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
         attention_load_tile<HS>(qs, qkv, b, i0, ATT_KV_BQ, T, C3, h * HS);
         attention_load_tile<HS>(gs, dout, b, i0, ATT_KV_BQ, T, C, h * HS);
         for (int e = threadIdx.x; e < ATT_KV_BQ; e += blockDim.x) {
-            lses[e] = i0 + e < T ? lse_bh[i0 + e] : 0.0f;
+            rows[e] = pe_bias_row(pb, b, h, min(i0 + e, T - 1));
+            lses[e] = i0 + e < T ? lse_bh[i0 + e] - rows[e].shift : 0.0f;
             Ds[e] = i0 + e < T ? D_bh[i0 + e] : 0.0f;
         }
         __syncthreads();
+        // this thread's share of its key's biases (the rows' numbers are in shared memory now)
+        for (int ii = p; ii < ATT_KV_BQ; ii += TPR) { bias[r][ii] = j <= i0 + ii && i0 + ii < T ? pe_bias(pb, rows[ii], j) : 0.0f; }
+        __syncwarp(); // the TPR threads of a key are lanes of one warp
         #pragma unroll 4
         for (int ii = 0; ii < ATT_KV_BQ; ii++) {
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(k, qs, ii, p));
             float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(v, gs, ii, p));
             int i = i0 + ii;
             if (j <= i && i < T) {
-                float pij = expf(dot * scale + pe_bias(pb, b, h, i, j) - lses[ii]);
+                float pij = expf(dot * scale + bias[r][ii] - lses[ii]);
                 float ds = pij * (dp - Ds[ii]);
                 attention_axpy<HS, TPR>(dv, pij, gs, ii, p);
                 attention_axpy<HS, TPR>(dk, ds * scale, qs, ii, p);
-                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_COL, b, h, i, j, ds); }
+                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_COL, rows[ii], j, ds); }
             }
         }
     }
@@ -315,7 +358,7 @@ static inline int attention_head_size_supported(int hs) { return hs == 32 || hs 
 
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C)
 template<class PE>
-static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+static void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
     switch (HS) {
         case 32: attention_forward_hs<32>(out, lse, qkv, pb, B, T, NH, stream); break;
         case 64: attention_forward_hs<64>(out, lse, qkv, pb, B, T, NH, stream); break;
@@ -327,8 +370,8 @@ static void attention_forward(floatX* out, float* lse, const floatX* qkv, const 
 // dqkv (B, T, 3C), written in full, and the bias gradients through the PE's hooks;
 // D (B, NH, T) is scratch
 template<class PE>
-static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                               const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+static void attention_backward_tiled(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                                     const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
     switch (HS) {
         case 32: attention_backward_hs<32>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
         case 64: attention_backward_hs<64>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
@@ -336,5 +379,30 @@ static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const
         default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
     }
 }
+
+// the trainer's attention: on tensor cores in bf16 (llmc/attention_mma.cuh); the fp32 build,
+// which is compared tightly with the CPU path, keeps the fp32 kernels above
+#if defined(ENABLE_FP32)
+template<class PE>
+static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    attention_forward_tiled(out, lse, qkv, pb, B, T, NH, HS, stream);
+}
+template<class PE>
+static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                               const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    attention_backward_tiled(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
+}
+#else
+#include "attention_mma.cuh"
+template<class PE>
+static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    attention_forward_mma(out, lse, qkv, pb, B, T, NH, HS, stream);
+}
+template<class PE>
+static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                               const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    attention_backward_mma(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
+}
+#endif
 
 #endif // LLMC_ATTENTION_BIAS_CUH

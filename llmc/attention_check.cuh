@@ -8,7 +8,9 @@ encoding's parameters; q, k, v, the output gradient and CABLE's S and w are rand
 Compared: the output and the log-sum-exp, dq, dk, dv, and the bias gradients (CABLE's
 dS and, for cable, dw; the parameter gradients of t5, kerple and fire). The reference
 backward uses the kernel's own stored output for D_i = dout_i . out_i, as the kernel
-does, so that bf16 rounding of the output does not enter the comparison of gradients.
+does, so that bf16 rounding of the output does not enter the comparison of gradients
+(and, for the same reason, leaves out the row side of dS for the encodings with
+b = w_i (S_i - S_j), which is zero for the exact D_i).
 */
 #ifndef LLMC_ATTENTION_CHECK_CUH
 #define LLMC_ATTENTION_CHECK_CUH
@@ -233,7 +235,13 @@ static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, 
 #elif defined(PE_KCABLE)
     ds *= -2 * diff / (1 + diff * diff);
 #endif
-    if (side == PE_SIDE_ROW) { dS[si] += ds; } else { dS[sj] -= ds; }
+#if defined(PE_KCABLE)
+    if (side == PE_SIDE_ROW) { dS[si] += ds; }
+#endif
+    // the row side of dS of b = w_i (S_i - S_j) is w_i sum_j ds_ij, zero for the exact D_i (a
+    // constant added to a row leaves the softmax unchanged); with the kernel's D_i it would
+    // only be the rounding of the kernel's output, so it is left out, as the kernels do
+    if (side == PE_SIDE_COL) { dS[sj] -= ds; }
 #endif
 }
 

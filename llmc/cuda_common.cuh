@@ -38,6 +38,14 @@ typedef __nv_bfloat16 floatX;
 #define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
 #define WARP_SIZE 32
 
+// the dynamic shared memory of a block (the third launch parameter), 16-byte aligned
+#if defined(CUDA_EMULATION)
+#define DYNAMIC_SMEM EMU_DYNAMIC_SMEM
+#else
+extern __shared__ __align__(16) unsigned char dynamic_smem[];
+#define DYNAMIC_SMEM dynamic_smem
+#endif
+
 // ----------------------------------------------------------------------------
 // checked calls: every failure is one line naming the call and the place
 
@@ -134,5 +142,33 @@ __device__ float block_reduce(float v) {
 }
 __device__ __forceinline__ float block_sum(float v) { return block_reduce<false>(v); }
 __device__ __forceinline__ float block_max(float v) { return block_reduce<true>(v); }
+
+// exclusive prefix sum over the block of one value per thread, in thread order (the sum of
+// the values of the threads before this one), and the block's total in *total; every
+// thread must call it, once per kernel. blockDim.x must be a multiple of 32.
+__device__ float block_exclusive_sum(float v, float* total) {
+    __shared__ float warp_totals[32];
+    int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
+    float incl = v; // inclusive scan within the warp
+    for (int off = 1; off < WARP_SIZE; off <<= 1) {
+        float u = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) { incl += u; }
+    }
+    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) { excl = 0.0f; }
+    if (lane == WARP_SIZE - 1) { warp_totals[warp] = incl; }
+    __syncthreads();
+    if (warp == 0) { // inclusive scan of the warps' totals
+        float t = lane < warps ? warp_totals[lane] : 0.0f;
+        for (int off = 1; off < WARP_SIZE; off <<= 1) {
+            float u = __shfl_up_sync(0xffffffffu, t, off);
+            if (lane >= off) { t += u; }
+        }
+        if (lane < warps) { warp_totals[lane] = t; }
+    }
+    __syncthreads();
+    *total = warp_totals[warps - 1];
+    return warp > 0 ? warp_totals[warp - 1] + excl : excl;
+}
 
 #endif // LLMC_CUDA_COMMON_CUH

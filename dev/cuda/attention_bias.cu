@@ -8,12 +8,24 @@ calls.
 
   make -C dev/cuda attention_bias PE=cable [PRECISION=FP32]
   ./dev/cuda/attention_bias_cable VERSION [T B NH HS]     (default 1024 2 12 64)
+  ./dev/cuda/attention_bias_cable check                    (every shape below, no timing)
 
 version 1  one thread per query row (forward, dq pass) or key (dk/dv pass), every
            operand read from global memory, each row's scores computed twice (max, then
            the exponentials): the simplest correct version
-version 2  the trainer's kernels (llmc/attention_bias.cuh): 16 head dimensions per thread,
-           tiles in shared memory, online softmax, fully masked tiles skipped
+version 2  the fp32 build's kernels (llmc/attention_bias.cuh): 16 head dimensions per
+           thread, tiles in shared memory, online softmax, fully masked tiles skipped
+version 3  the bf16 build's kernels (llmc/attention_mma.cuh): FlashAttention-2 on tensor
+           cores (mma.sync m16n8k16, ldmatrix, cp.async double buffering), the bias added
+           to the fp32 scores in registers; bf16 builds only
+
+`check` runs the build's trainer kernel (version 3 in bf16, 2 in fp32) on lengths that are
+no multiple of the tiles (T = 200, two heads, two rows of the batch; T = 77 and 100 at head
+sizes 32 and 128) and on T = 1024 with one head; in the CPU emulation (make
+test-cuda-emulate) this is the test of the tensor-core kernels. Tolerances (relative L2
+against the double-precision reference): fp32 1e-4 for out, lse, dq, dk, dv; bf16 1e-2 (the
+inputs are exact in bf16; P and dS are rounded to bf16 before their second product and the
+outputs to bf16: a few 2^-9 = 2e-3 roundings); the bias gradients, fp32 in both builds, 1e-3.
 */
 #define TESTING
 #include "../../train_gpt2.cu"
@@ -31,12 +43,13 @@ __global__ void attention_forward_naive_kernel(floatX* out, float* lse, const fl
     int C = NH * HS, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
     const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
+    PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
     float m = -INFINITY;
     for (int j = 0; j <= i; j++) {
         const floatX* k = qkv + ((size_t)b * T + j) * C3 + C + h * HS;
         float dot = 0.0f;
         for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; }
-        m = fmaxf(m, dot * scale + pe_bias(pb, b, h, i, j));
+        m = fmaxf(m, dot * scale + pe_bias(pb, pr, j));
     }
     float acc[NAIVE_MAX_HS];
     for (int e = 0; e < HS; e++) { acc[e] = 0.0f; }
@@ -46,13 +59,13 @@ __global__ void attention_forward_naive_kernel(floatX* out, float* lse, const fl
         const floatX* v = k + C;
         float dot = 0.0f;
         for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; }
-        float p = expf(dot * scale + pe_bias(pb, b, h, i, j) - m);
+        float p = expf(dot * scale + pe_bias(pb, pr, j) - m);
         l += p;
         for (int e = 0; e < HS; e++) { acc[e] += p * (float)v[e]; }
     }
     floatX* o = out + ((size_t)b * T + i) * C + h * HS;
     for (int e = 0; e < HS; e++) { o[e] = (floatX)(acc[e] / l); }
-    lse[((size_t)b * NH + h) * T + i] = m + logf(l);
+    lse[((size_t)b * NH + h) * T + i] = m + logf(l) + pr.shift;
 }
 
 // attention_backward_q_naive_kernel: one thread per query i: D_i, then dq_i and the row side
@@ -71,7 +84,8 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
         float Di = 0.0f;
         for (int e = 0; e < HS; e++) { Di += (float)g[e] * (float)o[e]; }
         D[((size_t)b * NH + h) * T + i] = Di;
-        float row_lse = lse[((size_t)b * NH + h) * T + i];
+        PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
+        float row_lse = lse[((size_t)b * NH + h) * T + i] - pr.shift;
         float dq[NAIVE_MAX_HS];
         for (int e = 0; e < HS; e++) { dq[e] = 0.0f; }
         for (int j = 0; j <= i; j++) {
@@ -79,10 +93,10 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
             const floatX* v = k + C;
             float dot = 0.0f, dp = 0.0f;
             for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; dp += (float)g[e] * (float)v[e]; }
-            float p = expf(dot * scale + pe_bias(pb, b, h, i, j) - row_lse);
+            float p = expf(dot * scale + pe_bias(pb, pr, j) - row_lse);
             float ds = p * (dp - Di);
             for (int e = 0; e < HS; e++) { dq[e] += ds * scale * (float)k[e]; }
-            pe_bias_backward(pb, acc, PE_SIDE_ROW, b, h, i, j, ds);
+            pe_bias_backward(pb, acc, PE_SIDE_ROW, pr, j, ds);
         }
         floatX* dst = dqkv + ((size_t)b * T + i) * C3 + h * HS;
         for (int e = 0; e < HS; e++) { dst[e] = (floatX)dq[e]; }
@@ -109,10 +123,11 @@ __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* d
             const floatX* g = dout + ((size_t)b * T + i) * C + h * HS;
             float dot = 0.0f, dp = 0.0f;
             for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; dp += (float)g[e] * (float)v[e]; }
-            float p = expf(dot * scale + pe_bias(pb, b, h, i, j) - lse[((size_t)b * NH + h) * T + i]);
+            PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
+            float p = expf(dot * scale + pe_bias(pb, pr, j) - (lse[((size_t)b * NH + h) * T + i] - pr.shift));
             float ds = p * (dp - D[((size_t)b * NH + h) * T + i]);
             for (int e = 0; e < HS; e++) { dv[e] += p * (float)g[e]; dk[e] += ds * scale * (float)q[e]; }
-            pe_bias_backward(pb, acc, PE_SIDE_COL, b, h, i, j, ds);
+            pe_bias_backward(pb, acc, PE_SIDE_COL, pr, j, ds);
         }
         floatX* dst = dqkv + ((size_t)b * T + j) * C3 + h * HS;
         for (int e = 0; e < HS; e++) { dst[C + e] = (floatX)dk[e]; dst[2 * C + e] = (floatX)dv[e]; }
@@ -154,50 +169,75 @@ static float time_ms(F fn, int reps) {
     return ms / reps;
 }
 
+#if defined(ENABLE_FP32)
+#define TOL_OUT 1e-4
+#else
+#define TOL_OUT 1e-2
+#endif
+#define TOL_PE 1e-3
+
+// one case: the version's kernels against the CPU reference; returns the number of failures
+static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int version, int timed) {
+    if (s.T < 1 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
+        fatal("bad shape T=%d B=%d NH=%d hs=%d (head sizes 32, 64, 128)", s.T, s.B, s.NH, s.hs);
+    }
+    printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d\n", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
+    AttnCase c;
+    attn_case_setup(&c, s, 1);
+    attn_case_run(&c, fwd, bwd);
+    int fails = attn_case_compare(&c, TOL_OUT, TOL_PE);
+    if (timed) {
+        GPT2* m = &c.model;
+        PEBias pf, pbw;
+        pe_bias_setup(&pf, m, 0, s.B, s.T, 0);
+        pe_bias_setup(&pbw, m, 0, s.B, s.T, 1);
+        float ms_f = time_ms([&]() { fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, s.B, s.T, s.NH, s.hs, ctx.stream); }, 10);
+        float ms_b = time_ms([&]() {
+            bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, s.B, s.T, s.NH, s.hs, ctx.stream);
+        }, 10);
+        // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
+        double pairs = (double)s.B * s.NH * s.T * (s.T + 1) / 2.0;
+        printf("  forward  %8.3f ms  %6.2f TFLOP/s\n", ms_f, ms_f > 0 ? 4.0 * pairs * s.hs / (ms_f * 1e-3) / 1e12 : 0.0);
+        printf("  backward %8.3f ms  %6.2f TFLOP/s\n", ms_b, ms_b > 0 ? 10.0 * pairs * s.hs / (ms_b * 1e-3) / 1e12 : 0.0);
+    }
+    attn_case_free(&c);
+    return fails;
+}
+
 int main(int argc, char** argv) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("attention_bias: no CUDA device, skipped\n");
         return 0;
     }
-    int version = argc > 1 ? atoi(argv[1]) : 2;
-    AttnShape s = {2, 1024, 12, 64};
-    if (argc > 2) { s.T = atoi(argv[2]); }
-    if (argc > 3) { s.B = atoi(argv[3]); }
-    if (argc > 4) { s.NH = atoi(argv[4]); }
-    if (argc > 5) { s.hs = atoi(argv[5]); }
-    if (s.T < 1 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
-        fatal("bad shape T=%d B=%d NH=%d hs=%d (head sizes 32, 64, 128)", s.T, s.B, s.NH, s.hs);
-    }
+    int check = argc > 1 && strcmp(argv[1], "check") == 0;
+    int version = check ? (sizeof(floatX) == 2 ? 3 : 2) : argc > 1 ? atoi(argv[1]) : 2;
     AttnForwardFn fwd;
     AttnBackwardFn bwd;
     switch (version) {
         case 1: fwd = attention_forward_naive; bwd = attention_backward_naive; break;
-        case 2: fwd = attention_forward<PEBias>; bwd = attention_backward<PEBias>; break;
-        default: fatal("unknown version %d (1: naive, 2: the trainer's tiled kernels)", version);
-    }
-    printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d\n", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
-    AttnCase c;
-    attn_case_setup(&c, s, 1);
-    attn_case_run(&c, fwd, bwd);
-#if defined(ENABLE_FP32)
-    int fails = attn_case_compare(&c, 1e-4, 1e-3);
-#else
-    int fails = attn_case_compare(&c, 1e-2, 1e-3);
+        case 2: fwd = attention_forward_tiled<PEBias>; bwd = attention_backward_tiled<PEBias>; break;
+#if !defined(ENABLE_FP32)
+        case 3: fwd = attention_forward_mma<PEBias>; bwd = attention_backward_mma<PEBias>; break;
 #endif
-    GPT2* m = &c.model;
-    PEBias pf, pbw;
-    pe_bias_setup(&pf, m, 0, s.B, s.T, 0);
-    pe_bias_setup(&pbw, m, 0, s.B, s.T, 1);
-    float ms_f = time_ms([&]() { fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, s.B, s.T, s.NH, s.hs, ctx.stream); }, 10);
-    float ms_b = time_ms([&]() {
-        bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, s.B, s.T, s.NH, s.hs, ctx.stream);
-    }, 10);
-    // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
-    double pairs = (double)s.B * s.NH * s.T * (s.T + 1) / 2.0;
-    printf("  forward  %8.3f ms  %6.2f TFLOP/s\n", ms_f, ms_f > 0 ? 4.0 * pairs * s.hs / (ms_f * 1e-3) / 1e12 : 0.0);
-    printf("  backward %8.3f ms  %6.2f TFLOP/s\n", ms_b, ms_b > 0 ? 10.0 * pairs * s.hs / (ms_b * 1e-3) / 1e12 : 0.0);
-    attn_case_free(&c);
+        default: fatal("unknown version %d (1: naive, 2: fp32 tiled, 3: tensor cores, bf16 builds)", version);
+    }
+    int fails = 0;
+    if (check) {
+        const AttnShape shapes[] = {{2, 200, 2, 64}, {1, 1024, 1, 64}, {1, 77, 2, 32}, {1, 100, 1, 128}};
+        for (const AttnShape& s : shapes) { fails += run_case(s, fwd, bwd, version, 0); }
+    } else {
+        AttnShape s = {2, 1024, 12, 64};
+        if (argc > 2) { s.T = atoi(argv[2]); }
+        if (argc > 3) { s.B = atoi(argv[3]); }
+        if (argc > 4) { s.NH = atoi(argv[4]); }
+        if (argc > 5) { s.hs = atoi(argv[5]); }
+#if defined(CUDA_EMULATION)
+        fails = run_case(s, fwd, bwd, version, 0); // the emulation has no clock
+#else
+        fails = run_case(s, fwd, bwd, version, 1);
+#endif
+    }
     printf("%s\n", fails == 0 ? "ok" : "FAILED");
     return fails == 0 ? 0 : 1;
 }
