@@ -13,9 +13,11 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
   ./test_gpt2 compare A.bin B.bin TOL
                          compares two checkpoints tensor by tensor (exit 1 if any
                          element differs by more than TOL; 0 asks for bit equality)
-  ./test_gpt2 debug-state PREFIX
+  ./test_gpt2 debug-state PREFIX [VARIANT]
                          writes the reference that test_gpt2cu compares the CUDA
-                         path against (llmc/debug_state.h)
+                         path against (llmc/debug_state.h), optionally under an
+                         evaluation variant (rope: pi, ntk, yarn, dynamic-pi,
+                         dynamic-ntk, dynamic-yarn; xpos: bca)
 
 Every check prints its measured error next to its tolerance and fails the run if it
 is exceeded.
@@ -595,6 +597,19 @@ static void test_identities(void) {
 #if defined(PE_SANDWICH)
     test_sandwich();
 #endif
+#if defined(PE_KERPLE_POWER)
+    printf("kerple_power: the clamps after an update (a >= 0.01, 0.01 <= p <= 2)\n");
+    GPT2Config kc = tiny_config(16);
+    GPT2 km;
+    gpt2_build_from_config(&km, &kc, 2);
+    km.params.kpower_a[0] = -1; km.params.kpower_a[1] = 0.5f;
+    km.params.kpower_p[0] = 5; km.params.kpower_p[1] = -1; km.params.kpower_p[2] = 1.5f;
+    pe_project(&km);
+    int clamped = km.params.kpower_a[0] == KERPLE_POWER_MIN && km.params.kpower_a[1] == 0.5f && km.params.kpower_p[0] == 2
+               && km.params.kpower_p[1] == KERPLE_POWER_MIN && km.params.kpower_p[2] == 1.5f;
+    check(clamped, "a: -1 -> 0.01, 0.5 kept; p: 5 -> 2, -1 -> 0.01, 1.5 kept", !clamped, 0);
+    gpt2_free(&km);
+#endif
 }
 
 // NoPE: with one layer, the last position's output depends on the set of earlier
@@ -1063,7 +1078,10 @@ static void test_gradients(void) {
 // ----------------------------------------------------------------------------
 // the CPU reference for the CUDA path (llmc/debug_state.h)
 
-static void write_debug_state(const char* prefix) {
+// `variant` (NULL: plain) names an evaluation variant (llmc/pe.h) that the whole reference
+// runs under, forward, backward and steps: a RoPE scaling method at s = 2 (a static factor
+// of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2
+static void write_debug_state(const char* prefix, const char* variant) {
     GPT2Config cfg;
     cfg.num_layers = DEBUG_LAYERS; cfg.num_heads = DEBUG_HEADS; cfg.channels = DEBUG_CHANNELS;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = DEBUG_T; cfg.pe = PE_ID;
@@ -1075,6 +1093,11 @@ static void write_debug_state(const char* prefix) {
 #if defined(PE_FIRE)
     for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = 1.3f; } // L = 41.6 of T = 64: both sides of max(L, i)
 #endif
+    PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
+    while (variant != NULL && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
+    if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
+    model.pe_eval = e;
     char path[1024];
     snprintf(path, sizeof(path), "%s_model.bin", prefix);
     gpt2_save_checkpoint(&model, path);
@@ -1103,6 +1126,9 @@ static void write_debug_state(const char* prefix) {
     }
     int header[256] = {0};
     header[0] = DEBUG_STATE_MAGIC; header[1] = 1; header[2] = B; header[3] = T; header[4] = DEBUG_STEPS; header[5] = PE_ID;
+    header[6] = e.variant; header[7] = e.train_len;
+    float factor = (float)e.rope_factor;
+    memcpy(&header[10], &factor, 4);
     uint64_t np = model.num_parameters;
     memcpy(&header[8], &np, 8);
     snprintf(path, sizeof(path), "%s_state.bin", prefix);
@@ -1116,8 +1142,8 @@ static void write_debug_state(const char* prefix) {
     atomic_write(&af, grads, sizeof(float), model.num_parameters);
     atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
     atomic_commit(&af);
-    printf("wrote %s_model.bin and %s_state.bin (%s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           pe_name(PE_ID), loss, losses[0], losses[DEBUG_STEPS - 1]);
+    printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
+           pe_name(PE_ID), PE_EVAL_NAMES[e.variant], loss, losses[0], losses[DEBUG_STEPS - 1]);
     free(x); free(y); free(logits); free(grads);
     gpt2_free(&model);
 }
@@ -1149,7 +1175,7 @@ int main(int argc, char** argv) {
         return compare_checkpoints(argv[2], argv[3], atof(argv[4]));
     }
     if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {
-        write_debug_state(argv[2]);
+        write_debug_state(argv[2], argc > 3 ? argv[3] : NULL);
         return 0;
     }
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());

@@ -198,7 +198,7 @@ typedef struct {
     real* att_scratch;    // (threads, T) one attention row per thread
     real* pe_dbh;         // (B, NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
     real* alibi_slopes;   // (NH)
-    real* pe_table;       // (pe_table_len) sandwich: its bias numerator of each distance
+    real* pe_table;       // (NH, pe_table_len) sandwich: the bias of each head and distance
     int pe_table_len;
     PEEval pe_eval;       // the evaluation variant in effect (llmc/pe.h; zeros: plain)
     // the last forward pass
@@ -450,6 +450,22 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
 static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
 
+// kerple and kerple_power: the attention backward's per-(batch, head) pairs of accumulators
+// summed into the two per-head gradient tensors of the layer
+static void pe_reduce_head_pairs(real* d0, real* d1, const real* dbh, int B, int NH) {
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            d0[h] += dbh[((size_t)b * NH + h) * 2 + 0];
+            d1[h] += dbh[((size_t)b * NH + h) * 2 + 1];
+        }
+    }
+}
+
+// keeps a constrained parameter tensor in [lo, hi] (pe_project)
+static void pe_clamp(real* x, size_t n, real lo, real hi) {
+    for (size_t i = 0; i < n; i++) { x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]); }
+}
+
 #if defined(PE_LEARNED)
 // learned: GPT-2's absolute position embeddings wpe [maxT, C]
 #define PE_EMBED
@@ -652,21 +668,12 @@ static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real
     d[1] -= ds * pb->r1[h] * n / (1 + pb->r2[h] * n);
 }
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = pb->NH;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            model->grads.kerple_r1[(size_t)l * NH + h] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + 0];
-            model->grads.kerple_r2[(size_t)l * NH + h] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + 1];
-        }
-    }
+    pe_reduce_head_pairs(model->grads.kerple_r1 + (size_t)l * pb->NH, model->grads.kerple_r2 + (size_t)l * pb->NH, pb->dbh, B, pb->NH);
 }
 #define PE_PROJECT
 static void pe_project(GPT2* model) {
-    size_t n = model->param_sizes[P_KERPLE_R1];
-    for (size_t i = 0; i < n; i++) {
-        if (model->params.kerple_r1[i] < KERPLE_MIN) { model->params.kerple_r1[i] = KERPLE_MIN; }
-        if (model->params.kerple_r2[i] < KERPLE_MIN) { model->params.kerple_r2[i] = KERPLE_MIN; }
-    }
+    pe_clamp(model->params.kerple_r1, model->param_sizes[P_KERPLE_R1], KERPLE_MIN, INFINITY);
+    pe_clamp(model->params.kerple_r2, model->param_sizes[P_KERPLE_R2], KERPLE_MIN, INFINITY);
 }
 
 #elif defined(PE_FIRE)
@@ -768,26 +775,29 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
 #elif defined(PE_SANDWICH)
 // sandwich (NeMo's code; no learned parameters): b(i, j) = (sum_{k=1}^{hs/2} cos((i - j)
 // 10000^(-2k/hs)) - hs/2) / (8 (h + 1) / NH), the inner products of sinusoidal embeddings
-// (d' = hs) as a bias that decays with distance: 0 on the diagonal, never positive. The
-// numerator depends on the distance only: a table of it, grown as longer sequences come.
+// (d' = hs) as a bias that decays with distance: 0 on the diagonal, never positive. It
+// depends on the head and the distance only: a table [NH][len] of it, computed in double
+// and grown as longer sequences come.
 #define PE_BIAS
 #define PE_BH_GRADS 0
-typedef struct { const real* table; int NH; } PEBias;
+typedef struct { const real* table; int len; } PEBias;
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     (void)l; (void)B; (void)backward;
-    int hs = model->config.channels / model->config.num_heads;
+    int NH = model->config.num_heads, hs = model->config.channels / NH;
     if (model->pe_table_len < T) {
         free(model->pe_table);
-        model->pe_table = (real*)malloc_check((size_t)T * sizeof(real));
-        for (int n = 0; n < T; n++) { model->pe_table[n] = (real)sandwich_sum(n, hs); }
+        model->pe_table = (real*)malloc_check((size_t)NH * T * sizeof(real));
+        for (int h = 0; h < NH; h++) {
+            for (int n = 0; n < T; n++) { model->pe_table[(size_t)h * T + n] = (real)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
+        }
         model->pe_table_len = T;
     }
     pb->table = model->pe_table;
-    pb->NH = model->config.num_heads;
+    pb->len = model->pe_table_len;
 }
 static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
     (void)b;
-    return pb->table[i - j] / (real)sandwich_head_scale(h, pb->NH);
+    return pb->table[(size_t)h * pb->len + i - j];
 }
 static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
     (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
@@ -822,24 +832,12 @@ static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real
     d[1] -= ds * pb->a[h] * np * log(n);
 }
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = pb->NH;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            model->grads.kpower_a[(size_t)l * NH + h] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + 0];
-            model->grads.kpower_p[(size_t)l * NH + h] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + 1];
-        }
-    }
+    pe_reduce_head_pairs(model->grads.kpower_a + (size_t)l * pb->NH, model->grads.kpower_p + (size_t)l * pb->NH, pb->dbh, B, pb->NH);
 }
 #define PE_PROJECT
 static void pe_project(GPT2* model) {
-    size_t n = model->param_sizes[P_KPOWER_A];
-    for (size_t i = 0; i < n; i++) {
-        real* a = model->params.kpower_a + i;
-        real* p = model->params.kpower_p + i;
-        if (*a < KERPLE_POWER_MIN) { *a = KERPLE_POWER_MIN; }
-        if (*p < KERPLE_POWER_MIN) { *p = KERPLE_POWER_MIN; }
-        if (*p > KERPLE_POWER_P_MAX) { *p = KERPLE_POWER_P_MAX; }
-    }
+    pe_clamp(model->params.kpower_a, model->param_sizes[P_KPOWER_A], KERPLE_POWER_MIN, INFINITY);
+    pe_clamp(model->params.kpower_p, model->param_sizes[P_KPOWER_P], KERPLE_POWER_MIN, KERPLE_POWER_P_MAX);
 }
 
 #elif defined(PE_CABLE_FAMILY)

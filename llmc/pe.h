@@ -168,8 +168,15 @@ static inline int t5_bucket(int n) {
     return b < T5_NUM_BUCKETS - 1 ? b : T5_NUM_BUCKETS - 1;
 }
 
+// the few helpers the CUDA kernels call as well
+#ifdef __CUDACC__
+#define PE_HOST_DEVICE __host__ __device__
+#else
+#define PE_HOST_DEVICE
+#endif
+
 // xPos's per-pair decay base zeta_m = (2m + 0.4 hs) / (1.4 hs), m in [0, hs/2) (torchscale)
-static inline double xpos_zeta(int m, int hs) { return (2.0 * m + 0.4 * hs) / (1.4 * hs); }
+static inline PE_HOST_DEVICE double xpos_zeta(int m, int hs) { return (2.0 * m + 0.4 * hs) / (1.4 * hs); }
 
 // the longest sequence whose xPos factors zeta_0^(+-ceil(T/2)/gamma) stay within 2^XPOS_MAX_LOG2
 static inline int xpos_max_length(int hs) {
