@@ -133,6 +133,9 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     if ((c->pe == PE_ID_ROPE || c->pe == PE_ID_XPOS || c->pe == PE_ID_SANDWICH) && (c->channels / c->num_heads) % 2 != 0) {
         fatal("%s: %s needs an even head size, got %d", what, pe_name(c->pe), c->channels / c->num_heads);
     }
+    if (c->pe == PE_ID_SINUSOIDAL && c->channels < 4) { // its frequencies divide by C/2 - 1
+        fatal("%s: sinusoidal needs at least 4 channels, got %d", what, c->channels);
+    }
     if (c->vocab_size < 2 || c->vocab_size > 65536 || c->padded_vocab_size < c->vocab_size
         || c->padded_vocab_size > (1 << 20)) {
         fatal("%s: bad vocabulary sizes V=%d Vp=%d", what, c->vocab_size, c->padded_vocab_size);
