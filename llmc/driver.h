@@ -99,7 +99,7 @@ static void usage(void) {
         "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n"
         "  -rs <list>  rope: also evaluate with RoPE scaling, any of pi,ntk,yarn (static factor -rf),\n"
         "              dynamic-pi,dynamic-ntk,dynamic-yarn (factor = length / training length) (default none)\n"
-        "  -rf <float> static RoPE scaling factor (default 0: longest -E length / training length)\n"
+        "  -rf <float> static RoPE scaling factor, >= 1 (default: longest -E length / training length)\n"
         "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n");
     exit(0);
 }
