@@ -13,9 +13,11 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
   ./test_gpt2 compare A.bin B.bin TOL
                          compares two checkpoints tensor by tensor (exit 1 if any
                          element differs by more than TOL; 0 asks for bit equality)
-  ./test_gpt2 debug-state PREFIX
+  ./test_gpt2 debug-state PREFIX [VARIANT]
                          writes the reference that test_gpt2cu compares the CUDA
-                         path against (llmc/debug_state.h)
+                         path against (llmc/debug_state.h), optionally under an
+                         evaluation variant (rope: pi, ntk, yarn, dynamic-pi,
+                         dynamic-ntk, dynamic-yarn; xpos: bca)
   ./gradcheck torch-reference PREFIX [MODEL.bin]
                          writes the reference that python/test_model.py compares the
                          PyTorch model against, in fp64 (see write_torch_reference)
@@ -99,14 +101,29 @@ static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
 #elif defined(PE_KERPLE)
     return -model->params.kerple_r1[l * NH + h] * log(1 + model->params.kerple_r2[l * NH + h] * (double)(i - j));
 #elif defined(PE_FIRE)
-    double c = fabs(model->params.fire_c[l]), L = fabs(model->params.fire_L[l]);
-    double u = log(c * (i - j) + 1) / (log(c * fmax(L, i + 1.0) + 1) + 1e-6);
+    // the DAPE repo's FIRE: log(|c x| + 1), normalizer max(i, |l * L0|), L0 = T_train // 2
+    double c = model->params.fire_c[l], L = fabs(model->params.fire_L[l] * (double)(model->config.max_seq_len / 2));
+    double u = log(fabs(c * (i - j)) + 1) / (log(fabs(c * fmax(i, L)) + 1) + 1e-6);
     double out = model->params.fire_b2[l * NH + h];
     for (int k = 0; k < 32; k++) {
         double hid = model->params.fire_w1[l * 32 + k] * u + model->params.fire_b1[l * 32 + k];
         out += model->params.fire_w2[((size_t)l * NH + h) * 32 + k] * (hid > 0 ? hid : 0);
     }
     return out;
+#elif defined(PE_SANDWICH)
+    // NeMo: (sum_{k=1}^{d/2} cos((i-j) / 10000^(2k/d)) - d/2) / ((h+1) * 8 / NH), d = head size
+    int hs = model->config.channels / NH;
+    double sum = 0;
+    for (int k = 1; k <= hs / 2; k++) { sum += cos((i - j) / pow(10000.0, 2.0 * k / hs)); }
+    return (sum - hs / 2.0) / ((h + 1) * 8.0 / NH);
+#elif defined(PE_KERPLE_POWER)
+    return -model->params.kpower_a[l * NH + h] * pow((double)(i - j), (double)model->params.kpower_p[l * NH + h]);
+#elif defined(PE_XPOS)
+    // blockwise causal attention (sunyt32/torchscale): beyond the training length w, query i
+    // sees the keys of its own block of w/2 and the one before
+    int w = model->pe_eval.train_len;
+    if (model->pe_eval.variant == PE_EVAL_BCA && T > w && j < (i / (w / 2) - 1) * (w / 2)) { return -INFINITY; }
+    return 0;
 #elif defined(PE_CABLE_FAMILY)
     double d = ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
 #if defined(PE_CABLE)
@@ -177,16 +194,28 @@ static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
             for (int c = 0; c < C; c++) { acc += x[c] * model->params.qkvw[((size_t)l * 3 * C + o) * C + c]; }
             ref[o] = acc;
         }
-#if defined(PE_ROPE)
+#if defined(PE_ROPE) || defined(PE_XPOS)
+        // rope, with a scaling variant's frequencies and YaRN's factor (rope_frequencies, whose
+        // table is checked against hand-computed values in test_identities)
         int pos = bt % T;
+        double freq[2048];
+        double mscale = rope_frequencies(freq, hs, &model->pe_eval, T);
         for (int part = 0; part < 2; part++) {
             for (int h = 0; h < NH; h++) {
                 for (int k = 0; k < hs / 2; k++) {
-                    double theta = pos * pow(10000.0, -2.0 * k / hs);
+                    double theta = pos * (model->pe_eval.variant == PE_EVAL_PLAIN || model->pe_eval.variant == PE_EVAL_BCA
+                                          ? pow(10000.0, -2.0 * k / hs) : freq[k]);
+                    double f = mscale;
+#if defined(PE_XPOS)
+                    // torchscale: zeta = (2k + 0.4 hs) / (1.4 hs), q times zeta^(n/512), k times
+                    // zeta^(-n/512), n = pos - ceil(T/2)
+                    double zeta = (2.0 * k + 0.4 * hs) / (1.4 * hs);
+                    f = pow(zeta, (part == 0 ? 1 : -1) * (pos - ceil(T / 2.0)) / 512.0);
+#endif
                     double* p = ref + part * C + h * hs + 2 * k;
                     double a = p[0], bb = p[1];
-                    p[0] = a * cos(theta) - bb * sin(theta);
-                    p[1] = a * sin(theta) + bb * cos(theta);
+                    p[0] = f * (a * cos(theta) - bb * sin(theta));
+                    p[1] = f * (a * sin(theta) + bb * cos(theta));
                 }
             }
         }
@@ -207,9 +236,11 @@ static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
 #if defined(PE_LEARNED)
             ref += model->params.wpe[(size_t)pos * C + c];
 #elif defined(PE_SINUSOIDAL)
-            int k = c / 2;
-            double angle = pos / pow(10000.0, 2.0 * k / C);
-            ref += c % 2 == 0 ? sin(angle) : cos(angle);
+            // fairseq: embed_scale sqrt(C), positions from padding_idx + 1 = 2, [sin | cos]
+            // halves of frequencies exp(-k log(10000) / (C/2 - 1))
+            int half = C / 2, k = c % half;
+            double angle = (pos + 2) * exp(-k * log(10000.0) / (half - 1));
+            ref = ref * sqrt((double)C) + (c < half ? sin(angle) : cos(angle));
 #endif
             (void)pos;
             maxdiff = fmax(maxdiff, fabs(ref - model->acts.t.encoded[(size_t)bt * C + c]));
@@ -227,13 +258,14 @@ static void test_reference_forward(void) {
     uint64_t rng = random_seed(11);
     perturb_parameters(&model, 0.1f, &rng);
 #if defined(PE_FIRE)
-    for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = T / 2; } // both sides of max(L, i+1)
+    model.params.fire_L[0] = 0.6f;  // L = 0.6 * 20 = 12: both sides of max(L, i)
+    model.params.fire_L[1] = -1.3f; // L = 26, used as |l| L0
 #endif
     int x[80], y[80];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
     gpt2_forward(&model, x, y, B, T, 1); // a training forward keeps every layer's activations
-    check(embedding_vs_reference(&model, x, B, T) < 1e-5, "embeddings = wte[token] + position embedding", embedding_vs_reference(&model, x, B, T), 1e-5);
+    check(embedding_vs_reference(&model, x, B, T) < 1e-5, "embeddings = wte[token] (x sqrt(C)) + position embedding", embedding_vs_reference(&model, x, B, T), 1e-5);
     for (int l = 0; l < cfg.num_layers; l++) {
         char what[128];
         double dq = qkv_vs_reference(&model, l, B, T);
@@ -249,6 +281,8 @@ static void test_reference_forward(void) {
 // ----------------------------------------------------------------------------
 // identities that pin the math
 
+static void expect_failure(const char* what, void (*fn)(const void*), const void* arg, const char* expect);
+
 #if defined(PE_CABLE_NW)
 static double alibi_bias_of_this_model(GPT2* model, int l, int b, int h, int i, int j, int T) {
     (void)l; (void)b; (void)T;
@@ -260,6 +294,232 @@ static double alibi_bias_of_this_model(GPT2* model, int l, int b, int h, int i, 
 #if defined(PE_CABLE)
 static double cable_nw_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
     return ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
+}
+#endif
+
+#if defined(PE_ROPE)
+// the frequency tables of the RoPE scaling variants against the values computed by hand
+// in the spec (next-encodings.md, sec. 5) for GPT-2 small's head size 64, base 10000
+static void test_rope_scaling_tables(void) {
+    printf("RoPE scaling: frequency tables for hs = 64 against hand-computed values\n");
+    int hs = 64, lo, hi;
+    const int lens[3] = {128, 512, 1024}, los[3] = {0, 3, 5}, his[3] = {11, 16, 18};
+    const double raw_lo[3] = {-1.57, 3.248, 5.656}, raw_hi[3] = {10.47, 15.289, 17.697};
+    int bad = 0;
+    double e = 0;
+    for (int k = 0; k < 3; k++) {
+        yarn_correction_range(hs, lens[k], &lo, &hi);
+        bad += lo != los[k] || hi != his[k];
+        e = fmax(e, fmax(fabs(yarn_correction_dim(32, hs, lens[k]) - raw_lo[k]), fabs(yarn_correction_dim(1, hs, lens[k]) - raw_hi[k])));
+    }
+    check(bad == 0, "YaRN ramp ends (lo, hi): L=128 (0, 11), 512 (3, 16), 1024 (5, 18)", bad, 0);
+    check(e < 5e-3, "YaRN raw dims: -1.57 10.47, 3.248 15.289, 5.656 17.697", e, 5e-3);
+    const double s4[4] = {2, 4, 8, 16};
+    const double msc[4] = {1.06931, 1.13863, 1.20794, 1.27726}, logit[4] = {1.14343, 1.29648, 1.45913, 1.63139};
+    const double ntk_base[4] = {20452.2, 41829.4, 85550.4, 174969.6};
+    double em = 0, el = 0, eb = 0, ep = 0;
+    double freq[32], plain[32];
+    for (int k = 0; k < 32; k++) { plain[k] = pow(10000.0, -2.0 * k / hs); }
+    for (int n = 0; n < 4; n++) {
+        PEEval yarn = {PE_EVAL_YARN, s4[n], 512}, ntk = {PE_EVAL_NTK, s4[n], 512}, pi = {PE_EVAL_PI, s4[n], 512};
+        double m = rope_frequencies(freq, hs, &yarn, 512);
+        em = fmax(em, fabs(m - msc[n]));
+        el = fmax(el, fabs(m * m - logit[n]));
+        double mn = rope_frequencies(freq, hs, &ntk, 512);
+        eb = fmax(eb, fabs(pow(freq[1], -hs / 2.0) - ntk_base[n])); // theta_1 = base^(-2/64)
+        eb = fmax(eb, fabs(mn - 1));
+        rope_frequencies(freq, hs, &pi, 512);
+        for (int k = 0; k < 32; k++) { ep = fmax(ep, fabs(freq[k] * s4[n] / plain[k] - 1)); }
+    }
+    check(em < 1e-5, "YaRN mscale at s = 2, 4, 8, 16: 1.06931 ... 1.27726", em, 1e-5);
+    check(el < 1e-5, "YaRN logit factor mscale^2: 1.14343 ... 1.63139", el, 1e-5);
+    check(eb < 0.05, "NTK base 10000 s^(64/62): 20452.2 ... 174969.6", eb, 0.05);
+    check(ep < 1e-12, "PI: theta_k / s", ep, 1e-12);
+    // YaRN at L = 512, s = 4: pairs up to lo = 3 keep theta, from hi = 16 on theta / 4, a
+    // linear blend in between (pair 8: ramp 5/13)
+    PEEval y4 = {PE_EVAL_YARN, 4, 512};
+    rope_frequencies(freq, hs, &y4, 512);
+    double ey = 0;
+    for (int k = 0; k < 32; k++) {
+        double want = k <= 3 ? plain[k] : (k >= 16 ? plain[k] / 4 : plain[k] * ((k - 3) / 13.0 / 4 + 1 - (k - 3) / 13.0));
+        ey = fmax(ey, fabs(freq[k] / want - 1));
+    }
+    check(ey < 1e-12, "YaRN L=512 s=4: keep theta to pair 3, theta/4 from 16, ramp between", ey, 1e-12);
+    // YaRN whose ramp starts beyond the last pair (lo >= hs/2: L >= 2 pi 32 10000^(32/32)...)
+    // is RoPE with q and k times mscale
+    PEEval far = {PE_EVAL_YARN, 8, 4000000};
+    yarn_correction_range(hs, far.train_len, &lo, &hi);
+    double mf = rope_frequencies(freq, hs, &far, 512), ef = fabs(mf - yarn_mscale(8));
+    for (int k = 0; k < 32; k++) { ef = fmax(ef, fabs(freq[k] / plain[k] - 1)); }
+    check(lo >= hs / 2 && ef < 1e-12, "YaRN with lo >= hs/2 is RoPE times mscale (L = 4e6)", ef, 1e-12);
+    // dynamic variants: plain up to the training length, the static variant of s = T / L beyond
+    const int dyn[3] = {PE_EVAL_DYN_PI, PE_EVAL_DYN_NTK, PE_EVAL_DYN_YARN}, stat[3] = {PE_EVAL_PI, PE_EVAL_NTK, PE_EVAL_YARN};
+    double ed = 0;
+    for (int v = 0; v < 3; v++) {
+        PEEval d = {dyn[v], 99, 512}, st = {stat[v], 4, 512};
+        double g[32];
+        double m1 = rope_frequencies(freq, hs, &d, 400);
+        ed = fmax(ed, fabs(m1 - 1));
+        for (int k = 0; k < 32; k++) { ed = fmax(ed, fabs(freq[k] / plain[k] - 1)); }
+        double m2 = rope_frequencies(freq, hs, &d, 2048), m3 = rope_frequencies(g, hs, &st, 2048);
+        ed = fmax(ed, fabs(m2 - m3));
+        for (int k = 0; k < 32; k++) { ed = fmax(ed, fabs(freq[k] / g[k] - 1)); }
+    }
+    check(ed < 1e-12, "dynamic: plain at T <= L, the static variant of s = T/L beyond", ed, 1e-12);
+}
+
+// every scaling variant at scale 1 (static factor 1; dynamic at T <= the training length)
+// computes exactly what plain rope computes
+static void test_rope_scaling_at_scale_one(void) {
+    printf("RoPE scaling: every variant at scale 1 is plain rope\n");
+    int B = 2, T = 24;
+    GPT2Config cfg = tiny_config(T);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 3);
+    uint64_t rng = random_seed(6);
+    perturb_parameters(&model, 0.1f, &rng);
+    int x[48], y[48];
+    float plain[48], scaled[48];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    gpt2_forward(&model, x, y, B, T, 0);
+    gpt2_token_losses(&model, plain);
+    for (int v = PE_EVAL_PI; v <= PE_EVAL_DYN_YARN; v++) {
+        PEEval e = {v, 1.0, T};
+        model.pe_eval = e;
+        gpt2_forward(&model, x, y, B, T, 0);
+        gpt2_token_losses(&model, scaled);
+        double d = 0;
+        for (int i = 0; i < B * T; i++) { d = fmax(d, fabs(scaled[i] - plain[i])); }
+        char what[96];
+        snprintf(what, sizeof(what), "%s: token losses equal plain rope's", PE_EVAL_NAMES[v]);
+        check(d < 1e-6, what, d, 1e-6);
+    }
+    PEEval e = {PE_EVAL_YARN, 4.0, T}; // and a real scaling changes them
+    model.pe_eval = e;
+    gpt2_forward(&model, x, y, B, T, 0);
+    gpt2_token_losses(&model, scaled);
+    double d = 0;
+    for (int i = 0; i < B * T; i++) { d = fmax(d, fabs(scaled[i] - plain[i])); }
+    check(d > 1e-4, "yarn at s = 4 changes them", d, 1e-4);
+    PEEval dyn = {PE_EVAL_DYN_YARN, 1.0, T / 2}; // T = 2 L: s = 2
+    model.pe_eval = dyn;
+    gpt2_forward(&model, x, y, B, T, 1); // a training forward keeps every layer's q, k
+    for (int l = 0; l < cfg.num_layers; l++) {
+        double dq = qkv_vs_reference(&model, l, B, T);
+        check(dq < 1e-4, "dynamic-yarn at T = 2L: q, k rotated by the scaled table, x mscale", dq, 1e-4);
+    }
+    gpt2_free(&model);
+}
+#endif
+
+#if defined(PE_XPOS)
+static void fail_xpos_too_long(const void* arg) {
+    (void)arg;
+    GPT2Config cfg = tiny_config(16);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1);
+    int T = gpt2_max_length(&model) + 1;
+    int* x = (int*)calloc_check(T, sizeof(int));
+    gpt2_forward(&model, x, NULL, 1, T, 0);
+}
+
+// xpos with an infinite scale base is rope; blockwise causal attention is the naive
+// attention with the window mask, and off at or below the training length; the length
+// limit of its factors
+static void test_xpos(void) {
+    printf("xpos: identities, blockwise causal attention, numeric range\n");
+    int B = 2, T = 40, C = 12, NH = 3, hs = 4;
+    uint64_t rng = random_seed(31);
+    size_t n = (size_t)B * T * 3 * C;
+    real* a = (real*)malloc_check(n * sizeof(real));
+    real* r = (real*)malloc_check(n * sizeof(real));
+    for (size_t i = 0; i < n; i++) { a[i] = r[i] = random_normal(&rng); }
+    PEEval plain = {PE_EVAL_PLAIN, 1, T};
+    rope_rotate(a, &plain, INFINITY, B, T, C, NH, 1);
+    double e = 0;
+    for (int bt = 0; bt < B * T; bt++) {
+        int t = bt % T;
+        for (int c = 0; c < 2 * C; c++) { // q and k: rope's rotation of pair c/2 within its head
+            int k = (c % hs) / 2;
+            real* p = r + (size_t)bt * 3 * C + c - c % 2;
+            double th = t * pow(10000.0, -2.0 * k / hs);
+            double want = c % 2 == 0 ? p[0] * cos(th) - p[1] * sin(th) : p[0] * sin(th) + p[1] * cos(th);
+            e = fmax(e, fabs(a[(size_t)bt * 3 * C + c] - want));
+        }
+    }
+    check(e < 1e-5, "scale base gamma = inf: q, k rotated exactly as rope", e, 1e-5);
+    for (size_t i = 0; i < n; i++) { a[i] = r[i]; }
+    rope_rotate(a, &plain, XPOS_SCALE_BASE, B, T, C, NH, 1);
+    rope_rotate(a, &plain, XPOS_SCALE_BASE, B, T, C, NH, -1); // the transpose of the same map
+    double moved = 0;
+    for (size_t i = 0; i < n; i++) { moved = fmax(moved, fabs(a[i] - r[i])); }
+    check(moved > 1e-3, "gamma = 512: forward then backward map is not the identity (decay)", moved, 1e-3);
+    free(a); free(r);
+
+    GPT2Config cfg = tiny_config(16); // trained at 16: w/2 = 8
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 5);
+    perturb_parameters(&model, 0.1f, &rng);
+    int x[80], y[80];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    float l0[80], l1[80];
+    gpt2_forward(&model, x, y, B, 16, 0);
+    gpt2_token_losses(&model, l0);
+    PEEval bca = {PE_EVAL_BCA, 1, 16};
+    model.pe_eval = bca;
+    gpt2_forward(&model, x, y, B, 16, 0);
+    gpt2_token_losses(&model, l1);
+    double d = 0;
+    for (int i = 0; i < B * 16; i++) { d = fmax(d, fabs(l0[i] - l1[i])); }
+    check(d == 0, "BCA at T = the training length: unchanged", d, 0);
+    gpt2_forward(&model, x, y, B, T, 1); // training forward: every layer's activations kept
+    for (int l = 0; l < cfg.num_layers; l++) {
+        double da = attention_vs_reference(&model, l, ref_bias, B, T);
+        check(da < 1e-5, "BCA at T = 40: attention with the window mask", da, 1e-5);
+    }
+    gpt2_token_losses(&model, l1);
+    model.pe_eval = plain;
+    gpt2_forward(&model, x, y, B, T, 0);
+    gpt2_token_losses(&model, l0);
+    d = 0;
+    for (int i = 0; i < B * T; i++) { d = fmax(d, fabs(l0[i] - l1[i])); }
+    check(d > 1e-4, "BCA at T = 40 changes the losses", d, 1e-4);
+    gpt2_free(&model);
+    int lim = xpos_max_length(64);
+    double top = -log2(xpos_zeta(0, 64)) * ceil(lim / 2.0) / XPOS_SCALE_BASE, over = -log2(xpos_zeta(0, 64)) * ceil((lim + 2) / 2.0) / XPOS_SCALE_BASE;
+    check(top <= XPOS_MAX_LOG2 && over > XPOS_MAX_LOG2 && lim > 32768, "length limit: largest factor <= 2^64, > 32768 tokens", lim, 32768);
+    char expect[64];
+    snprintf(expect, sizeof(expect), "cannot process T = %d", xpos_max_length(hs) + 1);
+    expect_failure("a forward beyond the limit fails with one line", fail_xpos_too_long, NULL, expect);
+}
+#endif
+
+#if defined(PE_SANDWICH)
+// the bias is 0 on the diagonal and never positive (every cosine is at most 1), for the
+// model's heads and for GPT-2 small's head size
+static void test_sandwich(void) {
+    printf("sandwich: the bias is 0 on the diagonal and never positive\n");
+    int T = 4096;
+    GPT2Config cfg = tiny_config(16);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1);
+    PEBias pb;
+    pe_bias_setup(&pb, &model, 0, 1, T, 0);
+    double diag = 0, top = -INFINITY;
+    for (int h = 0; h < cfg.num_heads; h++) {
+        for (int i = 0; i < T; i++) {
+            diag = fmax(diag, fabs(pe_bias(&pb, 0, h, i, i)));
+            top = fmax(top, pe_bias(&pb, 0, h, T - 1, i < T - 1 ? i : 0));
+        }
+    }
+    check(diag == 0, "b(i, i) = 0, every head", diag, 0);
+    check(top < 0, "b(i, j) < 0 for every distance 1 .. 4095, every head", top, 0);
+    double top64 = -INFINITY;
+    for (int k = 1; k < 65536; k++) { top64 = fmax(top64, sandwich_sum(k, 64)); }
+    check(sandwich_sum(0, 64) == 0 && top64 <= 0, "hs = 64: numerator 0 at distance 0, <= 0 up to 65535", top64, 0);
+    gpt2_free(&model);
 }
 #endif
 
@@ -329,6 +589,29 @@ static void test_identities(void) {
     check(bad == 0, "buckets of distances 0..4999", bad, 0);
     check(t5_bucket(15) == 15 && t5_bucket(16) == 16 && t5_bucket(20) == 17 && t5_bucket(127) == 31 && t5_bucket(100000) == 31,
           "known buckets 15->15, 16->16, 20->17, 127->31, 1e5->31", 0, 0);
+#endif
+#if defined(PE_ROPE)
+    test_rope_scaling_tables();
+    test_rope_scaling_at_scale_one();
+#endif
+#if defined(PE_XPOS)
+    test_xpos();
+#endif
+#if defined(PE_SANDWICH)
+    test_sandwich();
+#endif
+#if defined(PE_KERPLE_POWER)
+    printf("kerple_power: the clamps after an update (a >= 0.01, 0.01 <= p <= 2)\n");
+    GPT2Config kc = tiny_config(16);
+    GPT2 km;
+    gpt2_build_from_config(&km, &kc, 2);
+    km.params.kpower_a[0] = -1; km.params.kpower_a[1] = 0.5f;
+    km.params.kpower_p[0] = 5; km.params.kpower_p[1] = -1; km.params.kpower_p[2] = 1.5f;
+    pe_project(&km);
+    int clamped = km.params.kpower_a[0] == KERPLE_POWER_MIN && km.params.kpower_a[1] == 0.5f && km.params.kpower_p[0] == 2
+               && km.params.kpower_p[1] == KERPLE_POWER_MIN && km.params.kpower_p[2] == 1.5f;
+    check(clamped, "a: -1 -> 0.01, 0.5 kept; p: 5 -> 2, -1 -> 0.01, 1.5 kept", !clamped, 0);
+    gpt2_free(&km);
 #endif
 }
 
@@ -504,7 +787,8 @@ static void test_files_and_errors(void) {
     fclose(f1); fclose(f2);
     check(n2 == (size_t)size && memcmp(b1, b2, size) == 0, "save(load(file)) is the same file", n2 != (size_t)size, 0);
     int* h = (int*)b1;
-    check(h[0] == 20240326 && h[1] == 3 && h[8] == PE_ID, "header: magic, version 3, PE id in word 8", h[8], PE_ID);
+    check(h[0] == 20240326 && h[1] == 3 && h[8] == PE_ID && h[11] == pe_revision(PE_ID),
+          "header: magic, version 3, PE id in word 8, its revision in word 11", h[8], PE_ID);
 #if defined(PE_LEARNED)
     {   // llm.c's file exactly: its header words and its 16 tensors, nothing after them
         int64_t Vp = 256, C = 12, L = 2, maxT = 16;
@@ -556,6 +840,11 @@ static void test_files_and_errors(void) {
     char expect[128];
     snprintf(expect, sizeof(expect), "trained with PE '%s' but this binary was built with PE '%s'", pe_name(other), pe_name(PE_ID));
     expect_failure("checkpoint of another encoding names both", fail_load, bad, expect);
+    snprintf(bad, sizeof(bad), "%s/revision.bin", tmpdir); // fire and sinusoidal: an old definition (0)
+    int rev = pe_revision(PE_ID) == 0 ? 1 : 0;
+    h[11] = rev; f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f); h[11] = pe_revision(PE_ID);
+    snprintf(expect, sizeof(expect), "holds revision %d of PE '%s', this binary implements revision %d", rev, pe_name(PE_ID), pe_revision(PE_ID));
+    expect_failure("checkpoint of another revision of the encoding", fail_load, bad, expect);
     snprintf(bad, sizeof(bad), "%s/sizes.bin", tmpdir);
     h[6] = 13; f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f); h[6] = 12;
     expect_failure("checkpoint with inconsistent sizes", fail_load, bad, "channels");
@@ -752,7 +1041,8 @@ static void test_gradients(void) {
     uint64_t rng = random_seed(17);
     perturb_parameters(&model, 0.1, &rng);
 #if defined(PE_FIRE)
-    for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = T / 2 + 0.5; } // both sides of max(L, i+1)
+    model.params.fire_L[0] = 1.3;  // L = 15.6 of L0 = 12: both sides of max(L, i)
+    model.params.fire_L[1] = -0.7; // L = 8.4, the sign of l through |l|
 #endif
     int x[48], y[48];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
@@ -807,6 +1097,32 @@ static void test_gradients(void) {
         offset += n;
     }
     free(grad);
+#if defined(PE_KERPLE_POWER)
+    // the bias of one pair against its finite differences in a and p, at distances 0 (where
+    // n^p has no derivative in p that PyTorch would not call 0), 1 (log 1 = 0), 2 and 7
+    printf("kerple_power: d bias / d a, d bias / d p of single pairs (fp64)\n");
+    PEBias pb;
+    pe_bias_setup(&pb, &model, 0, B, T, 1);
+    const int dist[4] = {0, 1, 2, 7};
+    double worst = 0;
+    for (int n = 0; n < 4; n++) {
+        memset(model.pe_dbh, 0, 2 * sizeof(real));
+        pe_bias_backward(&pb, 0, 0, 9, 9 - dist[n], 1.0);
+        for (int q = 0; q < 2; q++) {
+            real* par = q == 0 ? &model.params.kpower_a[0] : &model.params.kpower_p[0];
+            real keep = *par;
+            *par = keep + eps;
+            double bp = pe_bias(&pb, 0, 0, 9, 9 - dist[n]);
+            *par = keep - eps;
+            double bm = pe_bias(&pb, 0, 0, 9, 9 - dist[n]);
+            *par = keep;
+            double fd = (bp - bm) / (2 * eps);
+            worst = fmax(worst, fabs(fd - model.pe_dbh[q]) / (atol / rtol + fabs(fd)));
+            if (!isfinite(model.pe_dbh[q])) { worst = INFINITY; }
+        }
+    }
+    check(worst <= rtol, "distances 0, 1, 2, 7: max rel error", worst, rtol);
+#endif
     gpt2_free(&model);
 #endif
 }
@@ -814,7 +1130,10 @@ static void test_gradients(void) {
 // ----------------------------------------------------------------------------
 // the CPU reference for the CUDA path (llmc/debug_state.h)
 
-static void write_debug_state(const char* prefix) {
+// `variant` (NULL: plain) names an evaluation variant (llmc/pe.h) that the whole reference
+// runs under, forward, backward and steps: a RoPE scaling method at s = 2 (a static factor
+// of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2
+static void write_debug_state(const char* prefix, const char* variant) {
     GPT2Config cfg;
     cfg.num_layers = DEBUG_LAYERS; cfg.num_heads = DEBUG_HEADS; cfg.channels = DEBUG_CHANNELS;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = DEBUG_T; cfg.pe = PE_ID;
@@ -824,8 +1143,13 @@ static void write_debug_state(const char* prefix) {
     uint64_t rng = random_seed(99);
     perturb_parameters(&model, 0.02f, &rng);
 #if defined(PE_FIRE)
-    for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = T / 2 + 0.5f; }
+    for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = 1.3f; } // L = 41.6 of T = 64: both sides of max(L, i)
 #endif
+    PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
+    while (variant != NULL && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
+    if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
+    model.pe_eval = e;
     char path[1024];
     snprintf(path, sizeof(path), "%s_model.bin", prefix);
     gpt2_save_checkpoint(&model, path);
@@ -854,6 +1178,9 @@ static void write_debug_state(const char* prefix) {
     }
     int header[256] = {0};
     header[0] = DEBUG_STATE_MAGIC; header[1] = 1; header[2] = B; header[3] = T; header[4] = DEBUG_STEPS; header[5] = PE_ID;
+    header[6] = e.variant; header[7] = e.train_len;
+    float factor = (float)e.rope_factor;
+    memcpy(&header[10], &factor, 4);
     uint64_t np = model.num_parameters;
     memcpy(&header[8], &np, 8);
     snprintf(path, sizeof(path), "%s_state.bin", prefix);
@@ -867,8 +1194,8 @@ static void write_debug_state(const char* prefix) {
     atomic_write(&af, grads, sizeof(float), model.num_parameters);
     atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
     atomic_commit(&af);
-    printf("wrote %s_model.bin and %s_state.bin (%s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           pe_name(PE_ID), loss, losses[0], losses[DEBUG_STEPS - 1]);
+    printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
+           pe_name(PE_ID), PE_EVAL_NAMES[e.variant], loss, losses[0], losses[DEBUG_STEPS - 1]);
     free(x); free(y); free(logits); free(grads);
     gpt2_free(&model);
 }
@@ -966,7 +1293,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {
-        write_debug_state(argv[2]);
+        write_debug_state(argv[2], argc > 3 ? argv[3] : NULL);
         return 0;
     }
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());

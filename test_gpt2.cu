@@ -103,6 +103,11 @@ static void test_reference(const char* prefix) {
     GPT2 model;
     snprintf(path, sizeof(path), "%s_model.bin", prefix);
     gpt2_build_from_checkpoint(&model, path);
+    PEEval e = {header[6], 0.0, header[7]}; // the evaluation variant the reference ran under
+    float factor;
+    memcpy(&factor, &header[10], 4);
+    e.rope_factor = factor;
+    model.pe_eval = e;
     if (np != model.num_parameters) { fatal("the debug state has %llu parameters, the checkpoint %zu", (unsigned long long)np, model.num_parameters); }
     int V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     size_t BT = (size_t)B * T;

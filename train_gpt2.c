@@ -75,7 +75,9 @@ typedef struct {
     real* fire_w2;  // (L, NH, 32) 32 -> NH
     real* fire_b2;  // (L, NH)
     real* fire_c;   // (L)
-    real* fire_L;   // (L)
+    real* fire_L;   // (L) the threshold's multiplier l: L = |l| * maxT // 2
+    real* kpower_a; // (L, NH) Kerple-power
+    real* kpower_p; // (L, NH)
 } ParameterTensors;
 
 // points the tensors of `params` into one allocation, in checkpoint order
@@ -87,6 +89,7 @@ static void point_parameters(ParameterTensors* params, real* memory, const size_
         &params->cable_wb, &params->cable_bb, &params->cable_ww, &params->cable_bw,
         &params->t5_table, &params->kerple_r1, &params->kerple_r2,
         &params->fire_w1, &params->fire_b1, &params->fire_w2, &params->fire_b2, &params->fire_c, &params->fire_L,
+        &params->kpower_a, &params->kpower_p,
     };
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         *(ptrs[i]) = memory;
@@ -195,6 +198,9 @@ typedef struct {
     real* att_scratch;    // (threads, T) one attention row per thread
     real* pe_dbh;         // (B, NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
     real* alibi_slopes;   // (NH)
+    real* pe_table;       // (NH, pe_table_len) sandwich: the bias of each head and distance
+    int pe_table_len;
+    PEEval pe_eval;       // the evaluation variant in effect (llmc/pe.h; zeros: plain)
     // the last forward pass
     int batch_size;
     int seq_len;
@@ -425,13 +431,16 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 // Everything an encoding does is in its block below. The hooks, with the same names
 // in train_gpt2.cu:
 //   pe_embed_forward / pe_embed_backward  position embeddings added to the token embeddings
+//                                         (the backward runs first and may scale the tokens' gradient)
 //   pe_layer_forward / pe_layer_backward  per-layer work between the qkv projection and the
-//                                         attention: rope's rotation of q and k, CABLE's
-//                                         per-token increments and their cumulative sum
+//                                         attention: rope's and xpos's rotation of q and k,
+//                                         CABLE's per-token increments and their cumulative sum
 //   PEBias, pe_bias_setup, pe_bias, pe_bias_backward, pe_bias_reduce
 //                                         the additive attention bias b(i, j) of head h,
 //                                         computed on the fly inside the attention kernel
 //   pe_project                            keeps constrained parameters in range after an update
+// model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
+// attention): the driver sets it around its extrapolation evaluation, plain otherwise.
 // A block defines PE_EMBED, PE_LAYER, PE_BIAS for the hooks it implements; the others do
 // nothing (defaults after the last block). PE_BH_GRADS is the number of gradient
 // accumulators each (batch, head) of the attention backward needs for the PE's shared
@@ -440,6 +449,22 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
 static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
+
+// kerple and kerple_power: the attention backward's per-(batch, head) pairs of accumulators
+// summed into the two per-head gradient tensors of the layer
+static void pe_reduce_head_pairs(real* d0, real* d1, const real* dbh, int B, int NH) {
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            d0[h] += dbh[((size_t)b * NH + h) * 2 + 0];
+            d1[h] += dbh[((size_t)b * NH + h) * 2 + 1];
+        }
+    }
+}
+
+// keeps a constrained parameter tensor in [lo, hi] (pe_project)
+static void pe_clamp(real* x, size_t n, real lo, real hi) {
+    for (size_t i = 0; i < n; i++) { x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]); }
+}
 
 #if defined(PE_LEARNED)
 // learned: GPT-2's absolute position embeddings wpe [maxT, C]
@@ -454,7 +479,7 @@ static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
         for (int c = 0; c < C; c++) { o[c] += p[c]; }
     }
 }
-static void pe_embed_backward(GPT2* model, const real* dout, int B, int T) {
+static void pe_embed_backward(GPT2* model, real* dout, int B, int T) {
     int C = model->config.channels;
     real* dwpe = model->grads.wpe;
     for (int bt = 0; bt < B * T; bt++) {
@@ -465,45 +490,71 @@ static void pe_embed_backward(GPT2* model, const real* dout, int B, int T) {
 }
 
 #elif defined(PE_SINUSOIDAL)
-// sinusoidal (Vaswani): p[pos, 2k] = sin(pos / 10000^(2k/C)), p[pos, 2k+1] = cos(same),
-// added to the token embeddings; no parameters, so no backward
+// sinusoidal, as fairseq (the ALiBi paper's baseline): the token embeddings times sqrt(C)
+// (embed_scale) plus p[pos] with pos = t + 2 (fairseq counts positions from padding_idx + 1),
+// p[pos, k] = sin(pos w_k), p[pos, C/2 + k] = cos(pos w_k), w_k = 10000^(-k / (C/2 - 1)),
+// k < C/2 (tensor2tensor's layout; an odd C leaves the last column 0). No parameters: the
+// backward only scales the tokens' gradient by sqrt(C).
 #define PE_EMBED
 static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
-    int C = model->config.channels;
+    int C = model->config.channels, half = C / 2;
+    real scale = sqrt((real)C);
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
-        int pos = bt % T;
+        double pos = bt % T + SINUSOIDAL_FIRST_POS;
         real* o = out + (size_t)bt * C;
-        for (int k = 0; 2 * k < C; k++) {
-            double angle = pos / pow(10000.0, 2.0 * k / C);
-            o[2 * k] += (real)sin(angle);
-            if (2 * k + 1 < C) { o[2 * k + 1] += (real)cos(angle); }
+        for (int c = 0; c < C; c++) { o[c] *= scale; }
+        for (int k = 0; k < half; k++) {
+            double angle = pos * exp(-k * log(10000.0) / (half - 1));
+            o[k] += (real)sin(angle);
+            o[half + k] += (real)cos(angle);
         }
     }
 }
-static void pe_embed_backward(GPT2* model, const real* dout, int B, int T) {
-    (void)model; (void)dout; (void)B; (void)T;
+static void pe_embed_backward(GPT2* model, real* dout, int B, int T) {
+    int C = model->config.channels;
+    real scale = sqrt((real)C);
+    #pragma omp parallel for
+    for (size_t i = 0; i < (size_t)B * T * C; i++) { dout[i] *= scale; }
 }
 
-#elif defined(PE_ROPE)
-// rope: rotate each pair (2k, 2k+1) of q and k by the angle pos * 10000^(-2k/hs), in every
-// layer; the backward rotates the gradients back (the transpose of a rotation)
+#elif defined(PE_ROPE) || defined(PE_XPOS)
+// rope: rotate each pair (2k, 2k+1) of q and k by the angle pos * theta_k, theta_k =
+// 10000^(-2k/hs), in every layer; the backward rotates the gradients back (the transpose
+// of a rotation). At evaluation a RoPE scaling variant (-rs; llmc/pe.h rope_frequencies)
+// changes theta_k and multiplies q and k by YaRN's mscale.
+// xpos (torchscale): rope, then pair k of q at position t times zeta_k^(n/gamma) and of k
+// times zeta_k^(-n/gamma), n = t - ceil(T/2), zeta_k = (2k + 0.4 hs) / (1.4 hs), gamma =
+// 512: q.k gains zeta_k^((i-j)/gamma), a decay with distance, strongest at high
+// frequencies (the centre cancels). With -xb 1, blockwise causal attention beyond the
+// training length w: query i sees keys from (floor(i / (w/2)) - 1) * (w/2) on.
 #define PE_LAYER
-static void rope_rotate(real* qkv, int B, int T, int C, int NH, int direction) {
+#if defined(PE_XPOS)
+#define XPOS_GAMMA XPOS_SCALE_BASE
+#else
+#define XPOS_GAMMA INFINITY // rope is xpos without the decay: zeta^(n / inf) = 1
+#endif
+// rotates (direction 1) or rotates back (-1) q and k of every token, with the frequencies of
+// the evaluation variant e and xPos's decay of scale base gamma
+static void rope_rotate(real* qkv, const PEEval* e, double gamma, int B, int T, int C, int NH, int direction) {
     int hs = C / NH;
+    double inv_freq[hs / 2];
+    double mscale = rope_frequencies(inv_freq, hs, e, T);
     #pragma omp parallel for collapse(2)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             real* row = qkv + ((size_t)b * T + t) * 3 * C;
             for (int k = 0; 2 * k < hs; k++) {
-                double angle = t * pow(ROPE_BASE, -2.0 * k / hs);
+                double angle = t * inv_freq[k];
                 real cs = (real)cos(angle), sn = (real)(direction * sin(angle));
+                double z = pow(xpos_zeta(k, hs), (t - (T + 1) / 2) / gamma);
+                double f[2] = {mscale * z, mscale / z}; // the factors of q and k
                 for (int part = 0; part < 2; part++) { // q, then k
                     for (int h = 0; h < NH; h++) {
                         real* x = row + part * C + h * hs + 2 * k;
                         real x0 = x[0], x1 = x[1];
-                        x[0] = x0 * cs - x1 * sn;
-                        x[1] = x0 * sn + x1 * cs;
+                        x[0] = (real)f[part] * (x0 * cs - x1 * sn);
+                        x[1] = (real)f[part] * (x0 * sn + x1 * cs);
                     }
                 }
             }
@@ -512,12 +563,32 @@ static void rope_rotate(real* qkv, int B, int T, int C, int NH, int direction) {
 }
 static void pe_layer_forward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
-    rope_rotate(model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, B, T, c->channels, c->num_heads, 1);
+    rope_rotate(model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA, B, T,
+                c->channels, c->num_heads, 1);
 }
 static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
-    rope_rotate(model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * c->channels, B, T, c->channels, c->num_heads, -1);
+    rope_rotate(model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA, B, T,
+                c->channels, c->num_heads, -1);
 }
+#if defined(PE_XPOS)
+#define PE_BIAS
+#define PE_BH_GRADS 0
+typedef struct { int half; } PEBias; // the BCA block size w/2; 0: every key j <= i
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)l; (void)B; (void)backward;
+    const PEEval* e = &model->pe_eval;
+    pb->half = e->variant == PE_EVAL_BCA && T > e->train_len ? e->train_len / 2 : 0;
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    (void)b; (void)h;
+    return pb->half > 0 && j < (i / pb->half - 1) * pb->half ? PE_MASKED_BIAS : 0;
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+#endif
 
 #elif defined(PE_NOPE)
 // nope: no position information at all (causal masking alone)
@@ -597,30 +668,23 @@ static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real
     d[1] -= ds * pb->r1[h] * n / (1 + pb->r2[h] * n);
 }
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = pb->NH;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            model->grads.kerple_r1[(size_t)l * NH + h] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + 0];
-            model->grads.kerple_r2[(size_t)l * NH + h] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + 1];
-        }
-    }
+    pe_reduce_head_pairs(model->grads.kerple_r1 + (size_t)l * pb->NH, model->grads.kerple_r2 + (size_t)l * pb->NH, pb->dbh, B, pb->NH);
 }
 #define PE_PROJECT
 static void pe_project(GPT2* model) {
-    size_t n = model->param_sizes[P_KERPLE_R1];
-    for (size_t i = 0; i < n; i++) {
-        if (model->params.kerple_r1[i] < KERPLE_MIN) { model->params.kerple_r1[i] = KERPLE_MIN; }
-        if (model->params.kerple_r2[i] < KERPLE_MIN) { model->params.kerple_r2[i] = KERPLE_MIN; }
-    }
+    pe_clamp(model->params.kerple_r1, model->param_sizes[P_KERPLE_R1], KERPLE_MIN, INFINITY);
+    pe_clamp(model->params.kerple_r2, model->param_sizes[P_KERPLE_R2], KERPLE_MIN, INFINITY);
 }
 
 #elif defined(PE_FIRE)
-// fire: b(i, j) = f(psi(i - j) / psi(max(L, i + 1))), psi(x) = log(c x + 1), f an MLP
-// 1 -> 32 (ReLU) -> NH shared by the heads of a layer; c and the threshold L are learned
-// and used as |c|, |L| (as FIRE's code), and a small eps keeps the division finite.
+// fire (the FIRE class of the DAPE repo, as its numbers): b(i, j) = f(psi(i - j) /
+// (psi(max(L, i)) + eps)) with the query position i counted from 0, psi(x) = log(|c| x + 1),
+// f an MLP 1 -> 32 (ReLU) -> NH shared by the heads of a layer; c is learned, and the
+// threshold L = |l| * L0 learns its multiplier l (starts at 1) of the fixed L0 = maxT // 2
+// (the training length halved).
 #define PE_BIAS
-#define PE_BH_GRADS (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, L
-typedef struct { const real* w1; const real* b1; const real* w2; const real* b2; real c; real L; real* dbh; int NH; } PEBias;
+#define PE_BH_GRADS (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, l
+typedef struct { const real* w1; const real* b1; const real* w2; const real* b2; real c; real l; real L0; real* dbh; int NH; } PEBias;
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     int NH = model->config.num_heads;
     (void)T;
@@ -630,15 +694,16 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
     pb->w2 = model->params.fire_w2 + (size_t)l * NH * FIRE_HIDDEN;
     pb->b2 = model->params.fire_b2 + (size_t)l * NH;
     pb->c = model->params.fire_c[l];
-    pb->L = model->params.fire_L[l];
+    pb->l = model->params.fire_L[l];
+    pb->L0 = (real)(model->config.max_seq_len / 2);
     pb->dbh = model->pe_dbh;
     if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
 }
-// the MLP's input u = psi(i - j) / (psi(max(|L|, i + 1)) + eps)
+// the MLP's input u = psi(i - j) / (psi(max(L, i)) + eps); also returns psi's two values and max(L, i)
 static inline real fire_input(const PEBias* pb, int i, int j, real* psi_num, real* psi_den, real* lpos) {
     real c = fabs(pb->c);
-    real L = fabs(pb->L);
-    *lpos = L > i + 1 ? L : (real)(i + 1);
+    real L = fabs(pb->l) * pb->L0;
+    *lpos = L > i ? L : (real)i;
     *psi_num = log(c * (i - j) + 1);
     *psi_den = log(c * *lpos + 1) + (real)FIRE_EPS;
     return *psi_num / *psi_den;
@@ -681,9 +746,9 @@ static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real
     real dpn = du / pd, dpd = -du * pn / (pd * pd);
     real dc = dpn * n / (c * n + 1) + dpd * lp / (c * lp + 1);
     d[3 * FIRE_HIDDEN + 1] += dc * sc;
-    if (fabs(pb->L) > i + 1) { // the threshold is active: lp = |L|
-        real sl = pb->L >= 0 ? 1 : -1;
-        d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1) * sl;
+    if (fabs(pb->l) * pb->L0 > i) { // the threshold is active: lp = |l| L0
+        real sl = pb->l >= 0 ? 1 : -1;
+        d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1) * pb->L0 * sl;
     }
 }
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
@@ -705,6 +770,74 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
             model->grads.fire_L[l] += d[3 * FIRE_HIDDEN + 2];
         }
     }
+}
+
+#elif defined(PE_SANDWICH)
+// sandwich (NeMo's code; no learned parameters): b(i, j) = (sum_{k=1}^{hs/2} cos((i - j)
+// 10000^(-2k/hs)) - hs/2) / (8 (h + 1) / NH), the inner products of sinusoidal embeddings
+// (d' = hs) as a bias that decays with distance: 0 on the diagonal, never positive. It
+// depends on the head and the distance only: a table [NH][len] of it, computed in double
+// and grown as longer sequences come.
+#define PE_BIAS
+#define PE_BH_GRADS 0
+typedef struct { const real* table; int len; } PEBias;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)l; (void)B; (void)backward;
+    int NH = model->config.num_heads, hs = model->config.channels / NH;
+    if (model->pe_table_len < T) {
+        free(model->pe_table);
+        model->pe_table = (real*)malloc_check((size_t)NH * T * sizeof(real));
+        for (int h = 0; h < NH; h++) {
+            for (int n = 0; n < T; n++) { model->pe_table[(size_t)h * T + n] = (real)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
+        }
+        model->pe_table_len = T;
+    }
+    pb->table = model->pe_table;
+    pb->len = model->pe_table_len;
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    (void)b;
+    return pb->table[(size_t)h * pb->len + i - j];
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+
+#elif defined(PE_KERPLE_POWER)
+// kerple_power (Kerple's power variant): b(i, j) = -a_h (i - j)^p_h, a and p learned per
+// layer and head, kept at a >= 0.01 and 0.01 <= p <= 2 (the Kerple code's clamps). The
+// gradients d/da = -n^p and d/dp = -a n^p log n are 0 at n = 0 (as PyTorch's pow).
+#define PE_BIAS
+#define PE_BH_GRADS 2
+typedef struct { const real* a; const real* p; real* dbh; int NH; } PEBias;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    int NH = model->config.num_heads;
+    (void)T;
+    pb->NH = NH;
+    pb->a = model->params.kpower_a + (size_t)l * NH;
+    pb->p = model->params.kpower_p + (size_t)l * NH;
+    pb->dbh = model->pe_dbh;
+    if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    (void)b;
+    return i == j ? 0 : -pb->a[h] * pow((real)(i - j), pb->p[h]);
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    if (i == j) { return; }
+    real n = (real)(i - j), np = pow(n, pb->p[h]);
+    real* d = pb->dbh + ((size_t)b * pb->NH + h) * PE_BH_GRADS;
+    d[0] -= ds * np;
+    d[1] -= ds * pb->a[h] * np * log(n);
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    pe_reduce_head_pairs(model->grads.kpower_a + (size_t)l * pb->NH, model->grads.kpower_p + (size_t)l * pb->NH, pb->dbh, B, pb->NH);
+}
+#define PE_PROJECT
+static void pe_project(GPT2* model) {
+    pe_clamp(model->params.kpower_a, model->param_sizes[P_KPOWER_A], KERPLE_POWER_MIN, INFINITY);
+    pe_clamp(model->params.kpower_p, model->param_sizes[P_KPOWER_P], KERPLE_POWER_MIN, KERPLE_POWER_P_MAX);
 }
 
 #elif defined(PE_CABLE_FAMILY)
@@ -836,7 +969,7 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (v
 // defaults: the hooks an encoding does not define do nothing
 #ifndef PE_EMBED
 static void pe_embed_forward(GPT2* model, real* out, int B, int T) { (void)model; (void)out; (void)B; (void)T; }
-static void pe_embed_backward(GPT2* model, const real* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
+static void pe_embed_backward(GPT2* model, real* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
 #endif
 #ifndef PE_LAYER
 static void pe_layer_forward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
@@ -1047,9 +1180,13 @@ static void gpt2_ensure_grads(GPT2* model) {
     }
 }
 
-// longest sequence the model can process: learned embeddings stop at maxT
+// longest sequence the model can process: learned embeddings stop at maxT, xPos where its
+// scale factors would leave the range of fp32 (llmc/pe.h: xpos_max_length)
 int gpt2_max_length(const GPT2* model) {
-    return model->config.pe == PE_ID_LEARNED ? model->config.max_seq_len : INT32_MAX;
+    const GPT2Config* c = &model->config;
+    if (c->pe == PE_ID_LEARNED) { return c->max_seq_len; }
+    if (c->pe == PE_ID_XPOS) { return xpos_max_length(c->channels / c->num_heads); }
+    return INT32_MAX;
 }
 
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
@@ -1059,7 +1196,8 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     GPT2Config* cfg = &model->config;
     int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
     if (T > gpt2_max_length(model)) {
-        fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len);
+        if (cfg->pe == PE_ID_LEARNED) { fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len); }
+        fatal("PE %s cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d", pe_name(cfg->pe), T, gpt2_max_length(model));
     }
     for (int i = 0; i < B * T; i++) {
         if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < 0 || targets[i] >= V))) {
@@ -1160,8 +1298,8 @@ void gpt2_backward(GPT2* model) {
         layernorm_backward(dresidual, g.ln1w + (size_t)l * C, g.ln1b + (size_t)l * C, d.ln1 + o * C,
                            residual, p.ln1w + (size_t)l * C, a.ln1_mean + o, a.ln1_rstd + o, B * T, C);
     }
+    pe_embed_backward(model, d.encoded, B, T); // first: it may rescale the tokens' gradient
     encoder_backward(g.wte, d.encoded, model->inputs, B, T, C);
-    pe_embed_backward(model, d.encoded, B, T);
 }
 
 // squared L2 norm of all parameter gradients, in double (the sum has millions of terms);
@@ -1234,6 +1372,7 @@ void gpt2_free(GPT2* model) {
     free(model->pe_dbh);
     free(model->logits);
     free(model->alibi_slopes);
+    free(model->pe_table);
     free(model->inputs);
     free(model->targets);
 }

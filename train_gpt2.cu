@@ -162,7 +162,9 @@ struct TensorSet {
     T* fire_w2;  // (L, NH, 32) 32 -> NH
     T* fire_b2;  // (L, NH)
     T* fire_c;   // (L)
-    T* fire_L;   // (L)
+    T* fire_L;   // (L) the threshold's multiplier l: L = |l| * maxT // 2
+    T* kpower_a; // (L, NH) Kerple-power
+    T* kpower_p; // (L, NH)
 };
 
 // points the tensors into one allocation at the given element offsets
@@ -172,7 +174,7 @@ static void point_parameters(TensorSet<T>* t, T* memory, const size_t* offsets) 
         &t->wte, &t->wpe, &t->ln1w, &t->ln1b, &t->qkvw, &t->qkvb, &t->attprojw, &t->attprojb,
         &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
         &t->cable_wb, &t->cable_bb, &t->cable_ww, &t->cable_bw, &t->t5_table, &t->kerple_r1, &t->kerple_r2,
-        &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L,
+        &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L, &t->kpower_a, &t->kpower_p,
     };
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *(ptrs[i]) = memory + offsets[i]; }
 }
@@ -185,7 +187,7 @@ typedef struct {
     floatX* ln1;       // (NL, N, C)
     float* ln1_mean;   // (NL, N)
     float* ln1_rstd;   // (NL, N)
-    floatX* qkv;       // (NL, N, 3C) q and k after the PE's rotation (rope)
+    floatX* qkv;       // (NL, N, 3C) q and k after the PE's rotation (rope, xpos)
     floatX* atty;      // (NL, N, C)
     float* att_lse;    // (NL, B, NH, T) log-sum-exp of each attention row
     floatX* residual2; // (NL, N, C)
@@ -204,7 +206,7 @@ typedef struct {
     float* pe_w;       // (NL, N, NH) cable: the per-token weight w = x W_w + b_w
     floatX* proj;      // (N, C) an attention or MLP projection before its residual add
     floatX* logits;    // (min(N, CLASSIFIER_CHUNK), Vp) classifier scratch
-    float2* rope;      // (T, hs/2) rope: cos and sin of each position and frequency
+    float4* rope;      // (T, hs/2) rope, xpos: cos, sin and the q and k factors of each position and pair
     int* inputs;       // (N)
     int* targets;      // (N)
 } ActivationTensors;
@@ -251,6 +253,11 @@ typedef struct {
     double* norm_partials;  // (NORM_BLOCKS)
     float* logits_row;      // (Vp) one row of logits in fp32 (sampling)
     float* alibi_slopes;    // (NH)
+    float* pe_table;        // (NH, pe_table_len) sandwich: the bias of each head and distance
+    int pe_table_len;
+    PEEval pe_eval;         // the evaluation variant in effect (llmc/pe.h; zeros: plain)
+    int rope_table_T;       // the length and variant the rope table was computed for (0: none)
+    PEEval rope_table_eval;
     float* host_losses;     // (N) host copy of the last per-token losses (pinned)
     int* host_tokens;       // (2N) pinned staging of the batch's inputs and targets for the copies
     // the last forward pass
@@ -540,10 +547,10 @@ __global__ void floatX_from_float_kernel(floatX* dst, const float* src, size_t n
     if (i < n) { dst[i] = (floatX)src[i]; }
 }
 
-// clamp_min_kernel: x = max(x, lo)
-__global__ void clamp_min_kernel(float* x, size_t n, float lo) {
+// clamp_kernel: x = min(max(x, lo), hi)
+__global__ void clamp_kernel(float* x, size_t n, float lo, float hi) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && x[i] < lo) { x[i] = lo; }
+    if (i < n) { x[i] = fminf(fmaxf(x[i], lo), hi); }
 }
 
 // global_norm_kernel: per-block partial sums of squares of the gradients, in double
@@ -672,16 +679,20 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 //
 // Everything an encoding does is in its block below, with the hooks of train_gpt2.c:
 //   pe_embed_forward / pe_embed_backward  position embeddings added to the token embeddings
+//                                         (the backward runs first and may scale the tokens' gradient)
 //   pe_layer_forward / pe_layer_backward  per-layer work between the qkv projection and the
-//                                         attention: rope's rotation of q and k, CABLE's
-//                                         per-token increments and their cumulative sum
+//                                         attention: rope's and xpos's rotation of q and k,
+//                                         CABLE's per-token increments and their cumulative sum
 //   PEBias, pe_bias_setup, pe_bias, pe_bias_backward, pe_bias_reduce
 //                                         the additive attention bias b(i, j) of head h; pe_bias
 //                                         and pe_bias_backward are __device__ functions called
 //                                         inside the attention kernels (llmc/attention_bias.cuh,
 //                                         llmc/attention_mma.cuh), with pe_bias_flush ending each
-//                                         backward kernel
+//                                         backward kernel; a masked pair's bias is PE_MASKED_BIAS
+//                                         (xpos's BCA)
 //   pe_project                            keeps constrained parameters in range after an update
+// model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
+// attention): the driver sets it around its extrapolation evaluation, plain otherwise.
 // A block defines PE_EMBED, PE_LAYER, PE_BIAS for the hooks it implements; the others do
 // nothing (defaults after the last block). The kernels evaluate the bias in two steps:
 // PERow r = pe_bias_row(pb, b, h, i) once per query row, then pe_bias(pb, r, j) and
@@ -710,6 +721,39 @@ __device__ __forceinline__ void flush_param_partials(float* partials, const floa
     }
 }
 
+#if defined(PE_KERPLE) || defined(PE_KERPLE_POWER)
+// head_pairs_reduce_kernel: kerple and kerple_power: one thread per head sums the two
+// accumulators of every (b, key block) partial into the head's two gradients
+__global__ void head_pairs_reduce_kernel(float* d0, float* d1, const float* partials, int B, int NH, int blocks) {
+    int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= NH) { return; }
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int b = 0; b < B; b++) {
+        for (int kb = 0; kb < blocks; kb++) {
+            const float* p = partials + (((size_t)b * NH + h) * blocks + kb) * 2;
+            s0 += p[0];
+            s1 += p[1];
+        }
+    }
+    d0[h] += s0;
+    d1[h] += s1;
+}
+static void pe_reduce_head_pairs(float* d0, float* d1, const float* partials, int B, int NH, int T) {
+    head_pairs_reduce_kernel<<<CEIL_DIV(NH, 64), 64, 0, ctx.stream>>>(d0, d1, partials, B, NH, CEIL_DIV(T, ATT_KV_BK));
+    cudaCheckLaunch("head_pairs_reduce_kernel");
+}
+
+// keeps a constrained parameter tensor in [lo, hi], on this rank's part of the master weights (pe_project)
+static void pe_clamp(GPT2* model, int tensor, float lo, float hi) {
+    size_t a = model->param_offsets[tensor], z = a + model->param_sizes[tensor];
+    if (a < model->shard_lo) { a = model->shard_lo; }
+    if (z > model->shard_hi) { z = model->shard_hi; }
+    if (a >= z) { return; }
+    clamp_kernel<<<CEIL_DIV(z - a, 256), 256, 0, ctx.stream>>>(model->master + (a - model->shard_lo), z - a, lo, hi);
+    cudaCheckLaunch("clamp_kernel");
+}
+#endif
+
 #if defined(PE_LEARNED)
 // learned: GPT-2's absolute position embeddings wpe [maxT, C]
 #define PE_EMBED
@@ -732,72 +776,111 @@ static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     learned_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, model->params.wpe, B * T, T, model->config.channels);
     cudaCheckLaunch("learned_embed_forward_kernel");
 }
-static void pe_embed_backward(GPT2* model, const floatX* dout, int B, int T) {
+static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
     size_t n = (size_t)T * model->config.channels;
     learned_embed_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(model->grads.wpe, dout, B, T, model->config.channels);
     cudaCheckLaunch("learned_embed_backward_kernel");
 }
 
 #elif defined(PE_SINUSOIDAL)
-// sinusoidal (Vaswani): p[pos, 2k] = sin(pos / 10000^(2k/C)), p[pos, 2k+1] = cos(same),
-// added to the token embeddings; angles in double, as the CPU path; no backward
+// sinusoidal, as fairseq: the token embeddings times sqrt(C) plus p[pos], pos = t + 2,
+// p[pos, k] = sin(pos w_k), p[pos, C/2 + k] = cos(pos w_k), w_k = 10000^(-k / (C/2 - 1));
+// angles in double, as the CPU path. The backward scales the tokens' gradient by sqrt(C).
 #define PE_EMBED
 __global__ void sinusoidal_embed_forward_kernel(floatX* out, int N, int T, int C) {
-    int half = (C + 1) / 2;
+    int half = C / 2;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * half) { return; }
-    size_t bt = idx / half;
-    int k = idx % half, pos = bt % T;
-    double angle = pos / pow(10000.0, 2.0 * k / C);
-    floatX* o = out + bt * C;
-    o[2 * k] = (floatX)((float)o[2 * k] + (float)sin(angle));
-    if (2 * k + 1 < C) { o[2 * k + 1] = (floatX)((float)o[2 * k + 1] + (float)cos(angle)); }
+    if (idx >= (size_t)N * C) { return; }
+    size_t bt = idx / C;
+    int c = idx % C;
+    double pos = bt % T + SINUSOIDAL_FIRST_POS;
+    float p = 0.0f; // an odd C's last column gets none
+    if (c < 2 * half) {
+        int k = c % half;
+        double angle = pos * exp(-k * log(10000.0) / (half - 1));
+        p = (float)(c < half ? sin(angle) : cos(angle));
+    }
+    out[idx] = (floatX)((float)out[idx] * sqrtf((float)C) + p);
+}
+// scale_kernel: x *= a
+__global__ void scale_kernel(floatX* x, size_t n, float a) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { x[i] = (floatX)((float)x[i] * a); }
 }
 static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     int C = model->config.channels;
-    size_t n = (size_t)B * T * ((C + 1) / 2);
+    size_t n = (size_t)B * T * C;
     sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, B * T, T, C);
     cudaCheckLaunch("sinusoidal_embed_forward_kernel");
 }
-static void pe_embed_backward(GPT2* model, const floatX* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
+static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
+    int C = model->config.channels;
+    size_t n = (size_t)B * T * C;
+    scale_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(dout, n, sqrtf((float)C));
+    cudaCheckLaunch("scale_kernel");
+}
 
-#elif defined(PE_ROPE)
-// rope: rotate each pair (2k, 2k+1) of q and k by the angle pos * 10000^(-2k/hs), in every
-// layer; the backward rotates the gradients back (the transpose of a rotation). The
-// cos/sin table is computed once per allocation, in double as the CPU path.
+#elif defined(PE_ROPE) || defined(PE_XPOS)
+// rope: rotate each pair (2k, 2k+1) of q and k by the angle pos * theta_k, in every layer;
+// the backward rotates the gradients back (the transpose of a rotation). xpos: rope with
+// pair k of q times zeta_k^(n/gamma), of k times zeta_k^(-n/gamma), n = pos - ceil(T/2).
+// The table of cos, sin and the two factors is computed in double, as the CPU path, for
+// the frequencies of the evaluation variant in effect (llmc/pe.h: rope_frequencies, YaRN's
+// mscale in the factors), and again whenever the length or the variant changes.
 #define PE_LAYER
-__global__ void rope_table_kernel(float2* table, int T, int hs) {
+#if defined(PE_XPOS)
+#define XPOS_GAMMA XPOS_SCALE_BASE
+#else
+#define XPOS_GAMMA INFINITY // rope is xpos without the decay: zeta^(n / inf) = 1
+#endif
+struct RopeFreq { double f[64]; }; // theta_k of hs/2 <= 64 pairs, by value to the kernel
+__global__ void rope_table_kernel(float4* table, RopeFreq freq, double mscale, double gamma, int T, int hs) {
     int half = hs / 2;
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= T * half) { return; }
     int t = idx / half, k = idx % half;
-    double angle = t * pow((double)ROPE_BASE, -2.0 * k / hs);
-    table[idx] = make_float2((float)cos(angle), (float)sin(angle));
+    double angle = t * freq.f[k];
+    double z = pow(xpos_zeta(k, hs), (t - (T + 1) / 2) / gamma);
+    table[idx] = make_float4((float)cos(angle), (float)sin(angle), (float)(mscale * z), (float)(mscale / z));
 }
 // one thread per (token, head, pair) rotates that pair of q and of k; direction -1 undoes it
-__global__ void rope_rotate_kernel(floatX* qkv, const float2* table, int N, int T, int C, int hs, float direction) {
+__global__ void rope_rotate_kernel(floatX* qkv, const float4* table, int N, int T, int C, int hs, float direction) {
     int half = hs / 2, pairs = C / 2;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * pairs) { return; }
     size_t bt = idx / pairs;
     int pc = idx % pairs; // pair index over all heads: head pc / half, frequency pc % half
     int t = bt % T, k = pc % half;
-    float2 cs = table[t * half + k];
-    float sn = direction * cs.y;
+    float4 cs = table[t * half + k];
+    float sn = direction * cs.y, f[2] = {cs.z, cs.w};
     for (int part = 0; part < 2; part++) { // q, then k
         floatX* x = qkv + bt * 3 * C + part * C + 2 * pc;
         float x0 = (float)x[0], x1 = (float)x[1];
-        x[0] = (floatX)(x0 * cs.x - x1 * sn);
-        x[1] = (floatX)(x0 * sn + x1 * cs.x);
+        x[0] = (floatX)(f[part] * (x0 * cs.x - x1 * sn));
+        x[1] = (floatX)(f[part] * (x0 * sn + x1 * cs.x));
     }
 }
-static void rope_rotate(floatX* qkv, const float2* table, int B, int T, int C, int NH, float direction) {
+// the table for a forward pass over T tokens, unless it is already there
+static void rope_table_update(GPT2* model, int T) {
+    const PEEval* e = &model->pe_eval;
+    const PEEval* had = &model->rope_table_eval;
+    if (model->rope_table_T == T && had->variant == e->variant && had->rope_factor == e->rope_factor && had->train_len == e->train_len) { return; }
+    int hs = model->config.channels / model->config.num_heads;
+    RopeFreq freq;
+    double mscale = rope_frequencies(freq.f, hs, e, T);
+    rope_table_kernel<<<CEIL_DIV(T * hs / 2, 256), 256, 0, ctx.stream>>>(model->acts.rope, freq, mscale, XPOS_GAMMA, T, hs);
+    cudaCheckLaunch("rope_table_kernel");
+    model->rope_table_T = T;
+    model->rope_table_eval = *e;
+}
+static void rope_rotate(floatX* qkv, const float4* table, int B, int T, int C, int NH, float direction) {
     size_t n = (size_t)B * T * (C / 2);
     rope_rotate_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(qkv, table, B * T, T, C, C / NH, direction);
     cudaCheckLaunch("rope_rotate_kernel");
 }
 static void pe_layer_forward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
+    rope_table_update(model, T);
     rope_rotate(model->acts.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, model->acts.rope,
                 B, T, c->channels, c->num_heads, 1.0f);
 }
@@ -806,6 +889,26 @@ static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
     rope_rotate(model->gs.dbig, model->acts.rope, B, T, c->channels, c->num_heads, -1.0f);
 }
+#if defined(PE_XPOS)
+// blockwise causal attention beyond the training length w (-xb 1): keys before block
+// (floor(i / (w/2)) - 1) of w/2 get PE_MASKED_BIAS
+#define PE_BIAS
+#define PE_PAR_N 0
+struct PEGrad {};
+struct PEBias { typedef PEGrad Grad; int half; }; // w/2; 0: every key j <= i
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)l; (void)B; (void)backward;
+    const PEEval* e = &model->pe_eval;
+    pb->half = e->variant == PE_EVAL_BCA && T > e->train_len ? e->train_len / 2 : 0;
+}
+__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+    (void)b; (void)h;
+    return pb.half > 0 && j < (i / pb.half - 1) * pb.half ? PE_MASKED_BIAS : 0.0f;
+}
+__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
+__device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+#endif
 
 #elif defined(PE_NOPE)
 // nope: no position information at all (causal masking alone)
@@ -913,52 +1016,29 @@ __device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad& g, int s
 __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
     flush_param_partials(pb.partials, g.d, side, slot);
 }
-__global__ void kerple_bias_reduce_kernel(float* dr1, float* dr2, const float* partials, int B, int NH, int blocks) {
-    int h = blockIdx.x * blockDim.x + threadIdx.x;
-    if (h >= NH) { return; }
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int b = 0; b < B; b++) {
-        for (int kb = 0; kb < blocks; kb++) {
-            const float* p = partials + (((size_t)b * NH + h) * blocks + kb) * PE_PAR_N;
-            s1 += p[0];
-            s2 += p[1];
-        }
-    }
-    dr1[h] += s1;
-    dr2[h] += s2;
-}
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
     int NH = model->config.num_heads;
-    kerple_bias_reduce_kernel<<<CEIL_DIV(NH, 64), 64, 0, ctx.stream>>>(model->grads.kerple_r1 + (size_t)l * NH,
-        model->grads.kerple_r2 + (size_t)l * NH, pb->partials, B, NH, CEIL_DIV(model->seq_len, ATT_KV_BK));
-    cudaCheckLaunch("kerple_bias_reduce_kernel");
+    pe_reduce_head_pairs(model->grads.kerple_r1 + (size_t)l * NH, model->grads.kerple_r2 + (size_t)l * NH, pb->partials, B, NH, model->seq_len);
 }
 #define PE_PROJECT
-// r1 and r2 back to >= KERPLE_MIN, on this rank's part of the master weights
+// r1 and r2 back to >= KERPLE_MIN
 static void pe_project(GPT2* model) {
-    const int tensors[2] = {P_KERPLE_R1, P_KERPLE_R2};
-    for (int k = 0; k < 2; k++) {
-        size_t lo = model->param_offsets[tensors[k]], hi = lo + model->param_sizes[tensors[k]];
-        if (lo < model->shard_lo) { lo = model->shard_lo; }
-        if (hi > model->shard_hi) { hi = model->shard_hi; }
-        if (lo >= hi) { continue; }
-        clamp_min_kernel<<<CEIL_DIV(hi - lo, 256), 256, 0, ctx.stream>>>(model->master + (lo - model->shard_lo), hi - lo, KERPLE_MIN);
-        cudaCheckLaunch("clamp_min_kernel");
-    }
+    pe_clamp(model, P_KERPLE_R1, KERPLE_MIN, INFINITY);
+    pe_clamp(model, P_KERPLE_R2, KERPLE_MIN, INFINITY);
 }
 
 #elif defined(PE_FIRE)
-// fire: b(i, j) = f(psi(i - j) / psi(max(L, i + 1))), psi(x) = log(c x + 1), f an MLP
-// 1 -> 32 (ReLU) -> NH shared by the heads of a layer; c and the threshold L are learned
-// and used as |c|, |L| (as FIRE's code), and a small eps keeps the division finite.
-// The MLP is evaluated per pair inside the attention kernels (FIRE costs more than the
-// other biases); its gradients go through per-thread accumulators and block partials.
+// fire (the FIRE class of the DAPE repo): b(i, j) = f(psi(i - j) / (psi(max(L, i)) + eps)),
+// i counted from 0, psi(x) = log(|c| x + 1), f an MLP 1 -> 32 (ReLU) -> NH shared by the
+// heads of a layer, L = |l| * L0 with l learned and L0 = maxT // 2 fixed. The MLP is
+// evaluated per pair inside the attention kernels (FIRE costs more than the other biases);
+// its gradients go through per-thread accumulators and block partials.
 #define PE_BIAS
-#define PE_PAR_N (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, L
+#define PE_PAR_N (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, l
 struct PEGrad { float d[PE_PAR_N]; };
 struct PEBias {
     typedef PEGrad Grad;
-    const floatX* w1; const floatX* b1; const floatX* w2; const floatX* b2; const floatX* c; const floatX* L;
+    const floatX* w1; const floatX* b1; const floatX* w2; const floatX* b2; const floatX* c; const floatX* l; float L0;
     float* partials;
 };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
@@ -969,14 +1049,15 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
     pb->w2 = model->params.fire_w2 + (size_t)l * NH * FIRE_HIDDEN;
     pb->b2 = model->params.fire_b2 + (size_t)l * NH;
     pb->c = model->params.fire_c + l;
-    pb->L = model->params.fire_L + l;
+    pb->l = model->params.fire_L + l;
+    pb->L0 = (float)(model->config.max_seq_len / 2);
     pb->partials = model->gs.pe_partials;
 }
-// the MLP's input u = psi(i - j) / (psi(max(|L|, i + 1)) + eps)
+// the MLP's input u = psi(i - j) / (psi(max(L, i)) + eps); also psi's two values and max(L, i)
 __device__ __forceinline__ float fire_input(const PEBias& pb, int i, int j, float* psi_num, float* psi_den, float* lpos) {
     float c = fabsf((float)pb.c[0]);
-    float L = fabsf((float)pb.L[0]);
-    *lpos = L > i + 1 ? L : (float)(i + 1);
+    float L = fabsf((float)pb.l[0]) * pb.L0;
+    *lpos = L > i ? L : (float)i;
     *psi_num = logf(c * (i - j) + 1.0f);
     *psi_den = logf(c * *lpos + 1.0f) + FIRE_EPS;
     return *psi_num / *psi_den;
@@ -1013,15 +1094,15 @@ __device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, in
     }
     g.d[3 * FIRE_HIDDEN] += ds; // b2
     // u = pn / pd with pn = log(|c| n + 1), pd = log(|c| lp + 1) + eps
-    float cv = (float)pb.c[0], Lv = (float)pb.L[0];
+    float cv = (float)pb.c[0], lv = (float)pb.l[0];
     float c = fabsf(cv), sc = cv >= 0.0f ? 1.0f : -1.0f;
     float n = (float)(i - j);
     float dpn = du / pd, dpd = -du * pn / (pd * pd);
     float dc = dpn * n / (c * n + 1.0f) + dpd * lp / (c * lp + 1.0f);
     g.d[3 * FIRE_HIDDEN + 1] += dc * sc;
-    if (fabsf(Lv) > i + 1) { // the threshold is active: lp = |L|
-        float sl = Lv >= 0.0f ? 1.0f : -1.0f;
-        g.d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1.0f) * sl;
+    if (fabsf(lv) * pb.L0 > i) { // the threshold is active: lp = |l| L0
+        float sl = lv >= 0.0f ? 1.0f : -1.0f;
+        g.d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1.0f) * pb.L0 * sl;
     }
 }
 __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
@@ -1055,6 +1136,78 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
         g->fire_w2 + (size_t)l * NH * FIRE_HIDDEN, g->fire_b2 + (size_t)l * NH, g->fire_c + l, g->fire_L + l,
         pb->partials, B, NH, CEIL_DIV(model->seq_len, ATT_KV_BK));
     cudaCheckLaunch("fire_bias_reduce_kernel");
+}
+
+#elif defined(PE_SANDWICH)
+// sandwich (NeMo's code; no learned parameters): b(i, j) = (sum_{k=1}^{hs/2} cos((i - j)
+// 10000^(-2k/hs)) - hs/2) / (8 (h + 1) / NH): a table [NH][len] computed in double on the
+// host (as the CPU path), grown as longer sequences come
+#define PE_BIAS
+#define PE_PAR_N 0
+struct PEGrad {};
+struct PEBias { typedef PEGrad Grad; const float* table; int len; };
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)l; (void)B; (void)backward;
+    int NH = model->config.num_heads, hs = model->config.channels / NH;
+    if (model->pe_table_len < T) {
+        float* host = (float*)malloc_check((size_t)NH * T * sizeof(float));
+        for (int h = 0; h < NH; h++) {
+            for (int n = 0; n < T; n++) { host[(size_t)h * T + n] = (float)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
+        }
+        cudaCheck(cudaStreamSynchronize(ctx.stream)); // the old table may still be read
+        cuda_free(&model->pe_table);
+        model->pe_table = (float*)cuda_malloc((size_t)NH * T * sizeof(float), "the sandwich bias table");
+        cudaCheck(cudaMemcpy(model->pe_table, host, (size_t)NH * T * sizeof(float), cudaMemcpyHostToDevice));
+        free(host);
+        model->pe_table_len = T;
+    }
+    pb->table = model->pe_table;
+    pb->len = model->pe_table_len;
+}
+__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+    (void)b;
+    return pb.table[(size_t)h * pb.len + i - j];
+}
+__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
+__device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+
+#elif defined(PE_KERPLE_POWER)
+// kerple_power: b(i, j) = -a_h (i - j)^p_h, a >= 0.01 and 0.01 <= p <= 2 kept after every
+// update; d/da = -n^p, d/dp = -a n^p log n, both 0 at n = 0
+#define PE_BIAS
+#define PE_PAR_N 2
+struct PEGrad { float d[2]; };
+struct PEBias { typedef PEGrad Grad; const floatX* a; const floatX* p; float* partials; };
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    (void)B; (void)T; (void)backward;
+    int NH = model->config.num_heads;
+    pb->a = model->params.kpower_a + (size_t)l * NH;
+    pb->p = model->params.kpower_p + (size_t)l * NH;
+    pb->partials = model->gs.pe_partials;
+}
+__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
+    (void)b;
+    return i == j ? 0.0f : -(float)pb.a[h] * powf((float)(i - j), (float)pb.p[h]);
+}
+__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
+    (void)b;
+    if (side != PE_SIDE_COL || i == j) { return; }
+    float n = (float)(i - j), np = powf(n, (float)pb.p[h]);
+    g.d[0] -= ds * np;
+    g.d[1] -= ds * (float)pb.a[h] * np * logf(n);
+}
+__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
+    flush_param_partials(pb.partials, g.d, side, slot);
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int NH = model->config.num_heads;
+    pe_reduce_head_pairs(model->grads.kpower_a + (size_t)l * NH, model->grads.kpower_p + (size_t)l * NH, pb->partials, B, NH, model->seq_len);
+}
+#define PE_PROJECT
+static void pe_project(GPT2* model) {
+    pe_clamp(model, P_KPOWER_A, KERPLE_POWER_MIN, INFINITY);
+    pe_clamp(model, P_KPOWER_P, KERPLE_POWER_MIN, KERPLE_POWER_P_MAX);
 }
 
 #elif defined(PE_CABLE_FAMILY)
@@ -1257,7 +1410,7 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (v
 // defaults: the hooks an encoding does not define do nothing
 #ifndef PE_EMBED
 static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) { (void)model; (void)out; (void)B; (void)T; }
-static void pe_embed_backward(GPT2* model, const floatX* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
+static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
 #endif
 #ifndef PE_LAYER
 static void pe_layer_forward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
@@ -1488,7 +1641,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         NL * N * 4 * C * X, NL * N * C * X, N * C * X, N * F, N * F, N * F,
         cable ? NL * pe_stride * F : 0, cable ? NL * pe_stride * F : 0, cfg->pe == PE_ID_CABLE ? NL * pe_stride * F : 0,
         N * C * X, (N < CLASSIFIER_CHUNK ? N : CLASSIFIER_CHUNK) * Vp * X,
-        cfg->pe == PE_ID_ROPE ? (size_t)T * (C / NH / 2) * sizeof(float2) : 0,
+        cfg->pe == PE_ID_ROPE || cfg->pe == PE_ID_XPOS ? (size_t)T * (C / NH / 2) * sizeof(float4) : 0,
         N * sizeof(int), N * sizeof(int),
     };
     model->acts_memory = carve(aptrs, abytes, (int)(sizeof(abytes) / sizeof(abytes[0])), "the activations");
@@ -1513,11 +1666,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->acts_B = B;
     model->acts_T = T;
     model->acts_layers = (int)NL;
-#if defined(PE_ROPE)
-    int half = C / NH / 2;
-    rope_table_kernel<<<CEIL_DIV(T * half, 256), 256, 0, ctx.stream>>>(a->rope, T, C / NH);
-    cudaCheckLaunch("rope_table_kernel");
-#endif
+    model->rope_table_T = 0; // rope and xpos compute their table at the next forward pass
 }
 
 // allocates the parameter gradients on first use (evaluation never needs them)
@@ -1529,9 +1678,13 @@ static void gpt2_ensure_grads(GPT2* model) {
     }
 }
 
-// longest sequence the model can process: learned embeddings stop at maxT
+// longest sequence the model can process: learned embeddings stop at maxT, xPos where its
+// scale factors would leave the range of fp32 and bf16 (llmc/pe.h: xpos_max_length)
 int gpt2_max_length(const GPT2* model) {
-    return model->config.pe == PE_ID_LEARNED ? model->config.max_seq_len : INT32_MAX;
+    const GPT2Config* c = &model->config;
+    if (c->pe == PE_ID_LEARNED) { return c->max_seq_len; }
+    if (c->pe == PE_ID_XPOS) { return xpos_max_length(c->channels / c->num_heads); }
+    return INT32_MAX;
 }
 
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
@@ -1541,7 +1694,8 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     GPT2Config* cfg = &model->config;
     int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
     if (T > gpt2_max_length(model)) {
-        fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len);
+        if (cfg->pe == PE_ID_LEARNED) { fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len); }
+        fatal("PE %s cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d", pe_name(cfg->pe), T, gpt2_max_length(model));
     }
     for (int i = 0; i < B * T; i++) {
         if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < 0 || targets[i] >= V))) {
@@ -1660,8 +1814,8 @@ void gpt2_backward(GPT2* model) {
         layernorm_backward(d.dres, g.ln1w + (size_t)l * C, g.ln1b + (size_t)l * C, part, d.dsmall,
                            residual, p.ln1w + (size_t)l * C, a.ln1_mean + o, a.ln1_rstd + o, B * T, C);
     }
+    pe_embed_backward(model, d.dres, B, T); // first: it may rescale the tokens' gradient
     encoder_backward(g.wte, d.dres, a.inputs, B * T, C);
-    pe_embed_backward(model, d.dres, B, T);
 }
 
 // squared L2 norm of all parameter gradients (in double: the sum has millions of terms)
@@ -1751,6 +1905,7 @@ void gpt2_free(GPT2* model) {
     cuda_free(&model->norm_partials);
     cuda_free(&model->logits_row);
     cuda_free(&model->alibi_slopes);
+    cuda_free(&model->pe_table);
     cuda_context_free();
 }
 

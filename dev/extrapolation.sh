@@ -2,12 +2,13 @@
 # The papers' experiment at small scale: train the CPU preset model on the starter
 # corpus with every encoding (same T, data order, steps and seed), evaluate each at
 # 1x, 2x, 4x, 8x and 16x the training length in both modes (non-overlapping windows,
-# sliding window), and write one CSV, a markdown table and the plot; and the loss by
-# position of every encoding (positions.csv, positions.png).
+# sliding window), and write one CSV, a markdown table and the plot, and the loss by
+# position of every encoding (positions.csv, positions.png). RoPE is evaluated with every
+# scaling method as well (-rs), xPos with blockwise causal attention (-xb 1).
 #
 #   dev/extrapolation.sh [--quick] [OUTDIR]     (default OUTDIR: out/extrapolation)
 #
-# --quick: 3 encodings, a few steps, short lengths (a smoke test; CI runs it and checks
+# --quick: 5 encodings, a few steps, short lengths (a smoke test; CI runs it and checks
 # that the CSVs have every expected row with finite numbers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,12 +16,28 @@ QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
 OUT=${1:-out/extrapolation}
 if [ $QUICK -eq 1 ]; then
-    PES=(learned alibi cable)
+    PES=(learned alibi cable rope xpos)
     MODEL=nano; T=32; B=4; STEPS=30; K=512; LR=3e-3; WARMUP=5
+    ROPE_SCALING=yarn,dynamic-ntk
 else
-    PES=(learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable)
+    PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable)
     MODEL=cpu; T=128; B=8; STEPS=${STEPS:-200}; K=${K:-4096}; LR=2e-3; WARMUP=20
 fi
+ROPE_SCALING=${ROPE_SCALING:-pi,ntk,yarn,dynamic-pi,dynamic-ntk,dynamic-yarn}
+# the evaluation variants of an encoding: each adds a set of rows (mode "nonoverlap+yarn", ...)
+variant_flags() {
+    case $1 in
+        rope) echo "-rs $ROPE_SCALING" ;;
+        xpos) echo "-xb 1" ;;
+    esac
+}
+variant_count() {
+    case $1 in
+        rope) echo $(( $(tr -cd , <<< "$ROPE_SCALING" | wc -c) + 1 )) ;;
+        xpos) echo 1 ;;
+        *) echo 0 ;;
+    esac
+}
 STRIDE=$T # sliding window: score the last T tokens of each window
 LENS="$T,$((2 * T)),$((4 * T)),$((8 * T)),$((16 * T))"
 mkdir -p "$OUT"
@@ -30,7 +47,7 @@ for pe in "${PES[@]}"; do
     t0=$(date +%s)
     rm -rf "$OUT/$pe" # a rerun starts over (the trainer refuses a new run over an old one)
     build/train_gpt2_$pe -e $MODEL -t $T -b $B -x $STEPS -l $LR -u $WARMUP -q 0.1 -c 0.1 -v 0 -m 10 -s 0 \
-        -R 42 -E "$LENS" -K $K -W $STRIDE -o "$OUT/$pe" > "$OUT/$pe.log"
+        -R 42 -E "$LENS" -K $K -W $STRIDE $(variant_flags $pe) -o "$OUT/$pe" > "$OUT/$pe.log"
     echo "$pe: $(grep '^val loss' "$OUT/$pe.log" | tail -1), $(( $(date +%s) - t0 ))s"
 done
 elapsed=$(( $(date +%s) - start ))
@@ -40,7 +57,8 @@ elapsed=$(( $(date +%s) - start ))
     > "$OUT/extrapolation.csv"
 
 # every expected row, with finite numbers (learned beyond its training length: n/a)
-expected=$(( ${#PES[@]} * 5 * 2 ))
+expected=0
+for pe in "${PES[@]}"; do expected=$(( expected + (1 + $(variant_count $pe)) * 5 * 2 )); done
 rows=$(tail -n +2 "$OUT/extrapolation.csv" | wc -l)
 [ "$rows" -eq "$expected" ] || { echo "FAIL: $rows rows in $OUT/extrapolation.csv, expected $expected"; exit 1; }
 awk -F, -v T=$T 'NR > 1 {

@@ -1,6 +1,8 @@
 """Draws the papers' figure from extrapolation.csv: perplexity against evaluation
 length, one line per encoding, log-scaled x, one panel per evaluation mode; and
-writes the numbers as markdown tables (rows: length, columns: encoding).
+writes the numbers as markdown tables (rows: length, columns: encoding). Rows of an
+evaluation variant (mode "nonoverlap+yarn": RoPE scaling, xPos's "bca") are drawn as an
+encoding of their own, "rope+yarn".
 
 usage: plot_extrapolation.py CSV PNG MD "caption"
 """
@@ -13,19 +15,23 @@ import matplotlib.pyplot as plt
 
 csv_path, png_path, md_path, caption = sys.argv[1:5]
 rows = list(csv.DictReader(open(csv_path)))
+for r in rows:  # "nonoverlap+yarn" of rope: mode "nonoverlap" of "rope+yarn"
+    mode, _, variant = r["mode"].partition("+")
+    r["mode"], r["pe"] = mode, r["pe"] + ("+" + variant if variant else "")
 pes = list(dict.fromkeys(r["pe"] for r in rows))
 lengths = sorted({int(r["eval_len"]) for r in rows})
 modes = ["nonoverlap", "sliding"]
 ppl = {(r["pe"], int(r["eval_len"]), r["mode"]): r["ppl"] for r in rows}
 
-colors = plt.get_cmap("tab20").colors  # 12 encodings: no two lines share a color
+# 20 lines in tab20's distinct hues (dark shades first), then 20 more in tab20b's
+colors = [plt.get_cmap("tab20").colors[(2 * n) % 20 + (2 * n) // 20] for n in range(20)] + list(plt.get_cmap("tab20b").colors)
 fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
 for ax, mode in zip(axes, modes):
     for n, pe in enumerate(pes):
         xs = [L for L in lengths if ppl.get((pe, L, mode), "n/a") != "n/a"]
         ys = [float(ppl[(pe, L, mode)]) for L in xs]
         style = "-" if pe.startswith("cable") or pe == "kcable" else "--"
-        ax.plot(xs, ys, style, marker="o", color=colors[(2 * n) % 20 + (2 * n) // 20], label=pe,
+        ax.plot(xs, ys, style, marker="o", color=colors[n % len(colors)], label=pe,
                 linewidth=2 if pe == "cable" else 1.2)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

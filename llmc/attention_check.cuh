@@ -6,7 +6,7 @@ include train_gpt2.cu first. A one-layer model of the given shape supplies the
 encoding's parameters; q, k, v, the output gradient and CABLE's S and w are random.
 
 Compared: the output and the log-sum-exp, dq, dk, dv, and the bias gradients (CABLE's
-dS and, for cable, dw; the parameter gradients of t5, kerple and fire). The reference
+dS and, for cable, dw; the parameter gradients of t5, kerple, fire and kerple_power). The reference
 backward uses the kernel's own stored output for D_i = dout_i . out_i, as the kernel
 does, so that bf16 rounding of the output does not enter the comparison of gradients
 (and, for the same reason, leaves out the row side of dS for the encodings with
@@ -71,7 +71,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     GPT2* m = &c->model;
     gpt2_build_from_config(m, &cfg, seed);
     // PE parameters with some weight: a T5 table of unit scale, FIRE's threshold inside the
-    // sequence (both regimes of max(L, i + 1)), every value moved off its initialization
+    // sequence (both regimes of max(L, i)), every value moved off its initialization
     uint64_t rng = random_seed(seed + 1);
     float* p = (float*)malloc_check(m->num_parameters * sizeof(float));
     gpt2_download_params(m, p);
@@ -80,8 +80,9 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
         for (size_t i = 0; i < m->param_sizes[k]; i++) {
             float* x = p + at + i;
             if (k == P_T5_TABLE) { *x = random_normal(&rng); }
-            else if (k == P_FIRE_L) { *x = s.T / 3 + 0.5f; }
-            else if (k == P_KERPLE_R1 || k == P_KERPLE_R2) { *x = 0.05f + 0.5f * random_f32(&rng); }
+            else if (k == P_FIRE_L) { *x = 0.6f; } // L = 0.6 T/2
+            else if (k == P_KERPLE_R1 || k == P_KERPLE_R2 || k == P_KPOWER_A) { *x = 0.05f + 0.5f * random_f32(&rng); }
+            else if (k == P_KPOWER_P) { *x = 0.2f + 1.6f * random_f32(&rng); }
             else if (k >= P_CABLE_WB) { *x += 0.1f * random_normal(&rng); }
         }
         at += m->param_sizes[k];
@@ -142,7 +143,7 @@ static void attn_case_run(AttnCase* c, AttnForwardFn fwd, AttnBackwardFn bwd) {
 // the parameters of the bias (t5, kerple, fire) are compared as one vector: the encoding's
 // tensors of the (one-layer) model in checkpoint order
 static int ref_pe_params(const GPT2* m) {
-#if defined(PE_T5) || defined(PE_KERPLE) || defined(PE_FIRE)
+#if defined(PE_T5) || defined(PE_KERPLE) || defined(PE_FIRE) || defined(PE_KERPLE_POWER)
     int n = 0;
     for (int k = P_CABLE_WB; k < NUM_PARAMETER_TENSORS; k++) { n += (int)m->param_sizes[k]; }
     return n;
@@ -162,9 +163,15 @@ static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
     return ref_par(c, P_T5_TABLE, h * T5_NUM_BUCKETS + t5_bucket(i - j));
 #elif defined(PE_KERPLE)
     return -ref_par(c, P_KERPLE_R1, h) * log(1.0 + ref_par(c, P_KERPLE_R2, h) * (i - j));
+#elif defined(PE_KERPLE_POWER)
+    return i == j ? 0.0 : -ref_par(c, P_KPOWER_A, h) * pow((double)(i - j), ref_par(c, P_KPOWER_P, h));
+#elif defined(PE_SANDWICH)
+    double sum = 0;
+    for (int k = 1; k <= c->s.hs / 2; k++) { sum += cos((i - j) * pow(10000.0, -2.0 * k / c->s.hs)); }
+    return (sum - c->s.hs / 2.0) / (8.0 * (h + 1) / c->s.NH);
 #elif defined(PE_FIRE)
-    double cc = fabs(ref_par(c, P_FIRE_C, 0)), L = fabs(ref_par(c, P_FIRE_L, 0));
-    double lp = L > i + 1 ? L : i + 1;
+    double cc = fabs(ref_par(c, P_FIRE_C, 0)), L = fabs(ref_par(c, P_FIRE_L, 0)) * (double)(c->s.T / 2);
+    double lp = L > i ? L : i;
     double u = log(cc * (i - j) + 1) / (log(cc * lp + 1) + FIRE_EPS);
     double out = ref_par(c, P_FIRE_B2, h);
     for (int k = 0; k < FIRE_HIDDEN; k++) {
@@ -200,14 +207,21 @@ static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, 
         dpe[h] -= ds * log(1 + r2 * n);            // d/dr1
         dpe[NH + h] -= ds * r1 * n / (1 + r2 * n); // d/dr2
     }
+#elif defined(PE_KERPLE_POWER)
+    if (side == PE_SIDE_COL && i > j) {
+        int NH = c->s.NH;
+        double a = ref_par(c, P_KPOWER_A, h), np = pow((double)(i - j), ref_par(c, P_KPOWER_P, h));
+        dpe[h] -= ds * np;                       // d/da
+        dpe[NH + h] -= ds * a * np * log((double)(i - j)); // d/dp
+    }
 #elif defined(PE_FIRE)
     if (side == PE_SIDE_COL) {
         int NH = c->s.NH, H = FIRE_HIDDEN;
         double* dw1 = dpe; double* db1 = dpe + H; double* dw2 = dpe + 2 * H; double* db2 = dw2 + NH * H;
         double* dc = db2 + NH; double* dL = dc + 1;
-        double cv = ref_par(c, P_FIRE_C, 0), Lv = ref_par(c, P_FIRE_L, 0);
-        double cc = fabs(cv), L = fabs(Lv), n = i - j;
-        double lp = L > i + 1 ? L : i + 1;
+        double cv = ref_par(c, P_FIRE_C, 0), Lv = ref_par(c, P_FIRE_L, 0), L0 = c->s.T / 2;
+        double cc = fabs(cv), L = fabs(Lv) * L0, n = i - j;
+        double lp = L > i ? L : i;
         double pn = log(cc * n + 1), pd = log(cc * lp + 1) + FIRE_EPS, u = pn / pd;
         double du = 0;
         for (int k = 0; k < H; k++) {
@@ -223,7 +237,7 @@ static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, 
         db2[h] += ds;
         double dpn = du / pd, dpd = -du * pn / (pd * pd);
         dc[0] += (dpn * n / (cc * n + 1) + dpd * lp / (cc * lp + 1)) * (cv >= 0 ? 1 : -1);
-        if (L > i + 1) { dL[0] += dpd * cc / (cc * L + 1) * (Lv >= 0 ? 1 : -1); }
+        if (L > i) { dL[0] += dpd * cc / (cc * L + 1) * L0 * (Lv >= 0 ? 1 : -1); }
     }
 #elif defined(PE_CABLE_FAMILY)
     int NH = c->s.NH;

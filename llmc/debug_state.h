@@ -5,8 +5,9 @@ batch, the logits, the loss and every parameter gradient of that batch, and the 
 of DEBUG_STEPS AdamW steps on it; `./test_gpt2cu PREFIX` loads the same checkpoint on
 the GPU, runs the same batch and steps, and compares value by value.
 
-PREFIX_state.bin: int32 header[256] = {DEBUG_STATE_MAGIC, 1, B, T, steps, PE id, 0...}
-(num_params as uint64 at word 8), then int32 inputs[B*T], int32 targets[B*T],
+PREFIX_state.bin: int32 header[256] = {DEBUG_STATE_MAGIC, 1, B, T, steps, PE id, evaluation
+variant (llmc/pe.h, 0: plain), its training length, ...} (num_params as uint64 at word 8,
+the variant's static RoPE factor as a float at word 10), then int32 inputs[B*T], int32 targets[B*T],
 float logits[B*T*Vp], float loss, float grads[num_params], float step_losses[steps].
 */
 #ifndef LLMC_DEBUG_STATE_H

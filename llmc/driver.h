@@ -74,6 +74,9 @@ typedef struct {
     int eval_every;              // -V extrapolation evaluation every this many steps (0: at the end only)
     int argc;                    // the command line, to tell the flags given from the defaults
     char** argv;
+    int eval_variants[PE_EVAL_NUM]; // -rs (RoPE scaling methods), -xb 1 (xPos's BCA): extra row sets
+    int num_eval_variants;
+    float rope_factor;           // -rf static RoPE scaling factor (0: longest -E length / training length)
 } TrainArgs;
 
 static void usage(void) {
@@ -107,32 +110,71 @@ static void usage(void) {
         "  -E <list>   extrapolation evaluation lengths, e.g. 128,256,512 (default 1x..16x T; 'none': off)\n"
         "  -K <int>    scored tokens per evaluation length (default 4096)\n"
         "  -W <int>    sliding-window stride, >= 1 (default T/2; -1: non-overlapping windows only)\n"
-        "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n", MAX_GEN_TOKENS);
+        "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n"
+        "  -rs <list>  rope: also evaluate with RoPE scaling, any of pi,ntk,yarn (static factor -rf),\n"
+        "              dynamic-pi,dynamic-ntk,dynamic-yarn (factor = length / training length) (default none)\n"
+        "  -rf <float> static RoPE scaling factor, >= 1 (default: longest -E length / training length)\n"
+        "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n",
+        MAX_GEN_TOKENS);
     exit(0);
 }
 
-// -E: "none", or lengths separated by single commas (an empty list or item is an error)
+// splits a flag's comma list in place (buf holds a copy of the value): single commas
+// between items, an empty list or item is an error; returns the number of items
+static int split_list(char* buf, char** items, int max, const char* flag, const char* example) {
+    int n = 0;
+    for (char* item = buf;;) {
+        char* comma = strchr(item, ',');
+        if (comma != NULL) { *comma = '\0'; }
+        if (item[0] == '\0') { fatal("flag %s expects items separated by commas, e.g. %s", flag, example); }
+        if (n == max) { fatal("flag %s: at most %d items", flag, max); }
+        items[n++] = item;
+        if (comma == NULL) { return n; }
+        item = comma + 1;
+    }
+}
+
+// -E: "none", or lengths separated by commas
 static void parse_eval_lengths(TrainArgs* a, const char* s) {
     a->num_eval_lengths = 0;
     if (strcmp(s, "none") == 0) { return; }
     char buf[1024];
+    char* items[MAX_EVAL_LENGTHS];
     if (strlen(s) >= sizeof(buf)) { fatal("flag -E: list too long"); }
     strcpy(buf, s);
-    for (char* item = buf;;) {
-        char* comma = strchr(item, ',');
-        if (comma != NULL) { *comma = '\0'; }
-        if (item[0] == '\0') { fatal("flag -E expects lengths separated by commas, e.g. 128,256, or 'none'; got '%s'", s); }
-        if (a->num_eval_lengths == MAX_EVAL_LENGTHS) { fatal("flag -E: at most %d lengths", MAX_EVAL_LENGTHS); }
-        a->eval_lengths[a->num_eval_lengths++] = (int)parse_long("-E", item, 1, 1 << 24);
-        if (comma == NULL) { break; }
-        item = comma + 1;
-    }
+    a->num_eval_lengths = split_list(buf, items, MAX_EVAL_LENGTHS, "-E", "128,256, or 'none'");
+    for (int k = 0; k < a->num_eval_lengths; k++) { a->eval_lengths[k] = (int)parse_long("-E", items[k], 1, 1 << 24); }
 }
 
 // was flag f given on the command line (rather than left at its default)?
 static int flag_given(const TrainArgs* a, const char* f) {
     for (int i = 1; i + 1 < a->argc; i += 2) { if (strcmp(a->argv[i], f) == 0) { return 1; } }
     return 0;
+}
+
+// an evaluation variant (llmc/pe.h) whose rows the extrapolation evaluation adds
+static void add_eval_variant(TrainArgs* a, int v, const char* flag) {
+    for (int k = 0; k < a->num_eval_variants; k++) {
+        if (a->eval_variants[k] == v) { fatal("flag %s: '%s' is given twice", flag, PE_EVAL_NAMES[v]); }
+    }
+    a->eval_variants[a->num_eval_variants++] = v;
+}
+
+// -rs: RoPE scaling methods, each an extra set of extrapolation rows (a rope model only)
+static void parse_rope_scaling(TrainArgs* a, const char* s) {
+    if (PE_ID != PE_ID_ROPE) { fatal("flag -rs: RoPE scaling needs a rope model, this binary is PE '%s'", pe_name(PE_ID)); }
+    char buf[256];
+    char* items[PE_EVAL_NUM];
+    if (strlen(s) >= sizeof(buf)) { fatal("flag -rs: list too long"); }
+    strcpy(buf, s);
+    int n = split_list(buf, items, PE_EVAL_NUM, "-rs", "yarn,dynamic-ntk");
+    for (int k = 0; k < n; k++) {
+        const char* tok = items[k];
+        int v = PE_EVAL_PI;
+        while (v <= PE_EVAL_DYN_YARN && strcmp(tok, PE_EVAL_NAMES[v]) != 0) { v++; }
+        if (v > PE_EVAL_DYN_YARN) { fatal("flag -rs: unknown method '%s' (pi, ntk, yarn, dynamic-pi, dynamic-ntk, dynamic-yarn)", tok); }
+        add_eval_variant(a, v, "-rs");
+    }
 }
 
 static void parse_args(TrainArgs* a, int argc, char** argv) {
@@ -147,6 +189,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->skip_loss_z = 0; a->skip_grad_z = 0; a->seed = 42;
     a->num_eval_lengths = -1; a->eval_tokens = 4096; a->eval_stride = 0; a->eval_every = 0;
     a->argc = argc; a->argv = argv;
+    a->num_eval_variants = 0; a->rope_factor = 0;
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); }
@@ -195,6 +238,13 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
             if (a->eval_stride == 0) { fatal("flag -W: a stride of 0; give a stride >= 1, or -1 for non-overlapping windows only"); }
         }
         else if (!strcmp(f, "-V")) { a->eval_every = (int)parse_long(f, v, 0, INT32_MAX); }
+        else if (!strcmp(f, "-rs")) { parse_rope_scaling(a, v); }
+        else if (!strcmp(f, "-rf")) { a->rope_factor = parse_float(f, v, 1.0f, 1e6f); }
+        else if (!strcmp(f, "-xb")) {
+            if (parse_long(f, v, 0, 1) == 0) { continue; }
+            if (PE_ID != PE_ID_XPOS) { fatal("flag -xb: blockwise causal attention is xPos's, this binary is PE '%s'", pe_name(PE_ID)); }
+            add_eval_variant(a, PE_EVAL_BCA, "-xb");
+        }
         else { fatal("unknown flag %s (./%s -h lists the flags)", f, TRAINER_NAME); }
     }
     if (a->resume && a->output_dir == NULL) { fatal("-y 1 (resume) needs an output directory (-o)"); }
@@ -665,7 +715,7 @@ static int bucket_hi(int k) { return 1 << k; }
 
 typedef struct {
     int eval_len;
-    const char* mode;
+    char mode[32];      // nonoverlap or sliding, +the evaluation variant (e.g. nonoverlap+yarn)
     int64_t tokens;     // scored tokens (0: not evaluated)
     double loss;
     double mem_mib;
@@ -715,10 +765,20 @@ static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, i
     return loss;
 }
 
+// the static RoPE scaling factor: -rf, or the longest evaluation length over the training length
+static double eval_rope_factor(const TrainArgs* a, int train_len) {
+    if (a->rope_factor > 0) { return a->rope_factor; }
+    int maxL = train_len;
+    for (int k = 0; k < a->num_eval_lengths; k++) { if (a->eval_lengths[k] > maxL) { maxL = a->eval_lengths[k]; } }
+    return (double)maxL / train_len;
+}
+
 // Every length and mode scores the same tokens: non-overlapping windows tile tokens
 // [0, K); sliding windows score [maxL - S, maxL - S + K) S at a time, so that even
 // the first scored token has the full L - S tokens of context at every length.
-static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, EvalRow* rows) {
+// `suffix` is appended to the mode names (the evaluation variant in effect, e.g. "+yarn").
+static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, EvalRow* rows,
+                             const char* suffix) {
     DataLoader val;
     dataloader_init(&val, a->val_pattern, 1, 1, 0, 1, model->config.vocab_size);
     int maxL = 0;
@@ -735,8 +795,11 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
             EvalRow* r = &rows[nrows++];
             memset(r, 0, sizeof(*r));
             r->eval_len = L;
-            r->mode = mode == 0 ? "nonoverlap" : "sliding";
-            if (L > gpt2_max_length(model)) { r->note = "n/a: beyond the learned positions"; continue; }
+            snprintf(r->mode, sizeof(r->mode), "%s%s", mode == 0 ? "nonoverlap" : "sliding", suffix);
+            if (L > gpt2_max_length(model)) {
+                r->note = PE_ID == PE_ID_LEARNED ? "n/a: beyond the learned positions" : "n/a: beyond the encoding's range";
+                continue;
+            }
             int scored = mode == 0 ? L : (stride < L ? stride : L);
             int64_t first = mode == 0 ? 0 : maxL - (stride < maxL ? stride : maxL);
             // the target number of scored tokens, cut to what the data holds
@@ -786,12 +849,18 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
     char modes[64] = "non-overlapping windows only";
     if (stride > 0) { snprintf(modes, sizeof(modes), "sliding stride %d", stride); }
     printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", pe_name(PE_ID), train_len, step, modes);
-    printf("| eval_len | mode       | tokens   | loss     | ppl        | peak mem MiB |\n");
-    printf("|---------:|------------|---------:|---------:|-----------:|-------------:|\n");
+    for (int k = 0; k < a->num_eval_variants; k++) {
+        int v = a->eval_variants[k];
+        if (v == PE_EVAL_PI || v == PE_EVAL_NTK || v == PE_EVAL_YARN) { printf("static RoPE scaling factor s = %g\n", eval_rope_factor(a, train_len)); break; }
+    }
+    int w = 10; // the mode column fits the longest mode name
+    for (int i = 0; i < n; i++) { if ((int)strlen(rows[i].mode) > w) { w = (int)strlen(rows[i].mode); } }
+    printf("| eval_len | %-*s | tokens   | loss     | ppl        | peak mem MiB |\n", w, "mode");
+    printf("|---------:|%.*s|---------:|---------:|-----------:|-------------:|\n", w + 2, "------------------------------------");
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
-        if (r->tokens == 0) { printf("| %8d | %-10s | %8s | %8s | %10s | %12s | %s\n", r->eval_len, r->mode, "-", "n/a", "n/a", "-", r->note); }
-        else { printf("| %8d | %-10s | %8lld | %8.4f | %10.3f | %12.1f |\n", r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss), r->mem_mib); }
+        if (r->tokens == 0) { printf("| %8d | %-*s | %8s | %8s | %10s | %12s | %s\n", r->eval_len, w, r->mode, "-", "n/a", "n/a", "-", r->note); }
+        else { printf("| %8d | %-*s | %8lld | %8.4f | %10.3f | %12.1f |\n", r->eval_len, w, r->mode, (long long)r->tokens, r->loss, exp(r->loss), r->mem_mib); }
     }
     if (a->output_dir == NULL) { return; }
     char path[PATH_MAX];
@@ -813,9 +882,19 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
 
 static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, int step) {
     if (a->num_eval_lengths == 0) { return; }
-    EvalRow rows[2 * MAX_EVAL_LENGTHS];
-    int n = run_extrapolation(model, a, mp, train_len, rows);
+    EvalRow* rows = (EvalRow*)malloc_check((size_t)(1 + a->num_eval_variants) * 2 * a->num_eval_lengths * sizeof(EvalRow));
+    int n = 0;
+    // the encoding as trained, then each evaluation variant (-rs, -xb: llmc/pe.h) in the order given
+    for (int k = -1; k < a->num_eval_variants; k++) {
+        PEEval e = {k < 0 ? PE_EVAL_PLAIN : a->eval_variants[k], eval_rope_factor(a, train_len), train_len};
+        char suffix[32] = "";
+        if (k >= 0) { snprintf(suffix, sizeof(suffix), "+%s", PE_EVAL_NAMES[e.variant]); }
+        model->pe_eval = e;
+        n += run_extrapolation(model, a, mp, train_len, rows + n, suffix);
+    }
+    model->pe_eval.variant = PE_EVAL_PLAIN; // training, validation and sampling use the encoding as trained
     if (mp->rank == 0) { report_extrapolation(rows, n, a, train_len, step, eval_stride(a, train_len)); }
+    free(rows);
 }
 
 // ----------------------------------------------------------------------------

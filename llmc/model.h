@@ -5,7 +5,8 @@ tensors (llm.c's 16 GPT-2 tensors in llm.c's order, then the PE's tensors), whic
 of them take weight decay, the random initialization, and the checkpoint header.
 
 Checkpoint: int32 header[256] = {20240326, version (3 = fp32, 5 = bf16), maxT, V, L,
-NH, C, Vp, PE id, 0...}, then every parameter tensor in the order below. A tensor
+NH, C, Vp, PE id, 0, 0, revision of the PE's definition (pe_revision), 0...}, then
+every parameter tensor in the order below. A tensor
 that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`.
@@ -41,7 +42,7 @@ typedef struct {
 // ----------------------------------------------------------------------------
 // parameter tensors
 
-#define NUM_PARAMETER_TENSORS 29
+#define NUM_PARAMETER_TENSORS 31
 enum {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
     P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
@@ -49,6 +50,7 @@ enum {
     P_CABLE_WB, P_CABLE_BB, P_CABLE_WW, P_CABLE_BW,
     P_T5_TABLE, P_KERPLE_R1, P_KERPLE_R2,
     P_FIRE_W1, P_FIRE_B1, P_FIRE_W2, P_FIRE_B2, P_FIRE_C, P_FIRE_L,
+    P_KPOWER_A, P_KPOWER_P,
 };
 
 static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
@@ -57,6 +59,7 @@ static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
     "cable_wb", "cable_bb", "cable_ww", "cable_bw",
     "t5_table", "kerple_r1", "kerple_r2",
     "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L",
+    "kpower_a", "kpower_p",
 };
 
 // weight decay applies to the matrices (2-D per layer) and to nothing else
@@ -66,6 +69,7 @@ static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 0, 1, 0,
     1, 0, 0,
     1, 0, 1, 0, 0, 0,
+    0, 0,
 };
 
 static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
@@ -102,6 +106,8 @@ static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
     sizes[P_FIRE_B2] = pe == PE_ID_FIRE ? L * NH : 0;
     sizes[P_FIRE_C] = pe == PE_ID_FIRE ? L : 0;
     sizes[P_FIRE_L] = pe == PE_ID_FIRE ? L : 0;
+    sizes[P_KPOWER_A] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
+    sizes[P_KPOWER_P] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
 }
 
 static size_t count_parameters(const GPT2Config* cfg) {
@@ -124,8 +130,11 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     if (c->channels < 1 || c->channels > 65536 || c->channels % c->num_heads != 0) {
         fatal("%s: bad channels %d (must be a multiple of the %d heads)", what, c->channels, c->num_heads);
     }
-    if (c->pe == PE_ID_ROPE && (c->channels / c->num_heads) % 2 != 0) {
-        fatal("%s: rope needs an even head size, got %d", what, c->channels / c->num_heads);
+    if ((c->pe == PE_ID_ROPE || c->pe == PE_ID_XPOS || c->pe == PE_ID_SANDWICH) && (c->channels / c->num_heads) % 2 != 0) {
+        fatal("%s: %s needs an even head size, got %d", what, pe_name(c->pe), c->channels / c->num_heads);
+    }
+    if (c->pe == PE_ID_SINUSOIDAL && c->channels < 4) { // its frequencies divide by C/2 - 1
+        fatal("%s: sinusoidal needs at least 4 channels, got %d", what, c->channels);
     }
     if (c->vocab_size < 2 || c->vocab_size > 65536 || c->padded_vocab_size < c->vocab_size
         || c->padded_vocab_size > (1 << 20)) {
@@ -223,8 +232,16 @@ static void gpt2_init_params(float* params, const GPT2Config* cfg, uint64_t seed
                 fill_uniform(p, n, -1.0f / sqrtf(FIRE_HIDDEN), 1.0f / sqrtf(FIRE_HIDDEN), &rng); break;
             case P_FIRE_C:
                 fill_const(p, n, FIRE_INIT_C); break;
-            case P_FIRE_L: // the threshold starts at the training length
-                fill_const(p, n, (float)cfg->max_seq_len); break;
+            case P_FIRE_L: // the threshold's multiplier: L starts at L0 = maxT // 2
+                fill_const(p, n, FIRE_INIT_L); break;
+            case P_KPOWER_A: // as the Kerple code: a ~ U(0, 1), p ~ U(0, 2), then clamped
+                fill_uniform(p, n, 0.0f, 1.0f, &rng);
+                for (size_t j = 0; j < n; j++) { p[j] = fmaxf(p[j], KERPLE_POWER_MIN); }
+                break;
+            case P_KPOWER_P:
+                fill_uniform(p, n, 0.0f, 2.0f, &rng);
+                for (size_t j = 0; j < n; j++) { p[j] = fminf(fmaxf(p[j], KERPLE_POWER_MIN), KERPLE_POWER_P_MAX); }
+                break;
             default: // biases
                 fill_const(p, n, 0.0f); break;
         }
@@ -246,6 +263,7 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[6] = cfg->channels;
     header[7] = cfg->padded_vocab_size;
     header[8] = cfg->pe;
+    header[11] = pe_revision(cfg->pe);
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -272,6 +290,11 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     if (cfg->pe != PE_ID) {
         fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s)",
               path, pe_name(cfg->pe), pe_name(PE_ID), pe_name(cfg->pe));
+    }
+    if (header[11] != pe_revision(cfg->pe)) {
+        fatal("%s holds revision %d of PE '%s', this binary implements revision %d (README: the encodings); "
+              "a model trained under another definition cannot be loaded, retrain it",
+              path, header[11], pe_name(cfg->pe), pe_revision(cfg->pe));
     }
     int64_t expected = (int64_t)sizeof(header) + (int64_t)count_parameters(cfg) * (*version == CHECKPOINT_FP32 ? 4 : 2);
     if (size < expected) { fatal("%s is truncated: %lld bytes, expected %lld", path, (long long)size, (long long)expected); }

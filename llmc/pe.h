@@ -18,9 +18,19 @@ backward) live in one marked section of each trainer.
    9  cable_nw    bias        W_b [NH, C], b_b [NH]
   10  cable       bias        W_b, b_b, W_w [NH, C], b_w [NH]
   11  kcable      bias        W_b [NH, C], b_b [NH]
+  12  xpos        q, k        none
+  13  sandwich    bias        none
+  14  kerple_power bias       a [NH], p [NH]
 
 The id is stored in word 8 of the checkpoint header; 0 = learned, so llm.c's
-checkpoints (which have 0 there) load as `learned`.
+checkpoints (which have 0 there) load as `learned`. Word 11 holds the revision of the
+encoding's definition (pe_revision below), so that a checkpoint trained under an older
+definition of the same encoding is refused instead of silently evaluated with the new one.
+
+Evaluation variants (runtime flags of the driver, never used in training): the RoPE
+scaling methods of a `rope` model (PI, NTK-aware, YaRN, each static or dynamic) and
+xPos's blockwise causal attention; pe_eval below says which one is on, and
+rope_frequencies computes the scaled frequency table both trainers rotate with.
 */
 #ifndef LLMC_PE_H
 #define LLMC_PE_H
@@ -39,7 +49,10 @@ checkpoints (which have 0 there) load as `learned`.
 #define PE_ID_CABLE_NW 9
 #define PE_ID_CABLE 10
 #define PE_ID_KCABLE 11
-#define PE_NUM_IDS 12
+#define PE_ID_XPOS 12
+#define PE_ID_SANDWICH 13
+#define PE_ID_KERPLE_POWER 14
+#define PE_NUM_IDS 15
 
 #if defined(PE_SINUSOIDAL)
 #define PE_ID PE_ID_SINUSOIDAL
@@ -63,6 +76,12 @@ checkpoints (which have 0 there) load as `learned`.
 #define PE_ID PE_ID_CABLE
 #elif defined(PE_KCABLE)
 #define PE_ID PE_ID_KCABLE
+#elif defined(PE_XPOS)
+#define PE_ID PE_ID_XPOS
+#elif defined(PE_SANDWICH)
+#define PE_ID PE_ID_SANDWICH
+#elif defined(PE_KERPLE_POWER)
+#define PE_ID PE_ID_KERPLE_POWER
 #else
 #ifndef PE_LEARNED
 #define PE_LEARNED
@@ -79,10 +98,21 @@ checkpoints (which have 0 there) load as `learned`.
 static const char* const PE_NAMES[PE_NUM_IDS] = {
     "learned", "sinusoidal", "rope", "nope", "alibi", "t5",
     "kerple", "fire", "cable_v1", "cable_nw", "cable", "kcable",
+    "xpos", "sandwich", "kerple_power",
 };
 
 static inline const char* pe_name(int id) {
     return (id >= 0 && id < PE_NUM_IDS) ? PE_NAMES[id] : "unknown";
+}
+
+// Revision of an encoding's definition, written to checkpoint header word 11. Revision 1
+// of fire: psi(max(L, i)) with i counted from 0, L = |l| * L0 with l learned (starts at 1)
+// and L0 = maxT // 2 fixed (revision 0: psi(max(L, i + 1)), L learned in tokens).
+// Revision 1 of sinusoidal: fairseq's embeddings (token embeddings times sqrt(C),
+// [sin | cos] halves, frequencies 10000^(-k / (C/2 - 1)), positions from 2); revision 0
+// added interleaved sinusoids to unscaled embeddings. Every other encoding: 0.
+static inline int pe_revision(int id) {
+    return id == PE_ID_FIRE || id == PE_ID_SINUSOIDAL ? 1 : 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -95,7 +125,20 @@ static inline const char* pe_name(int id) {
 #define KERPLE_MIN 0.01f   // r1 and r2 are projected back to >= this after every update
 #define FIRE_HIDDEN 32
 #define FIRE_INIT_C 0.1f
+#define FIRE_INIT_L 1.0f   // the learned multiplier l of the threshold L = |l| * L0, L0 = maxT // 2
 #define FIRE_EPS 1e-6f
+// sinusoidal (fairseq): token embeddings are multiplied by sqrt(C); positions start at
+// fairseq's padding_idx + 1 = 2 (make_positions), so the first token gets row 2 of the table
+#define SINUSOIDAL_FIRST_POS 2
+// xPos: the decay's scale base gamma (torchscale's DecoderConfig scale_base); the q and k
+// factors zeta^(+-n/gamma) grow with the length, and lengths whose largest factor would
+// exceed 2^XPOS_MAX_LOG2 are refused (fp32 and bf16 hold 2^+-126; the margin keeps q, k
+// and their gradients normal numbers)
+#define XPOS_SCALE_BASE 512.0
+#define XPOS_MAX_LOG2 64.0
+// Kerple-power: a kept >= 0.01, p in [0.01, 2] after every update (the Kerple code's clamps)
+#define KERPLE_POWER_MIN 0.01f
+#define KERPLE_POWER_P_MAX 2.0f
 // a CABLE increment starts at softplus(0) = log 2 for every head and token, and the
 // weight w of `cable` at 1: the released code's starting point
 #define CABLE_INIT_INCREMENT 0.69314718f
@@ -123,6 +166,115 @@ static inline int t5_bucket(int n) {
     int b = T5_MAX_EXACT + (int)(log((double)n / T5_MAX_EXACT) / log((double)T5_MAX_DISTANCE / T5_MAX_EXACT)
                                  * (T5_NUM_BUCKETS - T5_MAX_EXACT));
     return b < T5_NUM_BUCKETS - 1 ? b : T5_NUM_BUCKETS - 1;
+}
+
+// the few helpers the CUDA kernels call as well
+#ifdef __CUDACC__
+#define PE_HOST_DEVICE __host__ __device__
+#else
+#define PE_HOST_DEVICE
+#endif
+
+// xPos's per-pair decay base zeta_m = (2m + 0.4 hs) / (1.4 hs), m in [0, hs/2) (torchscale)
+static inline PE_HOST_DEVICE double xpos_zeta(int m, int hs) { return (2.0 * m + 0.4 * hs) / (1.4 * hs); }
+
+// the longest sequence whose xPos factors zeta_0^(+-ceil(T/2)/gamma) stay within 2^XPOS_MAX_LOG2
+static inline int xpos_max_length(int hs) {
+    return 2 * (int)floor(XPOS_MAX_LOG2 * XPOS_SCALE_BASE / -log2(xpos_zeta(0, hs)));
+}
+
+// Sandwich's bias of distance n >= 0 in head h is sandwich_sum(n) / sandwich_head_scale(h),
+// with d' = hs (NeMo's code, the only published one):
+// (sum_{k=1}^{hs/2} cos(n 10000^(-2k/hs)) - hs/2) / (8 (h + 1) / NH). 0 at n = 0, never positive.
+static inline double sandwich_sum(int n, int hs) {
+    double sum = 0;
+    for (int k = 1; k <= hs / 2; k++) { sum += cos(n * pow(10000.0, -2.0 * k / hs)); }
+    return sum - hs / 2.0;
+}
+static inline double sandwich_head_scale(int h, int NH) { return 8.0 * (h + 1) / NH; }
+
+// the bias of a key outside xPos's blockwise causal attention window: finite, so that an
+// online softmax never meets -inf - (-inf) in a row whose first key tile is all masked
+#define PE_MASKED_BIAS (-1e30f)
+
+// ----------------------------------------------------------------------------
+// evaluation variants (runtime flags): RoPE scaling and xPos's blockwise causal attention
+
+enum {
+    PE_EVAL_PLAIN,    // the encoding as trained
+    PE_EVAL_PI,       // position interpolation: theta_k / s, s = the static factor
+    PE_EVAL_NTK,      // NTK-aware: base * s^(hs / (hs - 2))
+    PE_EVAL_YARN,     // YaRN: NTK-by-parts ramp over the pair index, logits times mscale(s)^2
+    PE_EVAL_DYN_PI,   // the same three with s = max(1, T / training length) of each forward pass
+    PE_EVAL_DYN_NTK,
+    PE_EVAL_DYN_YARN,
+    PE_EVAL_BCA,      // xPos: blockwise causal attention beyond the training length
+    PE_EVAL_NUM
+};
+static const char* const PE_EVAL_NAMES[PE_EVAL_NUM] = {
+    "plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca",
+};
+
+// the variant in effect: which one, the static RoPE factor s, and the training length L
+typedef struct {
+    int variant;
+    double rope_factor;
+    int train_len;
+} PEEval;
+
+#define YARN_BETA_FAST 32.0
+#define YARN_BETA_SLOW 1.0
+
+// YaRN's pair index whose wavelength fits r rotations in the training length L (the code's
+// find_correction_dim): hs ln(L / (2 pi r)) / (2 ln base)
+static inline double yarn_correction_dim(double r, int hs, int L) {
+    return hs * log(L / (r * 2.0 * M_PI)) / (2.0 * log((double)ROPE_BASE));
+}
+
+// the ramp's ends lo = max(floor(I(32)), 0), hi = min(ceil(I(1)), hs - 1) (find_correction_range)
+static inline void yarn_correction_range(int hs, int L, int* lo, int* hi) {
+    int a = (int)floor(yarn_correction_dim(YARN_BETA_FAST, hs, L));
+    int b = (int)ceil(yarn_correction_dim(YARN_BETA_SLOW, hs, L));
+    *lo = a > 0 ? a : 0;
+    *hi = b < hs - 1 ? b : hs - 1;
+}
+
+// YaRN's q and k factor: 0.1 ln s + 1 for s > 1, else 1 (get_mscale); the logits get its square
+static inline double yarn_mscale(double s) { return s > 1 ? 0.1 * log(s) + 1.0 : 1.0; }
+
+// the scale factor of a RoPE variant in a forward pass over T tokens: the static factor,
+// or for the dynamic variants max(1, T / L); 1 for plain rope
+static inline double rope_scale(const PEEval* e, int T) {
+    switch (e->variant) {
+        case PE_EVAL_PI: case PE_EVAL_NTK: case PE_EVAL_YARN: return e->rope_factor;
+        case PE_EVAL_DYN_PI: case PE_EVAL_DYN_NTK: case PE_EVAL_DYN_YARN: return T > e->train_len ? (double)T / e->train_len : 1.0;
+        default: return 1.0;
+    }
+}
+
+// RoPE's angular frequencies inv_freq[k], k in [0, hs/2) (radians per position), for the
+// variant in effect in a forward pass over T tokens (jquesnelle/yarn's scaled_rope code);
+// returns the factor that q and k are multiplied by (YaRN's mscale(s), 1 otherwise)
+static double rope_frequencies(double* inv_freq, int hs, const PEEval* e, int T) {
+    double s = rope_scale(e, T), base = ROPE_BASE;
+    int v = e->variant;
+    if (v == PE_EVAL_NTK || v == PE_EVAL_DYN_NTK) { base *= pow(s, hs / (hs - 2.0)); }
+    int lo = 0, hi = 0;
+    if (v == PE_EVAL_YARN || v == PE_EVAL_DYN_YARN) { yarn_correction_range(hs, e->train_len, &lo, &hi); }
+    for (int k = 0; 2 * k < hs; k++) {
+        double theta = pow(base, -2.0 * k / hs);
+        if (v == PE_EVAL_PI || v == PE_EVAL_DYN_PI) { theta /= s; }
+        if (v == PE_EVAL_YARN || v == PE_EVAL_DYN_YARN) {
+            // g = 1 keeps theta (high frequencies), g = 0 interpolates theta / s; the ramp
+            // goes linearly over the pair index between lo and hi (hi == lo: hi + 0.001)
+            double ramp = (k - lo) / (hi == lo ? 0.001 : (double)(hi - lo));
+            ramp = ramp < 0 ? 0 : (ramp > 1 ? 1 : ramp);
+            double g = 1 - ramp;
+            theta = theta / s * (1 - g) + theta * g;
+        }
+        inv_freq[k] = theta;
+    }
+    return v == PE_EVAL_YARN || v == PE_EVAL_DYN_YARN ? yarn_mscale(s) : 1.0;
 }
 
 #endif // LLMC_PE_H

@@ -52,6 +52,7 @@ struct float2 { float x, y; };
 struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
 struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
 static inline float2 make_float2(float x, float y) { return {x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 static uint3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 typedef int cudaError_t;
