@@ -6,7 +6,7 @@ in the PyTorch ecosystem. One file, written to be read; train_gpt2.c's "position
 encodings" section is the specification, llmc/model.h the checkpoint layout, llmc/pe.h
 the constants.
 
-    from model import GPT
+    from model import GPT, PEEval
     model = GPT.from_checkpoint("out/cable/model_00000500.bin")        # fp32 (v3) or bf16 (v5)
     logits, loss = model(idx, targets)         # idx, targets: (B, T) int64 token ids
     model = GPT.from_checkpoint(path, dtype=torch.float64)
@@ -26,7 +26,8 @@ An encoding is one class below with up to three hooks, as the trainer's:
 (ev: the evaluation variant in effect, a PEEval), `tensors(cfg)`, the shapes of its
 parameter tensors, which the checkpoint stores after GPT-2's in the order of
 PE_TENSOR_ORDER, `revision`, the revision of its definition (checkpoint header word 11,
-llmc/pe.h pe_revision), and `eval_variants`, the evaluation variants it has. Adding an
+llmc/pe.h pe_revision), `eval_variants`, the evaluation variants it has, and
+`max_length(cfg)`, the longest sequence it can process. Adding an
 encoding is adding a class, its tensors' names to PE_TENSOR_ORDER (where llmc/model.h
 puts them) and a PE_NAMES entry.
 """
@@ -210,6 +211,10 @@ class Encoding:
     def tensors(cfg):
         return {}
 
+    def max_length(self, cfg):
+        """The longest sequence the encoding can process (train_gpt2.c gpt2_max_length)."""
+        return math.inf
+
     def embed(self, model, x, T):
         return x
 
@@ -222,10 +227,10 @@ class Encoding:
 
 class Learned(Encoding):
     """GPT-2's absolute position embeddings wpe [maxT, C] (one of GPT-2's tensors)."""
+    def max_length(self, cfg):
+        return cfg.max_seq_len
+
     def embed(self, model, x, T):
-        if T > model.cfg.max_seq_len:
-            raise ValueError("PE learned cannot process T = %d tokens: its position table ends at maxT = %d"
-                             % (T, model.cfg.max_seq_len))
         return x + model.wpe[:T]
 
 
@@ -300,13 +305,9 @@ class Xpos(Rope):
     eval_variants = ("plain", "bca")
     scale_base = XPOS_SCALE_BASE
 
-    def rotate(self, model, l, q, k, ev):
-        T, hs = q.shape[2], q.shape[3]
-        longest = 2 * math.floor(XPOS_MAX_LOG2 * XPOS_SCALE_BASE / -math.log2(0.4 / 1.4))
-        if T > longest:
-            raise ValueError("PE xpos cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d"
-                             % (T, longest))
-        return super().rotate(model, l, q, k, ev)
+    def max_length(self, cfg):  # zeta_0^(-ceil(T/2) / gamma) <= 2^64 (llmc/pe.h xpos_max_length)
+        hs = cfg.channels // cfg.num_heads
+        return 2 * math.floor(XPOS_MAX_LOG2 * XPOS_SCALE_BASE / -math.log2(0.4 * hs / (1.4 * hs)))
 
     def bias(self, model, l, h, ev):
         T = h.shape[1]
@@ -515,6 +516,11 @@ class GPT(nn.Module):
         hs = C // NH
         if idx.min() < 0 or idx.max() >= V or (targets is not None and (targets.min() < 0 or targets.max() >= V)):
             raise ValueError("token id out of range [0, %d)" % V)
+        if T > self.pe.max_length(cfg):
+            if cfg.pe == "learned":
+                raise ValueError("PE learned cannot process T = %d tokens: its position table ends at maxT = %d" % (T, cfg.max_seq_len))
+            raise ValueError("PE %s cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d"
+                             % (cfg.pe, T, self.pe.max_length(cfg)))
         ev = pe_eval or PEEval()
         if ev.variant not in self.pe.eval_variants:
             raise ValueError("no evaluation variant '%s' for PE '%s' (it has: %s)" % (ev.variant, cfg.pe, ", ".join(self.pe.eval_variants)))
