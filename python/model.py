@@ -254,10 +254,14 @@ def rope_frequencies(hs, ev, T):
     """RoPE's angular frequencies theta_k, k < hs/2, under the evaluation variant ev in a
     forward pass over T tokens (llmc/pe.h rope_frequencies, jquesnelle/yarn's scaled_rope),
     and the factor q and k are multiplied by (YaRN's mscale(s), 1 otherwise)."""
-    v = ev.variant
-    dynamic = v.startswith("dynamic-")
-    s = (max(1.0, T / ev.train_len) if dynamic else ev.rope_factor) if v not in ("plain", "bca") else 1.0
-    method = v[len("dynamic-"):] if dynamic else v
+    dynamic = ev.variant.startswith("dynamic-")
+    method = ev.variant[len("dynamic-"):] if dynamic else ev.variant
+    if method not in ("pi", "ntk", "yarn"):  # plain, or xpos's bca
+        s = 1.0
+    elif dynamic:  # the factor of this forward pass: max(1, T / L)
+        s = max(1.0, T / ev.train_len)
+    else:
+        s = ev.rope_factor
     base = ROPE_BASE * (s ** (hs / (hs - 2.0)) if method == "ntk" else 1.0)
     theta = np.array([base ** (-2.0 * k / hs) for k in range(hs // 2)])
     if method == "pi":
