@@ -502,9 +502,10 @@ class GPT(nn.Module):
         with open(os.path.join(folder, "config.json")) as f:
             config = json.load(f)
         cfg = Config(**config["config"])
-        if config["pe_revision"] != ENCODINGS[cfg.pe].revision:
+        revision = config.get("pe_revision", 0)  # folders exported before revisions existed hold revision 0
+        if revision != ENCODINGS[cfg.pe].revision:
             raise ValueError("%s holds revision %d of PE '%s', this model file implements revision %d"
-                             % (folder, config["pe_revision"], cfg.pe, ENCODINGS[cfg.pe].revision))
+                             % (folder, revision, cfg.pe, ENCODINGS[cfg.pe].revision))
         return cls(cfg, torch.load(os.path.join(folder, "pytorch_model.bin"), map_location="cpu"), dtype)
 
     def save_checkpoint(self, path, version=CHECKPOINT_FP32):
