@@ -18,9 +18,10 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          path against (llmc/debug_state.h), optionally under an
                          evaluation variant (rope: pi, ntk, yarn, dynamic-pi,
                          dynamic-ntk, dynamic-yarn; xpos: bca)
-  ./gradcheck torch-reference PREFIX [MODEL.bin]
+  ./gradcheck torch-reference PREFIX [MODEL.bin|-] [VARIANT]
                          writes the reference that python/test_model.py compares the
-                         PyTorch model against, in fp64 (see write_torch_reference)
+                         PyTorch model against, in fp64, optionally under an evaluation
+                         variant as debug-state (see write_torch_reference)
 
 Every check prints its measured error next to its tolerance and fails the run if it
 is exceeded.
@@ -1205,17 +1206,24 @@ static void write_debug_state(const char* prefix, const char* variant) {
 
 #define TORCH_REF_MAGIC 20240329
 #define TORCH_REF_B 2
-#define TORCH_REF_T 160 // beyond T5's last bucket (128) and FIRE's threshold (set to 80.5)
+#define TORCH_REF_T 160 // beyond T5's last bucket (128); FIRE's thresholds 48 and 104 (L0 = 80)
 
 // Writes PREFIX_model.bin, a tiny model (2 layers, 3 heads of size 8, V = 250) moved away
 // from its initialization, unless MODEL.bin is given, and PREFIX_ref.bin: one batch of
 // the model as loaded from that file, its logits and loss and every parameter gradient,
-// in `real` (fp64 in the gradcheck build). int32 header[256] = {TORCH_REF_MAGIC, 1, B, T,
-// PE id, sizeof(real), 0...} (num_params as uint64 at word 8), then int32 inputs[B*T],
-// int32 targets[B*T], real logits[B*T*Vp], real loss, real grads[num_params].
-static void write_torch_reference(const char* prefix, const char* checkpoint) {
+// in `real` (fp64 in the gradcheck build), under the evaluation variant `variant` (NULL:
+// plain): training length L = T / 2, so that the dynamic RoPE methods scale by s = 2 and
+// BCA masks, and a static RoPE factor of 4, other than the dynamic one.
+// int32 header[256] = {TORCH_REF_MAGIC, 1, B, T, PE id, sizeof(real), variant, L, 0...}
+// (num_params as uint64 at word 8, the RoPE factor as a double at word 10), then int32
+// inputs[B*T], int32 targets[B*T], real logits[B*T*Vp], real loss, real grads[num_params].
+static void write_torch_reference(const char* prefix, const char* checkpoint, const char* variant) {
     char path[1024];
     int B = TORCH_REF_B, T = TORCH_REF_T;
+    PEEval e = {PE_EVAL_PLAIN, 4.0, T / 2};
+    while (variant != NULL && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
+    if (!ok) { fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     if (checkpoint == NULL) {
         GPT2Config cfg = tiny_config(T);
         cfg.num_heads = 3; cfg.channels = 24;
@@ -1224,7 +1232,8 @@ static void write_torch_reference(const char* prefix, const char* checkpoint) {
         uint64_t rng = random_seed(7);
         perturb_parameters(&init, 0.1f, &rng);
 #if defined(PE_FIRE)
-        for (int l = 0; l < cfg.num_layers; l++) { init.params.fire_L[l] = T / 2 + 0.5f; }
+        init.params.fire_L[0] = 0.6f;  // L = 0.6 * 80 = 48: both sides of max(L, i)
+        init.params.fire_L[1] = -1.3f; // L = 104, used as |l| L0
 #endif
         snprintf(path, sizeof(path), "%s_model.bin", prefix);
         gpt2_save_checkpoint(&init, path);
@@ -1233,6 +1242,7 @@ static void write_torch_reference(const char* prefix, const char* checkpoint) {
     }
     GPT2 model; // the parameters as the file holds them, in fp32 or bf16
     gpt2_build_from_checkpoint(&model, checkpoint);
+    model.pe_eval = e;
     int C = model.config.channels, V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     int* x = (int*)malloc_check((size_t)B * T * sizeof(int));
     int* y = (int*)malloc_check((size_t)B * T * sizeof(int));
@@ -1246,8 +1256,10 @@ static void write_torch_reference(const char* prefix, const char* checkpoint) {
     matmul_forward(logits, model.acts.t.lnf, model.params.wte, NULL, B * T, C, Vp);
     int header[256] = {0};
     header[0] = TORCH_REF_MAGIC; header[1] = 1; header[2] = B; header[3] = T; header[4] = PE_ID; header[5] = sizeof(real);
+    header[6] = e.variant; header[7] = e.train_len;
     uint64_t np = model.num_parameters;
     memcpy(&header[8], &np, 8);
+    memcpy(&header[10], &e.rope_factor, 8);
     snprintf(path, sizeof(path), "%s_ref.bin", prefix);
     AtomicFile af;
     atomic_open(&af, path);
@@ -1289,7 +1301,8 @@ int main(int argc, char** argv) {
         return compare_checkpoints(argv[2], argv[3], atof(argv[4]));
     }
     if (argc > 2 && strcmp(argv[1], "torch-reference") == 0) {
-        write_torch_reference(argv[2], argc > 3 ? argv[3] : NULL);
+        const char* checkpoint = argc > 3 && strcmp(argv[3], "-") != 0 ? argv[3] : NULL;
+        write_torch_reference(argv[2], checkpoint, argc > 4 ? argv[4] : NULL);
         return 0;
     }
     if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {

@@ -11,8 +11,8 @@ loads it (and so does lm-eval-harness with `--model hf --model_args pretrained=O
 the tokenizer is GPT-2's (AutoTokenizer.from_pretrained("gpt2")).
 
 Every other encoding has no Hugging Face class, so OUTDIR gets the weights under this
-project's names (pytorch_model.bin), config.json (the model's Config) and a copy of
-python/model.py, which loads them:
+project's names (pytorch_model.bin), config.json (the model's Config and the revision of
+its encoding's definition) and a copy of python/model.py, which loads them:
 
     import sys; sys.path.insert(0, OUTDIR)
     from model import GPT
@@ -74,7 +74,7 @@ def export(checkpoint, outdir, dtype_name="float32"):
         sd, config = hf_state_dict(cfg, w, dtype), hf_config(cfg, dtype_name)
     else:
         sd = {name: torch.tensor(a.copy()).to(dtype) for name, a in w.items()}
-        config = {"config": asdict(cfg), "torch_dtype": dtype_name,
+        config = {"config": asdict(cfg), "pe_revision": M.ENCODINGS[cfg.pe].revision, "torch_dtype": dtype_name,
                   "load_with": "sys.path.insert(0, folder); from model import GPT; GPT.from_folder(folder)"}
         shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)), "model.py"),
                         os.path.join(outdir, "model.py"))

@@ -6,10 +6,11 @@ in the PyTorch ecosystem. One file, written to be read; train_gpt2.c's "position
 encodings" section is the specification, llmc/model.h the checkpoint layout, llmc/pe.h
 the constants.
 
-    from model import GPT
+    from model import GPT, PEEval
     model = GPT.from_checkpoint("out/cable/model_00000500.bin")        # fp32 (v3) or bf16 (v5)
     logits, loss = model(idx, targets)         # idx, targets: (B, T) int64 token ids
     model = GPT.from_checkpoint(path, dtype=torch.float64)
+    logits, _ = model(idx, pe_eval=PEEval("yarn", rope_factor=4))   # an evaluation variant
 
 logits are (B, T, Vp), over the padded vocabulary as the trainer's; the loss (mean
 cross-entropy) uses the first V of them, as the trainer's softmax does. Attention here is
@@ -17,14 +18,18 @@ plain (B, NH, T, T) scores, not the trainer's fused row-at-a-time kernel: the sa
 numbers, more memory at long T.
 
 An encoding is one class below with up to three hooks, as the trainer's:
-  embed(model, x, T)        x: (B, T, C) token embeddings; adds position embeddings
-  rotate(model, l, q, k)    q, k: (B, NH, T, hs); rope's rotation
-  bias(model, l, h)         h: (B, T, C), the attention block's input after ln_1;
-                            returns the additive attention bias b(i, j), broadcastable
-                            to (B, NH, T, T), or None
-and `tensors(cfg)`, the shapes of its parameter tensors, which the checkpoint stores
-after GPT-2's in the order of PE_TENSOR_ORDER. Adding an encoding is adding a class,
-its tensors' names to PE_TENSOR_ORDER (where llmc/model.h puts them) and a PE_NAMES entry.
+  embed(model, x, T)           x: (B, T, C) token embeddings; adds position embeddings
+  rotate(model, l, q, k, ev)   q, k: (B, NH, T, hs); rope's and xpos's rotation
+  bias(model, l, h, ev)        h: (B, T, C), the attention block's input after ln_1;
+                               returns the additive attention bias b(i, j), broadcastable
+                               to (B, NH, T, T), or None
+(ev: the evaluation variant in effect, a PEEval), `tensors(cfg)`, the shapes of its
+parameter tensors, which the checkpoint stores after GPT-2's in the order of
+PE_TENSOR_ORDER, `revision`, the revision of its definition (checkpoint header word 11,
+llmc/pe.h pe_revision), `eval_variants`, the evaluation variants it has, and
+`max_length(cfg)`, the longest sequence it can process. Adding an
+encoding is adding a class, its tensors' names to PE_TENSOR_ORDER (where llmc/model.h
+puts them) and a PE_NAMES entry.
 """
 import json
 import math
@@ -44,21 +49,30 @@ CHECKPOINT_FP32 = 3
 CHECKPOINT_BF16 = 5
 # header word 8: the PE id, the index in this list
 PE_NAMES = ["learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire",
-            "cable_v1", "cable_nw", "cable", "kcable"]
-# header words 9, 10, 11 (DAPE variant, DAPE width, revision of the PE's definition): this
-# file implements variant 0 and revision 0 of every encoding and refuses anything else
-HEADER_WORDS_ZERO = {9: "DAPE variant", 10: "DAPE width", 11: "revision of the encoding's definition"}
+            "cable_v1", "cable_nw", "cable", "kcable", "xpos", "sandwich", "kerple_power"]
+# header words 9 and 10 (DAPE's variant and width): this file has no DAPE and refuses a
+# checkpoint with either nonzero; word 11 is the revision of the PE's definition
+# (Encoding.revision), which must be the one implemented here
+HEADER_WORDS_ZERO = {9: "DAPE variant", 10: "DAPE width"}
+HEADER_PE_REVISION = 11
+# the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal attention
+PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca"]
 
 GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                 "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
-                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L"]
+                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p"]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
 ROPE_BASE = 10000.0
 T5_NUM_BUCKETS, T5_MAX_EXACT, T5_MAX_DISTANCE = 32, 16, 128
 FIRE_HIDDEN = 32
 FIRE_EPS = float(np.float32(1e-6))
+SINUSOIDAL_FIRST_POS = 2
+XPOS_SCALE_BASE = 512.0
+XPOS_MAX_LOG2 = 64.0
+YARN_BETA_FAST, YARN_BETA_SLOW = 32.0, 1.0
+PE_MASKED_BIAS = float(np.float32(-1e30))
 LAYERNORM_EPS = 1e-5
 
 
@@ -71,6 +85,17 @@ class Config:
     num_heads: int          # NH
     channels: int           # C
     pe: str                 # one of PE_NAMES
+
+
+@dataclass
+class PEEval:
+    """An evaluation variant (llmc/pe.h; the driver's -rs, -rf, -xb), never used in training:
+    variant one of PE_EVAL_NAMES, rope_factor the static RoPE factor s, train_len the training
+    length L (0: the checkpoint's maxT, which is the training length of every model but
+    `learned`'s)."""
+    variant: str = "plain"
+    rope_factor: float = 1.0
+    train_len: int = 0
 
 
 def gpt2_tensors(cfg):
@@ -113,13 +138,23 @@ def read_checkpoint(path):
         raise ValueError("%s: unknown positional encoding id %d" % (path, header[8]))
     for word, what in HEADER_WORDS_ZERO.items():
         if header[word] != 0:
-            raise ValueError("%s: header word %d (%s) is %d; this model file knows only 0" % (path, word, what, header[word]))
+            raise ValueError("%s: header word %d (%s) is %d: a DAPE model, which this model file does not implement"
+                             % (path, word, what, header[word]))
     cfg = Config(max_seq_len=int(header[2]), vocab_size=int(header[3]), num_layers=int(header[4]),
                  num_heads=int(header[5]), channels=int(header[6]), padded_vocab_size=int(header[7]),
                  pe=PE_NAMES[header[8]])
     if cfg.num_layers < 1 or cfg.num_heads < 1 or cfg.channels % cfg.num_heads != 0 or \
             cfg.vocab_size < 2 or cfg.padded_vocab_size < cfg.vocab_size or cfg.max_seq_len < 1:
         raise ValueError("%s: bad configuration in the header: %s" % (path, cfg))
+    if cfg.pe in ("rope", "xpos", "sandwich") and (cfg.channels // cfg.num_heads) % 2 != 0:
+        raise ValueError("%s: %s needs an even head size, got %d" % (path, cfg.pe, cfg.channels // cfg.num_heads))
+    if cfg.pe == "sinusoidal" and cfg.channels < 4:  # its frequencies divide by C/2 - 1
+        raise ValueError("%s: sinusoidal needs at least 4 channels, got %d" % (path, cfg.channels))
+    revision = ENCODINGS[cfg.pe].revision
+    if header[HEADER_PE_REVISION] != revision:
+        raise ValueError("%s holds revision %d of PE '%s' (header word %d), this model file implements revision %d; "
+                         "a model trained under another definition cannot be loaded"
+                         % (path, header[HEADER_PE_REVISION], cfg.pe, HEADER_PE_REVISION, revision))
     layout = checkpoint_layout(cfg)
     count = sum(int(np.prod(shape)) for _, shape in layout)
     itemsize = 4 if version == CHECKPOINT_FP32 else 2
@@ -145,6 +180,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
     header = np.zeros(256, dtype=np.int32)
     header[:9] = [CHECKPOINT_MAGIC, version, cfg.max_seq_len, cfg.vocab_size, cfg.num_layers,
                   cfg.num_heads, cfg.channels, cfg.padded_vocab_size, PE_NAMES.index(cfg.pe)]
+    header[HEADER_PE_REVISION] = ENCODINGS[cfg.pe].revision
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
         u = flat.view(np.uint32).astype(np.uint64)
@@ -168,54 +204,122 @@ def distances(T, device):
 
 class Encoding:
     """No position information (nope); the base of the others: every hook does nothing."""
+    revision = 0
+    eval_variants = ("plain",)
+
     @staticmethod
     def tensors(cfg):
         return {}
 
+    def max_length(self, cfg):
+        """The longest sequence the encoding can process (train_gpt2.c gpt2_max_length)."""
+        return math.inf
+
     def embed(self, model, x, T):
         return x
 
-    def rotate(self, model, l, q, k):
+    def rotate(self, model, l, q, k, ev):
         return q, k
 
-    def bias(self, model, l, h):
+    def bias(self, model, l, h, ev):
         return None
 
 
 class Learned(Encoding):
     """GPT-2's absolute position embeddings wpe [maxT, C] (one of GPT-2's tensors)."""
+    def max_length(self, cfg):
+        return cfg.max_seq_len
+
     def embed(self, model, x, T):
-        if T > model.cfg.max_seq_len:
-            raise ValueError("PE learned cannot process T = %d tokens: its position table ends at maxT = %d"
-                             % (T, model.cfg.max_seq_len))
         return x + model.wpe[:T]
 
 
 class Sinusoidal(Encoding):
-    """Vaswani: p[pos, 2k] = sin(pos / 10000^(2k/C)), p[pos, 2k+1] = cos(same), added to
-    the token embeddings."""
+    """fairseq's: the token embeddings times sqrt(C) plus p[t + 2], p[pos, k] = sin(pos w_k),
+    p[pos, C/2 + k] = cos(pos w_k), w_k = 10000^(-k / (C/2 - 1)), k < C/2 (an odd C's last
+    column stays 0)."""
+    revision = 1
+
     def embed(self, model, x, T):
         C = model.cfg.channels
-        pos = np.arange(T, dtype=np.float64)[:, None]
-        angle = pos / np.power(10000.0, 2.0 * np.arange((C + 1) // 2) / C)[None, :]
+        half = C // 2
+        pos = np.arange(T, dtype=np.float64)[:, None] + SINUSOIDAL_FIRST_POS
+        angle = pos * np.exp(-np.arange(half) * math.log(10000.0) / (half - 1))[None, :]
         p = np.zeros((T, C))
-        p[:, 0::2] = np.sin(angle)
-        p[:, 1::2] = np.cos(angle)[:, :C // 2]
-        return x + torch.tensor(p, dtype=x.dtype, device=x.device)
+        p[:, :half], p[:, half:2 * half] = np.sin(angle), np.cos(angle)
+        return x * math.sqrt(C) + torch.tensor(p, dtype=x.dtype, device=x.device)
+
+
+def rope_frequencies(hs, ev, T):
+    """RoPE's angular frequencies theta_k, k < hs/2, under the evaluation variant ev in a
+    forward pass over T tokens (llmc/pe.h rope_frequencies, jquesnelle/yarn's scaled_rope),
+    and the factor q and k are multiplied by (YaRN's mscale(s), 1 otherwise)."""
+    dynamic = ev.variant.startswith("dynamic-")
+    method = ev.variant[len("dynamic-"):] if dynamic else ev.variant
+    if method not in ("pi", "ntk", "yarn"):  # plain, or xpos's bca
+        s = 1.0
+    elif dynamic:  # the factor of this forward pass: max(1, T / L)
+        s = max(1.0, T / ev.train_len)
+    else:
+        s = ev.rope_factor
+    base = ROPE_BASE * (s ** (hs / (hs - 2.0)) if method == "ntk" else 1.0)
+    theta = np.array([base ** (-2.0 * k / hs) for k in range(hs // 2)])
+    if method == "pi":
+        theta = theta / s
+    if method == "yarn":  # g = 1 keeps theta (high frequencies), g = 0 interpolates theta / s
+        def correction_dim(r):
+            return hs * math.log(ev.train_len / (r * 2 * math.pi)) / (2 * math.log(ROPE_BASE))
+        lo = max(math.floor(correction_dim(YARN_BETA_FAST)), 0)
+        hi = min(math.ceil(correction_dim(YARN_BETA_SLOW)), hs - 1)
+        g = 1 - np.clip((np.arange(hs // 2) - lo) / (0.001 if hi == lo else hi - lo), 0, 1)
+        theta = theta / s * (1 - g) + theta * g
+        return theta, (0.1 * math.log(s) + 1 if s > 1 else 1.0)
+    return theta, 1.0
 
 
 class Rope(Encoding):
-    """Rotates each pair (2k, 2k+1) of q and k by pos * 10000^(-2k/hs), every layer."""
-    def rotate(self, model, l, q, k):
-        T, hs = q.shape[2], q.shape[3]
-        angle = np.arange(T, dtype=np.float64)[:, None] * np.power(ROPE_BASE, -2.0 * np.arange(hs // 2) / hs)[None, :]
-        cos = torch.tensor(np.cos(angle), dtype=q.dtype, device=q.device)
-        sin = torch.tensor(np.sin(angle), dtype=q.dtype, device=q.device)
+    """Rotates each pair (2k, 2k+1) of q and k at position t by t theta_k, theta_k =
+    10000^(-2k/hs), every layer; at evaluation a RoPE scaling variant changes theta_k and
+    multiplies q and k by YaRN's mscale. xpos is this with a finite scale base gamma: pair k
+    of q then times zeta_k^(n/gamma), of k times zeta_k^(-n/gamma), n = t - ceil(T/2)
+    (rope: zeta^0 = 1)."""
+    eval_variants = ("plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn")
+    scale_base = math.inf
 
-        def rot(x):
+    def rotate(self, model, l, q, k, ev):
+        T, hs = q.shape[2], q.shape[3]
+        theta, mscale = rope_frequencies(hs, ev, T)
+        t = np.arange(T, dtype=np.float64)[:, None]
+        zeta = (2.0 * np.arange(hs // 2) + 0.4 * hs) / (1.4 * hs)   # llmc/pe.h xpos_zeta
+        z = zeta[None, :] ** ((t - (T + 1) // 2) / self.scale_base)
+        cos, sin, fq, fk = (torch.tensor(a, dtype=q.dtype, device=q.device)
+                            for a in (np.cos(t * theta), np.sin(t * theta), mscale * z, mscale / z))
+
+        def rot(x, f):
             x0, x1 = x[..., 0::2], x[..., 1::2]
-            return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
-        return rot(q), rot(k)
+            return torch.stack([f * (x0 * cos - x1 * sin), f * (x0 * sin + x1 * cos)], dim=-1).flatten(-2)
+        return rot(q, fq), rot(k, fk)
+
+
+class Xpos(Rope):
+    """torchscale's xPos: rope with the decay of scale base 512; lengths whose largest factor
+    would exceed 2^64 are refused (llmc/pe.h xpos_max_length). Blockwise causal attention
+    (variant bca) beyond the training length L: query i sees the keys from
+    (floor(i / (L/2)) - 1) (L/2) on, the others get the trainer's bias of -1e30."""
+    eval_variants = ("plain", "bca")
+    scale_base = XPOS_SCALE_BASE
+
+    def max_length(self, cfg):  # zeta_0^(-ceil(T/2) / gamma) <= 2^64 (llmc/pe.h xpos_max_length)
+        hs = cfg.channels // cfg.num_heads
+        return 2 * math.floor(XPOS_MAX_LOG2 * XPOS_SCALE_BASE / -math.log2(0.4 * hs / (1.4 * hs)))
+
+    def bias(self, model, l, h, ev):
+        T = h.shape[1]
+        if ev.variant != "bca" or T <= ev.train_len:
+            return None
+        half = ev.train_len // 2
+        i, j = torch.arange(T, device=h.device)[:, None], torch.arange(T, device=h.device)[None, :]
+        return torch.where(j < (i // half - 1) * half, PE_MASKED_BIAS, 0.0).to(h.dtype)
 
 
 def alibi_slopes(n):
@@ -234,10 +338,22 @@ def alibi_slopes(n):
 
 class Alibi(Encoding):
     """b(i, j) = -m_h (i - j), fixed slopes, not scaled by 1/sqrt(hs)."""
-    def bias(self, model, l, h):
+    def bias(self, model, l, h, ev):
         T = h.shape[1]
         m = torch.tensor(alibi_slopes(model.cfg.num_heads), dtype=h.dtype, device=h.device)
         return -m[:, None, None] * distances(T, h.device).to(h.dtype)
+
+
+class Sandwich(Encoding):
+    """NeMo's Sandwich: b(i, j) = (sum_{k=1}^{hs/2} cos((i - j) 10000^(-2k/hs)) - hs/2) /
+    (8 (h + 1) / NH), no parameters."""
+    def bias(self, model, l, h, ev):
+        T, NH = h.shape[1], model.cfg.num_heads
+        hs = model.cfg.channels // NH
+        n = np.arange(T, dtype=np.float64)[:, None]
+        s = np.cos(n * np.power(10000.0, -2.0 * np.arange(1, hs // 2 + 1) / hs)[None, :]).sum(axis=1) - hs / 2.0
+        table = s[None, :] / (8.0 * np.arange(1, NH + 1) / NH)[:, None]   # (NH, distance)
+        return torch.tensor(table, dtype=h.dtype, device=h.device)[:, distances(T, h.device)]
 
 
 def t5_bucket(n):
@@ -257,7 +373,7 @@ class T5(Encoding):
     def tensors(cfg):
         return {"t5_table": (cfg.num_layers, cfg.num_heads, T5_NUM_BUCKETS)}
 
-    def bias(self, model, l, h):
+    def bias(self, model, l, h, ev):
         T = h.shape[1]
         table = torch.tensor([t5_bucket(n) for n in range(T)], device=h.device)
         return model.t5_table[l][:, table[distances(T, h.device)]]
@@ -270,26 +386,43 @@ class Kerple(Encoding):
     def tensors(cfg):
         return {"kerple_r1": (cfg.num_layers, cfg.num_heads), "kerple_r2": (cfg.num_layers, cfg.num_heads)}
 
-    def bias(self, model, l, h):
+    def bias(self, model, l, h, ev):
         n = distances(h.shape[1], h.device).to(h.dtype)
         r1, r2 = model.kerple_r1[l][:, None, None], model.kerple_r2[l][:, None, None]
         return -r1 * torch.log(1 + r2 * n)
 
 
+class KerplePower(Encoding):
+    """Kerple's power variant: b(i, j) = -a_h (i - j)^p_h; the trainer keeps a >= 0.01 and
+    0.01 <= p <= 2 after each update. At i = j the bias and both gradients are 0 (pow's)."""
+    @staticmethod
+    def tensors(cfg):
+        return {"kpower_a": (cfg.num_layers, cfg.num_heads), "kpower_p": (cfg.num_layers, cfg.num_heads)}
+
+    def bias(self, model, l, h, ev):
+        n = distances(h.shape[1], h.device).to(h.dtype)
+        a, p = model.kpower_a[l][:, None, None], model.kpower_p[l][:, None, None]
+        return -a * n ** p
+
+
 class Fire(Encoding):
-    """FIRE: b(i, j) = f(psi(i - j) / (psi(max(|L|, i + 1)) + eps)), psi(x) = log(|c| x + 1),
-    f an MLP 1 -> 32 (ReLU) -> NH shared by the heads of a layer; c and L learned."""
+    """FIRE (the DAPE repository's FIRE class): b(i, j) = f(psi(i - j) / (psi(max(L, i)) +
+    eps)), i counted from 0, psi(x) = log(|c| x + 1), f an MLP 1 -> 32 (ReLU) -> NH shared
+    by the heads of a layer; c learned, the threshold L = |l| L0 with l learned (tensor
+    fire_L) and L0 = maxT // 2 fixed."""
+    revision = 1
+
     @staticmethod
     def tensors(cfg):
         L, NH = cfg.num_layers, cfg.num_heads
         return {"fire_w1": (L, FIRE_HIDDEN), "fire_b1": (L, FIRE_HIDDEN), "fire_w2": (L, NH, FIRE_HIDDEN),
                 "fire_b2": (L, NH), "fire_c": (L,), "fire_L": (L,)}
 
-    def bias(self, model, l, h):
+    def bias(self, model, l, h, ev):
         T = h.shape[1]
-        c, threshold = model.fire_c[l].abs(), model.fire_L[l].abs()
-        i = torch.arange(T, device=h.device, dtype=h.dtype)[:, None] + 1
-        lpos = torch.where(threshold > i, threshold, i)  # the gradient reaches L only where it is the max
+        c, threshold = model.fire_c[l].abs(), model.fire_L[l].abs() * (model.cfg.max_seq_len // 2)
+        i = torch.arange(T, device=h.device, dtype=h.dtype)[:, None]
+        lpos = torch.where(threshold > i, threshold, i)  # the gradient reaches l only where L is the max
         u = torch.log(c * distances(T, h.device).to(h.dtype) + 1) / (torch.log(c * lpos + 1) + FIRE_EPS)
         hidden = F.relu(u[..., None] * model.fire_w1[l] + model.fire_b1[l])   # (T, T, 32)
         return (hidden @ model.fire_w2[l].T + model.fire_b2[l]).permute(2, 0, 1)  # (NH, T, T)
@@ -312,7 +445,7 @@ class Cable(Encoding):
             shapes.update({"cable_ww": (L, NH, C), "cable_bw": (L, NH)})
         return shapes
 
-    def bias(self, model, l, h):
+    def bias(self, model, l, h, ev):
         a = h @ model.cable_wb[l].T + model.cable_bb[l]                  # (B, T, NH)
         g = F.softplus(a) if self.variant == "cable_v1" else F.relu(a)   # softplus: x itself above 20, as the trainer's
         S = -torch.cumsum(g, dim=1).transpose(1, 2)                      # (B, NH, T)
@@ -329,6 +462,7 @@ ENCODINGS = {
     "learned": Learned(), "sinusoidal": Sinusoidal(), "rope": Rope(), "nope": Encoding(),
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
+    "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(),
 }
 
 # ----------------------------------------------------------------------------
@@ -363,31 +497,51 @@ class GPT(nn.Module):
     @classmethod
     def from_folder(cls, folder, dtype=torch.float32):
         """A model from a folder written by export_hf.py for an encoding Hugging Face's GPT-2
-        does not have: config.json (this Config) and pytorch_model.bin (a state dict)."""
+        does not have: config.json (this Config and the encoding's revision) and
+        pytorch_model.bin (a state dict)."""
         with open(os.path.join(folder, "config.json")) as f:
-            cfg = Config(**json.load(f)["config"])
+            config = json.load(f)
+        cfg = Config(**config["config"])
+        revision = config.get("pe_revision", 0)  # folders exported before revisions existed hold revision 0
+        if revision != ENCODINGS[cfg.pe].revision:
+            raise ValueError("%s holds revision %d of PE '%s', this model file implements revision %d"
+                             % (folder, revision, cfg.pe, ENCODINGS[cfg.pe].revision))
         return cls(cfg, torch.load(os.path.join(folder, "pytorch_model.bin"), map_location="cpu"), dtype)
 
     def save_checkpoint(self, path, version=CHECKPOINT_FP32):
         """Writes the parameters as a checkpoint of the C trainers (e.g. to evaluate at long lengths there)."""
         write_checkpoint(path, self.cfg, {name: p.detach().cpu().float().numpy() for name, p in self.named_parameters()}, version)
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, pe_eval=None):
+        """Logits (B, T, Vp) and the mean loss (None without targets) of token ids idx (B, T),
+        under the evaluation variant pe_eval (a PEEval; None: the encoding as trained)."""
         cfg = self.cfg
         B, T = idx.shape
         C, NH, V = cfg.channels, cfg.num_heads, cfg.vocab_size
         hs = C // NH
         if idx.min() < 0 or idx.max() >= V or (targets is not None and (targets.min() < 0 or targets.max() >= V)):
             raise ValueError("token id out of range [0, %d)" % V)
+        if T > self.pe.max_length(cfg):
+            if cfg.pe == "learned":
+                raise ValueError("PE learned cannot process T = %d tokens: its position table ends at maxT = %d" % (T, cfg.max_seq_len))
+            raise ValueError("PE %s cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d"
+                             % (cfg.pe, T, self.pe.max_length(cfg)))
+        ev = pe_eval or PEEval()
+        if ev.variant not in self.pe.eval_variants:
+            raise ValueError("no evaluation variant '%s' for PE '%s' (it has: %s)" % (ev.variant, cfg.pe, ", ".join(self.pe.eval_variants)))
+        ev = PEEval(ev.variant, ev.rope_factor, ev.train_len or cfg.max_seq_len)
+        if ev.train_len < 2 or ev.rope_factor < 1:
+            raise ValueError("evaluation variant: training length %d (at least 2) and RoPE factor %g (at least 1)"
+                             % (ev.train_len, ev.rope_factor))
         causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
         x = self.pe.embed(self, self.wte[idx], T)
         for l in range(cfg.num_layers):
             h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS)
             q, k, v = (h @ self.qkvw[l].T + self.qkvb[l]).split(C, dim=2)
             q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
-            q, k = self.pe.rotate(self, l, q, k)
+            q, k = self.pe.rotate(self, l, q, k, ev)
             scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(hs))
-            bias = self.pe.bias(self, l, h)
+            bias = self.pe.bias(self, l, h, ev)
             if bias is not None:
                 scores = scores + bias
             att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)

@@ -8,12 +8,17 @@ trainer, for every encoding, in float64 (make test-python):
      every position, the same loss and the same gradient of every parameter tensor;
   2. the same after a round trip through a bf16 checkpoint (version 5) written here, which
      the C trainer and python/model.py both read;
-  3. the export: for `learned`, the Hugging Face GPT-2 folder, run by an independent
+  3. the same under each evaluation variant the encoding has (rope: the three RoPE scaling
+     methods static at s = 4 and dynamic, s = T / L = 2; xpos: blockwise causal attention;
+     training length L = T / 2), from `torch-reference PREFIX MODEL.bin VARIANT`; each
+     variant must also change the logits;
+  4. the export: for `learned`, the Hugging Face GPT-2 folder, run by an independent
      re-implementation of Hugging Face's GPT-2 forward (Conv1D: x @ W + b) from the
      exported state dict, must give the C trainer's logits; for the other encodings the
      exported folder, loaded through its own copy of model.py, must too;
-  4. bad checkpoints (truncated, wrong magic, wrong version, unknown header word) are
-     refused with a clear message.
+  5. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
+     and 10, another revision of the encoding's definition in word 11) and variants the
+     encoding does not have are refused with a clear message.
 
 Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
 both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
@@ -78,12 +83,14 @@ def expect_error(what, fn, fragment):
 
 
 def read_reference(path, cfg):
-    """The C trainer's PREFIX_ref.bin (test_gpt2.c: write_torch_reference)."""
+    """The C trainer's PREFIX_ref.bin (test_gpt2.c: write_torch_reference): inputs, targets,
+    logits, loss, gradients and the evaluation variant they were computed under."""
     data = open(path, "rb").read()
     h = np.frombuffer(data[:1024], dtype=np.int32)
     assert h[0] == TORCH_REF_MAGIC and h[1] == 1, "%s: not a reference file" % path
     B, T, real = int(h[2]), int(h[3]), {4: np.float32, 8: np.float64}[int(h[5])]
     num_params = int(np.frombuffer(data[32:40], dtype=np.uint64)[0])
+    pe_eval = M.PEEval(M.PE_EVAL_NAMES[h[6]], float(np.frombuffer(data[40:48], dtype=np.float64)[0]), int(h[7]))
     off = 1024
     def take(dtype, n):
         nonlocal off
@@ -96,26 +103,28 @@ def read_reference(path, cfg):
     loss = take(real, 1)[0]
     grads = take(real, num_params)
     assert off == len(data), "%s: %d bytes, read %d" % (path, len(data), off)
-    return x, y, logits, loss, grads
+    return x, y, logits, loss, grads, pe_eval
 
 
-def c_reference(build, pe, prefix, checkpoint=None):
-    cmd = [os.path.join(build, "gradcheck_" + pe), "torch-reference", prefix] + ([checkpoint] if checkpoint else [])
+def c_reference(build, pe, prefix, checkpoint=None, variant=None):
+    cmd = [os.path.join(build, "gradcheck_" + pe), "torch-reference", prefix, checkpoint or "-"] + ([variant] if variant else [])
     subprocess.run(cmd, check=True)
 
 
 def compare_model(label, model, ref):
-    """Logits, loss and every parameter gradient of the PyTorch model against the C trainer's."""
-    x, y, logits, loss, grads = ref
+    """Logits, loss and every parameter gradient of the PyTorch model against the C trainer's,
+    under the reference's evaluation variant."""
+    x, y, logits, loss, grads, pe_eval = ref
     model.zero_grad()
-    out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long))
+    out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long), pe_eval=pe_eval)
     tloss.backward()
     check("%s: logits (B x T x Vp)" % label, out.detach().numpy(), logits)
     check("%s: loss" % label, tloss.item(), loss)
     offset = 0
     for name, shape in M.checkpoint_layout(model.cfg):
         n = int(np.prod(shape))
-        check("%s: d %s" % (label, name), getattr(model, name).grad.numpy().reshape(-1), grads[offset:offset + n])
+        grad = getattr(model, name).grad  # None where no gradient reached the tensor: zeros
+        check("%s: d %s" % (label, name), np.zeros(n) if grad is None else grad.numpy().reshape(-1), grads[offset:offset + n])
         offset += n
     assert offset == len(grads)
 
@@ -177,7 +186,7 @@ def check_hf_folder(folder, cfg, ref):
          (V, cfg.max_seq_len, C, L, cfg.num_heads)
     print("  %-52s %s" % ("hf: config.json shape", "ok  " if ok else "FAIL"))
     failures += 0 if ok else 1
-    x, _, logits, _, _ = ref
+    x, _, logits, _, _, _ = ref
     check("hf: GPT-2 forward of the export, logits (B x T x V)",
           hf_gpt2_logits(folder, torch.tensor(x, dtype=torch.long)).numpy(), logits[..., :V])
 
@@ -189,13 +198,37 @@ def check_model_folder(folder, ref):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model = mod.GPT.from_folder(folder, dtype=torch.float64)
-    x, _, logits, _, _ = ref
+    x, _, logits, _, _, _ = ref
     with torch.no_grad():
         out, _ = model(torch.tensor(x, dtype=torch.long))
     check("export: folder's model.py, logits (B x T x Vp)", out.numpy(), logits)
+    config = json.load(open(os.path.join(folder, "config.json")))
+    config["pe_revision"] += 1
+    json.dump(config, open(os.path.join(folder, "config.json"), "w"))
+    expect_error("export: folder of another revision", lambda: mod.GPT.from_folder(folder), "revision")
 
 
-def test_bad_files(good, tmp):
+def check_variants(build, model, ckpt, prefix, plain):
+    """The C trainer and the PyTorch model under each evaluation variant of the encoding; a
+    variant must change the logits (else it would test nothing), and one the encoding does not
+    have is refused."""
+    global failures
+    for variant in model.pe.eval_variants[1:]:
+        c_reference(build, model.cfg.pe, prefix + "_" + variant, ckpt, variant)
+        ref = read_reference(prefix + "_" + variant + "_ref.bin", model.cfg)
+        compare_model(variant, model, ref)
+        change = float(np.max(np.abs(ref[2] - plain[2]))) / float(np.max(np.abs(plain[2])))
+        ok = change > 1e-6
+        print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("%s: changes the logits" % variant, "ok  " if ok else "FAIL", change))
+        failures += 0 if ok else 1
+    other = "bca" if model.cfg.pe != "xpos" else "yarn"
+    expect_error("variant %s refused" % other, lambda: model(torch.zeros(1, 4, dtype=torch.long), pe_eval=M.PEEval(other)),
+                 "no evaluation variant")
+
+
+def test_bad_files(good, tmp, pe, all_cases):
+    """Damaged copies of a good checkpoint must be refused; the revision of the encoding's
+    definition for every encoding, the rest (all_cases) once."""
     data = open(good, "rb").read()
     def variant(name, blob):
         path = os.path.join(tmp, name)
@@ -206,12 +239,19 @@ def test_bad_files(good, tmp):
         h = header.copy()
         h[word] = value
         return h.tobytes() + data[1024:]
+    revision = M.ENCODINGS[pe].revision
+    for other in sorted({0, revision + 1} - {revision}):
+        expect_error("bad file: revision %d of %s (word 11)" % (other, pe), variant("rev.bin", with_word(11, other)),
+                     "holds revision %d of PE '%s'" % (other, pe))
+    if not all_cases:
+        return
     expect_error("bad file: truncated", variant("trunc.bin", data[:-4]), "truncated or corrupt")
     expect_error("bad file: shorter than the header", variant("short.bin", data[:100]), "shorter than the header")
     expect_error("bad file: wrong magic", variant("magic.bin", with_word(0, 1234)), "bad magic")
     expect_error("bad file: version 4", variant("version.bin", with_word(1, 4)), "unsupported checkpoint version")
     expect_error("bad file: unknown PE id", variant("pe.bin", with_word(8, 99)), "unknown positional encoding")
-    expect_error("bad file: newer PE revision (word 11)", variant("rev.bin", with_word(11, 1)), "header word 11")
+    expect_error("bad file: a DAPE model (word 9)", variant("dape.bin", with_word(9, 1)), "header word 9 (DAPE variant) is 1")
+    expect_error("bad file: DAPE width (word 10)", variant("dape_w.bin", with_word(10, 32)), "header word 10 (DAPE width) is 32")
 
 
 def main():
@@ -227,6 +267,7 @@ def main():
             model = M.GPT.from_checkpoint(ckpt, dtype=torch.float64)
             ref = read_reference(prefix + "_ref.bin", model.cfg)
             compare_model("fp32 checkpoint", model, ref)
+            check_variants(build, model, ckpt, prefix, ref)
             # bf16: written here, read by both
             cfg, tensors = M.read_checkpoint(ckpt)
             M.write_checkpoint(prefix + "_bf16.bin", cfg, tensors, M.CHECKPOINT_BF16)
@@ -239,8 +280,7 @@ def main():
                 check_hf_folder(folder, cfg, ref)
             else:
                 check_model_folder(folder, ref)
-            if pe == pes[0]:
-                test_bad_files(ckpt, tmp)
+            test_bad_files(ckpt, tmp, pe, pe == pes[0])
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 
