@@ -121,12 +121,13 @@ static void usage(void) {
 
 // splits a flag's comma list in place (buf holds a copy of the value): single commas
 // between items, an empty list or item is an error; returns the number of items
-static int split_list(char* buf, char** items, int max, const char* flag, const char* example) {
+// (expected says what the items are, for that error: "lengths separated by commas, ...")
+static int split_list(char* buf, char** items, int max, const char* flag, const char* expected) {
     int n = 0;
     for (char* item = buf;;) {
         char* comma = strchr(item, ',');
         if (comma != NULL) { *comma = '\0'; }
-        if (item[0] == '\0') { fatal("flag %s expects items separated by commas, e.g. %s", flag, example); }
+        if (item[0] == '\0') { fatal("flag %s expects %s", flag, expected); }
         if (n == max) { fatal("flag %s: at most %d items", flag, max); }
         items[n++] = item;
         if (comma == NULL) { return n; }
@@ -142,7 +143,7 @@ static void parse_eval_lengths(TrainArgs* a, const char* s) {
     char* items[MAX_EVAL_LENGTHS];
     if (strlen(s) >= sizeof(buf)) { fatal("flag -E: list too long"); }
     strcpy(buf, s);
-    a->num_eval_lengths = split_list(buf, items, MAX_EVAL_LENGTHS, "-E", "128,256, or 'none'");
+    a->num_eval_lengths = split_list(buf, items, MAX_EVAL_LENGTHS, "-E", "lengths separated by commas, e.g. 128,256, or 'none'");
     for (int k = 0; k < a->num_eval_lengths; k++) { a->eval_lengths[k] = (int)parse_long("-E", items[k], 1, 1 << 24); }
 }
 
@@ -167,7 +168,7 @@ static void parse_rope_scaling(TrainArgs* a, const char* s) {
     char* items[PE_EVAL_NUM];
     if (strlen(s) >= sizeof(buf)) { fatal("flag -rs: list too long"); }
     strcpy(buf, s);
-    int n = split_list(buf, items, PE_EVAL_NUM, "-rs", "yarn,dynamic-ntk");
+    int n = split_list(buf, items, PE_EVAL_NUM, "-rs", "methods separated by commas, e.g. yarn,dynamic-ntk");
     for (int k = 0; k < n; k++) {
         const char* tok = items[k];
         int v = PE_EVAL_PI;
