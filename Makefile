@@ -7,8 +7,14 @@
 #   make test_gpt2cu PE=<name>    GPU-vs-CPU test binary (run it on a machine with a GPU)
 #   make starter                  the built-in dataset (data/starter/)
 #
-# Per-encoding binaries are built under build/; the top-level binaries are copies of
-# the one named by PE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
+# DAPE is a second switch on top of the bases nope, rope, alibi, kerple and fire
+# (llmc/dape.h):  make train_gpt2 PE=kerple DAPE=1x3   (DAPE=mlp, 1x3, 1x5, 1x7; none
+# by default), hidden width DAPE_D (default 32), DAPE_EDGE_EXACT=0 for rows independent
+# of the sequence's end.
+#
+# Per-encoding binaries are built under build/ (build/train_gpt2_<pe>, with DAPE
+# build/train_gpt2_<pe>_dape<variant>[_d<D>][_edge0]); the top-level binaries are copies
+# of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
 
 PE ?= learned
 PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable
@@ -16,6 +22,38 @@ ifeq ($(filter $(PE),$(PE_LIST)),)
 $(error unknown PE '$(PE)'; valid names: $(PE_LIST))
 endif
 pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
+
+# DAPE: the variant, its width and edge rule make the binary's name (the "stem" after
+# train_gpt2_), and the stem makes the flags: kerple_dape1x3_d64_edge0 ->
+# -DPE_KERPLE -DDAPE_KERNEL=3 -DDAPE_WIDTH=64 -DDAPE_EDGE_EXACT=0
+DAPE ?=
+DAPE_D ?= 32
+DAPE_EDGE_EXACT ?= 1
+DAPE_LIST := mlp 1x3 1x5 1x7
+DAPE_BASES := nope rope alibi kerple fire
+ifneq ($(DAPE),)
+  ifeq ($(filter $(DAPE),$(DAPE_LIST)),)
+    $(error unknown DAPE '$(DAPE)'; valid: $(DAPE_LIST))
+  endif
+  ifeq ($(filter $(PE),$(DAPE_BASES)),)
+    $(error DAPE runs on the bases $(DAPE_BASES), not PE=$(PE))
+  endif
+  ifeq ($(shell echo '$(DAPE_D)' | grep -Ex '[1-9][0-9]{0,3}'),)
+    $(error DAPE_D must be a width from 1 to 1024, not '$(DAPE_D)')
+  endif
+  ifeq ($(filter $(DAPE_EDGE_EXACT),0 1),)
+    $(error DAPE_EDGE_EXACT must be 0 or 1)
+  endif
+endif
+STEM := $(PE)$(if $(DAPE),_dape$(DAPE)$(if $(filter-out 32,$(DAPE_D)),_d$(DAPE_D))$(if $(filter 0,$(DAPE_EDGE_EXACT)),_edge0))
+stem_words = $(subst _, ,$(1))
+stem_dape = $(patsubst dape%,%,$(filter dape%,$(call stem_words,$(1))))
+stem_pe = $(if $(call stem_dape,$(1)),$(firstword $(call stem_words,$(1))),$(1))
+dape_kernel = $(if $(filter mlp,$(1)),1,$(patsubst 1x%,%,$(1)))
+dape_flags = $(if $(call stem_dape,$(1)),-DDAPE_KERNEL=$(call dape_kernel,$(call stem_dape,$(1))) \
+  $(patsubst d%,-DDAPE_WIDTH=%,$(filter-out dape%,$(filter d%,$(call stem_words,$(1))))) \
+  $(if $(filter edge0,$(call stem_words,$(1))),-DDAPE_EDGE_EXACT=0))
+stem_flags = $(call pe_flag,$(call stem_pe,$(1))) $(call dape_flags,$(1))
 
 CC := gcc
 CFLAGS := -O3 -march=native -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
@@ -64,19 +102,19 @@ $(BUILD):
 # CPU trainer and tests, one binary per encoding
 
 $(BUILD)/train_gpt2_%: train_gpt2.c $(HEADERS) | $(BUILD)
-	$(CC) $(CFLAGS) $(call pe_flag,$*) -o $@ train_gpt2.c $(LDLIBS)
+	$(CC) $(CFLAGS) $(call stem_flags,$*) -o $@ train_gpt2.c $(LDLIBS)
 
 $(BUILD)/test_gpt2_%: test_gpt2.c train_gpt2.c $(HEADERS) | $(BUILD)
-	$(CC) $(CFLAGS) $(call pe_flag,$*) -o $@ test_gpt2.c $(LDLIBS)
+	$(CC) $(CFLAGS) $(call stem_flags,$*) -o $@ test_gpt2.c $(LDLIBS)
 
 # the same tests in double precision: the finite-difference gradient checks run here
 $(BUILD)/gradcheck_%: test_gpt2.c train_gpt2.c $(HEADERS) | $(BUILD)
-	$(CC) $(CFLAGS) $(call pe_flag,$*) -DREAL_DOUBLE -o $@ test_gpt2.c $(LDLIBS)
+	$(CC) $(CFLAGS) $(call stem_flags,$*) -DREAL_DOUBLE -o $@ test_gpt2.c $(LDLIBS)
 
-train_gpt2: $(BUILD)/train_gpt2_$(PE) | starter gpt2_tokenizer.bin
+train_gpt2: $(BUILD)/train_gpt2_$(STEM) | starter gpt2_tokenizer.bin
 	cp $< $@
 
-test_gpt2: $(BUILD)/test_gpt2_$(PE)
+test_gpt2: $(BUILD)/test_gpt2_$(STEM)
 	cp $< $@
 
 # ---------------------------------------------------------------------------

@@ -76,6 +76,10 @@ typedef struct {
     real* fire_b2;  // (L, NH)
     real* fire_c;   // (L)
     real* fire_L;   // (L)
+    real* dape_w1;  // (L, D, Cin, k) DAPE's first convolution (llmc/dape.h), Cin = NH or 2 NH
+    real* dape_b1;  // (L, D)
+    real* dape_w2;  // (L, NH, D, k) its second convolution
+    real* dape_b2;  // (L, NH)
 } ParameterTensors;
 
 // points the tensors of `params` into one allocation, in checkpoint order
@@ -87,6 +91,7 @@ static void point_parameters(ParameterTensors* params, real* memory, const size_
         &params->cable_wb, &params->cable_bb, &params->cable_ww, &params->cable_bw,
         &params->t5_table, &params->kerple_r1, &params->kerple_r2,
         &params->fire_w1, &params->fire_b1, &params->fire_w2, &params->fire_b2, &params->fire_c, &params->fire_L,
+        &params->dape_w1, &params->dape_b1, &params->dape_w2, &params->dape_b2,
     };
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         *(ptrs[i]) = memory;
@@ -193,7 +198,9 @@ typedef struct {
     int acts_layers;      // layers stored: L when training, 1 in evaluation
     real* logits;         // (CLASSIFIER_CHUNK, Vp) classifier scratch
     real* att_scratch;    // (threads, T) one attention row per thread
-    real* pe_dbh;         // (B, NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
+    real* pe_dbh;         // (max(B, threads), NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
+    struct DapeWork* dape; // DAPE's per-thread row workspaces (the DAPE section)
+    int dape_edge_exact;  // DAPE: PyTorch's zero padding past the sequence's end (llmc/dape.h)
     real* alibi_slopes;   // (NH)
     // the last forward pass
     int batch_size;
@@ -944,9 +951,402 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
 }
 
 // ============================================================================
+// DAPE (llmc/dape.h): the logits of all heads as a learned function of the scores and
+// biases of all heads, at the same key (DAPE) or at the key and its neighbours
+// (DAPE_1xk), exactly as the official code computes them. For query row i, with k the
+// kernel width, p = k / 2, s[h][c] = q_i.k_c / sqrt(hs) of head h (after rope's
+// rotation) and b[h][c] the base encoding's bias (pe_bias; no channel for nope, rope):
+//
+//   x_i[c] = (s[0..H)[c], b[0..H)[c])   for 0 <= c <= i; 0 for c > i: the future is
+//            zeroed BEFORE the convolution, so nothing at j > i reaches row i
+//   h_i[c] = LReLU(b1 + sum_t W1[:, :, t] x_i[c + t - p])          for 0 <= c < e_i
+//   a_i[h][c] = s[h][c] + b[h][c] + b2[h] + sum_t W2[h, :, t] . h_i[c + t - p]   for c <= i
+//
+// with h_i = 0 outside [0, e_i) and a causal softmax over c <= i per head. The hidden
+// values just past the diagonal (i < c <= i + p) are not zero: they see x_i[c - p..i].
+// e_i = min(i + p + 1, T) as PyTorch's zero padding at the end of the sequence
+// (DAPE_EDGE_EXACT = 1, the official code: the last p rows of a window differ), or
+// i + p + 1 (0: as if the sequence went on). k = 1 is DAPE (v1), an MLP per (i, j).
+//
+// One query row at a time with all its heads (loop order b, i, then h), in a workspace
+// per thread of O((H + D) x row length): no T x T tensor. The backward pass recomputes a
+// row from q, k and the saved log-sum-exp (per row i, with dA = p (dp - D) as usual):
+//   dW2[:, :, t] += dA[c] (x) h_i[c + t - p],  dh_i[c'] = sum_t W2[:, :, t]^T dA[c' - t + p]
+//   dz = dh * LReLU'(z),  dW1[:, :, t] += dz[c'] (x) x_i[c' + t - p],  dx_i[c] = sum_t W1^T dz
+//   ds[h][c] = dA[h][c] + dx_i[c][h],  db[h][c] = dA[h][c] + dx_i[c][H + h]
+// ds goes into dq (the row's own) and, in a second phase over a block of rows, into dk
+// and dv (each key column one thread's: no races); db goes to the base's parameters
+// through pe_bias_backward. The weights are used transposed, so that every inner loop
+// runs over D or H contiguous values.
+// ============================================================================
+
+// one layer's DAPE weights, transposed: w1r[(t Cin + ch) D + d] = W1[d][ch][t] and
+// w2r[(t D + d) NH + h] = W2[h][d][t] (checkpoint layouts (D, Cin, k) and (NH, D, k))
+typedef struct {
+    int K, p, D, Cin, NH, hs, bias, edge_exact; // bias: the base has a bias channel per head
+    real* w1r;       // (K Cin, D)
+    const real* b1;  // (D)
+    real* w2r;       // (K D, NH)
+    const real* b2;  // (NH)
+} DapeLayer;
+
+// a thread's row workspace (row length up to T) and its parameter-gradient accumulators
+typedef struct {
+    real* x;    // (T, Cin) scores, then biases, of each key
+    real* hid;  // (T + p, D) the hidden values after the LReLU
+    real* a;    // (T, NH) logits, then probabilities
+    real* da;   // (T, NH) gradient of the logits
+    real* dhid; // (T + p, D)
+    real* dx;   // (T, Cin)
+    real* m;    // (2 NH) per-head running values of the softmax
+    real* dw1;  // (K Cin, D) like w1r
+    real* db1;  // (D)
+    real* dw2;  // (K D, NH) like w2r
+    real* db2;  // (NH)
+} DapeRow;
+
+// query rows per block of the backward pass (two parallel phases per block: fewer and
+// larger blocks mean fewer barriers; the block buffers hold 2 x rows x T x NH values)
+#define DAPE_BLOCK_ROWS 64
+
+struct DapeWork {
+    DapeLayer layer;   // the layer being computed (weights transposed into w1r, w2r)
+    DapeRow* rows;     // one per thread
+    int threads;
+    int block_rows;    // query rows per block of the backward pass
+    real* block_ds;    // (block_rows, T, NH) score gradients of the block's rows
+    real* block_p;     // (block_rows, T, NH) their probabilities
+    real* memory;
+};
+
+// copies a layer's weights (checkpoint layout) into dl, transposed into w1r, w2r
+static void dape_layer_init(DapeLayer* dl, const real* w1, const real* b1, const real* w2, const real* b2,
+                            int K, int D, int Cin, int NH, int hs, int edge_exact, real* w1r, real* w2r) {
+    dl->K = K; dl->p = K / 2; dl->D = D; dl->Cin = Cin; dl->NH = NH; dl->hs = hs;
+    dl->bias = Cin == 2 * NH;
+    dl->edge_exact = edge_exact;
+    dl->w1r = w1r; dl->b1 = b1; dl->w2r = w2r; dl->b2 = b2;
+    for (int d = 0; d < D; d++) {
+        for (int ch = 0; ch < Cin; ch++) {
+            for (int t = 0; t < K; t++) { w1r[((size_t)t * Cin + ch) * D + d] = w1[((size_t)d * Cin + ch) * K + t]; }
+        }
+    }
+    for (int h = 0; h < NH; h++) {
+        for (int d = 0; d < D; d++) {
+            for (int t = 0; t < K; t++) { w2r[((size_t)t * D + d) * NH + h] = w2[((size_t)h * D + d) * K + t]; }
+        }
+    }
+}
+
+// the hidden columns of row i are 0 .. dape_hidden_end - 1
+static inline int dape_hidden_end(const DapeLayer* dl, int i, int T) {
+    int e = i + dl->p + 1;
+    return dl->edge_exact && e > T ? T : e;
+}
+
+// dape_row_logits: the logits a[c][h], c = 0..i, of query row i of batch row b, every
+// head; leaves x and hid in the workspace for the backward pass. Reads nothing of the
+// workspace beyond what this row wrote (no key column > i enters).
+static void dape_row_logits(DapeRow* w, const DapeLayer* dl, const real* qkv, const PEBias* pb, int b, int i, int T) {
+    int NH = dl->NH, hs = dl->hs, C = NH * hs, Cin = dl->Cin, D = dl->D, K = dl->K, p = dl->p;
+    real scale = 1 / sqrt((real)hs);
+    const real* q = qkv + ((size_t)b * T + i) * 3 * C;
+    for (int c = 0; c <= i; c++) {
+        const real* k = qkv + ((size_t)b * T + c) * 3 * C + C;
+        real* x = w->x + (size_t)c * Cin;
+        for (int h = 0; h < NH; h++) {
+            real dot = 0;
+            #pragma omp simd reduction(+:dot)
+            for (int e = 0; e < hs; e++) { dot += q[h * hs + e] * k[h * hs + e]; }
+            x[h] = dot * scale;
+            if (dl->bias) { x[NH + h] = pe_bias(pb, b, h, i, c); }
+        }
+    }
+    // first convolution over the taps whose input column c + t - p lies in [0, i]; the
+    // taps and channels of those columns are one contiguous run of x and of w1r
+    int e_end = dape_hidden_end(dl, i, T);
+    for (int c = 0; c < e_end; c++) {
+        real* hc = w->hid + (size_t)c * D;
+        int t0 = p - c > 0 ? p - c : 0, t1 = i - c + p < K - 1 ? i - c + p : K - 1;
+        for (int d = 0; d < D; d++) { hc[d] = dl->b1[d]; }
+        for (int r = t0 * Cin; r < (t1 + 1) * Cin; r++) {
+            real v = w->x[(c - p) * Cin + r];
+            const real* wr = dl->w1r + (size_t)r * D;
+            #pragma omp simd
+            for (int d = 0; d < D; d++) { hc[d] += v * wr[d]; }
+        }
+        for (int d = 0; d < D; d++) { hc[d] = hc[d] > 0 ? hc[d] : (real)DAPE_LRELU_SLOPE * hc[d]; }
+    }
+    // second convolution over the taps whose hidden column lies in [0, e_end), plus the residual s + b
+    for (int c = 0; c <= i; c++) {
+        real* ac = w->a + (size_t)c * NH;
+        const real* x = w->x + (size_t)c * Cin;
+        int t0 = p - c > 0 ? p - c : 0, t1 = e_end - 1 - c + p < K - 1 ? e_end - 1 - c + p : K - 1;
+        for (int h = 0; h < NH; h++) { ac[h] = dl->b2[h]; }
+        for (int r = t0 * D; r < (t1 + 1) * D; r++) {
+            real v = w->hid[(c - p) * D + r];
+            const real* wr = dl->w2r + (size_t)r * NH;
+            #pragma omp simd
+            for (int h = 0; h < NH; h++) { ac[h] += v * wr[h]; }
+        }
+        for (int h = 0; h < NH; h++) { ac[h] += dl->bias ? x[h] + x[NH + h] : x[h]; }
+    }
+}
+
+// dape_row_forward: query row i of batch row b, every head: the softmax of its logits
+// over c <= i, out_i = sum_c p_c v_c per head, and each head's log-sum-exp
+static void dape_row_forward(real* out, real* lse, DapeRow* w, const DapeLayer* dl, const real* qkv, const PEBias* pb,
+                             int b, int i, int T) {
+    int NH = dl->NH, hs = dl->hs, C = NH * hs;
+    dape_row_logits(w, dl, qkv, pb, b, i, T);
+    real* maxv = w->m;
+    real* sum = w->m + NH;
+    for (int h = 0; h < NH; h++) { maxv[h] = -INFINITY; sum[h] = 0; }
+    for (int c = 0; c <= i; c++) {
+        for (int h = 0; h < NH; h++) { maxv[h] = fmax(maxv[h], w->a[c * NH + h]); }
+    }
+    for (int c = 0; c <= i; c++) {
+        for (int h = 0; h < NH; h++) { w->a[c * NH + h] = exp(w->a[c * NH + h] - maxv[h]); sum[h] += w->a[c * NH + h]; }
+    }
+    real* o = out + ((size_t)b * T + i) * C;
+    for (int e = 0; e < C; e++) { o[e] = 0; }
+    for (int c = 0; c <= i; c++) {
+        const real* v = qkv + ((size_t)b * T + c) * 3 * C + 2 * C;
+        for (int h = 0; h < NH; h++) {
+            real pc = w->a[c * NH + h] / sum[h];
+            #pragma omp simd
+            for (int e = 0; e < hs; e++) { o[h * hs + e] += pc * v[h * hs + e]; }
+        }
+    }
+    for (int h = 0; h < NH; h++) { lse[((size_t)b * NH + h) * T + i] = maxv[h] + log(sum[h]); }
+}
+
+// dape_row_backward: the first phase of the backward pass for query row i of batch row
+// b: recomputes the row, then the gradients of its logits, back through the two
+// convolutions into the thread's W1, b1, W2, b2 accumulators, the base's parameters
+// (pe_bias_backward into accumulator slot `slot`) and dq_i; leaves the score gradients
+// ds[c][h] and probabilities p[c][h] of the row in ds_out, p_out for dk and dv.
+static void dape_row_backward(real* dqkv, real* ds_out, real* p_out, DapeRow* w, const DapeLayer* dl, const real* dout,
+                              const real* qkv, const real* out, const real* lse, PEBias* pb, int slot, int b, int i, int T) {
+    int NH = dl->NH, hs = dl->hs, C = NH * hs, Cin = dl->Cin, D = dl->D, K = dl->K, p = dl->p;
+    real scale = 1 / sqrt((real)hs);
+    dape_row_logits(w, dl, qkv, pb, b, i, T);
+    // dA = p (dout . v - dout . out) per head
+    const real* g = dout + ((size_t)b * T + i) * C;
+    const real* o = out + ((size_t)b * T + i) * C;
+    real* Dh = w->m;
+    for (int h = 0; h < NH; h++) {
+        real acc = 0;
+        for (int e = 0; e < hs; e++) { acc += g[h * hs + e] * o[h * hs + e]; }
+        Dh[h] = acc;
+    }
+    for (int c = 0; c <= i; c++) {
+        const real* v = qkv + ((size_t)b * T + c) * 3 * C + 2 * C;
+        for (int h = 0; h < NH; h++) {
+            real dp = 0;
+            #pragma omp simd reduction(+:dp)
+            for (int e = 0; e < hs; e++) { dp += g[h * hs + e] * v[h * hs + e]; }
+            real pc = exp(w->a[c * NH + h] - lse[((size_t)b * NH + h) * T + i]);
+            p_out[c * NH + h] = pc;
+            w->da[c * NH + h] = pc * (dp - Dh[h]);
+        }
+    }
+    // second convolution: dW2, db2 and the hidden values' gradient
+    int e_end = dape_hidden_end(dl, i, T);
+    memset(w->dhid, 0, (size_t)e_end * D * sizeof(real));
+    for (int c = 0; c <= i; c++) {
+        const real* gc = w->da + (size_t)c * NH;
+        int t0 = p - c > 0 ? p - c : 0, t1 = e_end - 1 - c + p < K - 1 ? e_end - 1 - c + p : K - 1;
+        for (int h = 0; h < NH; h++) { w->db2[h] += gc[h]; }
+        for (int r = t0 * D; r < (t1 + 1) * D; r++) {
+            real v = w->hid[(c - p) * D + r];
+            const real* wr = dl->w2r + (size_t)r * NH;
+            real* dwr = w->dw2 + (size_t)r * NH;
+            real acc = 0;
+            #pragma omp simd reduction(+:acc)
+            for (int h = 0; h < NH; h++) { dwr[h] += v * gc[h]; acc += wr[h] * gc[h]; }
+            w->dhid[(c - p) * D + r] += acc;
+        }
+    }
+    // through the LReLU (h > 0 exactly where z > 0), then the first convolution: dW1, db1, dx
+    memset(w->dx, 0, (size_t)(i + 1) * Cin * sizeof(real));
+    for (int c = 0; c < e_end; c++) {
+        real* gc = w->dhid + (size_t)c * D;
+        const real* hc = w->hid + (size_t)c * D;
+        for (int d = 0; d < D; d++) { gc[d] *= hc[d] > 0 ? 1 : (real)DAPE_LRELU_SLOPE; w->db1[d] += gc[d]; }
+        int t0 = p - c > 0 ? p - c : 0, t1 = i - c + p < K - 1 ? i - c + p : K - 1;
+        for (int r = t0 * Cin; r < (t1 + 1) * Cin; r++) {
+            real v = w->x[(c - p) * Cin + r];
+            const real* wr = dl->w1r + (size_t)r * D;
+            real* dwr = w->dw1 + (size_t)r * D;
+            real acc = 0;
+            #pragma omp simd reduction(+:acc)
+            for (int d = 0; d < D; d++) { dwr[d] += v * gc[d]; acc += wr[d] * gc[d]; }
+            w->dx[(c - p) * Cin + r] += acc;
+        }
+    }
+    // the residual: the scores' and the biases' gradients; dq_i = sum_c ds k_c / sqrt(hs)
+    real* dq = dqkv + ((size_t)b * T + i) * 3 * C;
+    for (int c = 0; c <= i; c++) {
+        const real* k = qkv + ((size_t)b * T + c) * 3 * C + C;
+        const real* dxc = w->dx + (size_t)c * Cin;
+        for (int h = 0; h < NH; h++) {
+            real ds = w->da[c * NH + h] + dxc[h];
+            if (dl->bias) { pe_bias_backward(pb, slot, h, i, c, w->da[c * NH + h] + dxc[NH + h]); }
+            ds_out[c * NH + h] = ds;
+            #pragma omp simd
+            for (int e = 0; e < hs; e++) { dq[h * hs + e] += ds * scale * k[h * hs + e]; }
+        }
+    }
+}
+
+// dape_attention_forward: causal attention with DAPE's logits, one query row at a time
+// with all its heads, the longest rows first; out (B, T, C), lse (B, NH, T)
+void dape_attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, struct DapeWork* dw, int B, int T) {
+    #pragma omp parallel for schedule(dynamic, 1)
+    for (int r = 0; r < B * T; r++) {
+        int b = r / T, i = T - 1 - r % T;
+        dape_row_forward(out, lse, &dw->rows[omp_get_thread_num()], &dw->layer, qkv, pb, b, i, T);
+    }
+}
+
+// dape_attention_backward: blocks of query rows of one batch row; first each row of the
+// block on its own (dape_row_backward: dq, the parameters), then each key column on its
+// own: dk_c += sum over the block's rows i >= c of ds_ic q_i / sqrt(hs), dv_c += p_ic dout_i.
+// The base's parameter gradients go to accumulator slot = thread (pe_bias_reduce sums
+// the slots; DAPE's bases have biases that do not depend on the batch row).
+void dape_attention_backward(real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
+                             PEBias* pb, struct DapeWork* dw, int B, int T) {
+    const DapeLayer* dl = &dw->layer;
+    int NH = dl->NH, hs = dl->hs, C = NH * hs, R = dw->block_rows;
+    real scale = 1 / sqrt((real)hs);
+    for (int b = 0; b < B; b++) {
+        for (int i0 = 0; i0 < T; i0 += R) {
+            int rows = T - i0 < R ? T - i0 : R;
+            #pragma omp parallel for schedule(dynamic, 1)
+            for (int rr = rows - 1; rr >= 0; rr--) { // the longest rows first
+                size_t at = (size_t)rr * T * NH;
+                int slot = omp_get_thread_num();
+                dape_row_backward(dqkv, dw->block_ds + at, dw->block_p + at, &dw->rows[slot], dl, dout, qkv, out, lse,
+                                  pb, slot, b, i0 + rr, T);
+            }
+            #pragma omp parallel for schedule(static)
+            for (int c = 0; c < i0 + rows; c++) {
+                real* dk = dqkv + ((size_t)b * T + c) * 3 * C + C;
+                real* dv = dk + C;
+                for (int rr = c > i0 ? c - i0 : 0; rr < rows; rr++) {
+                    int i = i0 + rr;
+                    const real* q = qkv + ((size_t)b * T + i) * 3 * C;
+                    const real* g = dout + ((size_t)b * T + i) * C;
+                    const real* ds = dw->block_ds + ((size_t)rr * T + c) * NH;
+                    const real* pc = dw->block_p + ((size_t)rr * T + c) * NH;
+                    for (int h = 0; h < NH; h++) {
+                        #pragma omp simd
+                        for (int e = 0; e < hs; e++) {
+                            dk[h * hs + e] += ds[h] * scale * q[h * hs + e];
+                            dv[h * hs + e] += pc[h] * g[h * hs + e];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// the workspace for rows up to T tokens: per thread rows and accumulators, and when
+// training the backward pass's block buffers
+static struct DapeWork* dape_work_alloc(const GPT2Config* cfg, int T, int training) {
+    int NH = cfg->num_heads, K = cfg->dape, p = K / 2, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
+    struct DapeWork* dw = (struct DapeWork*)calloc_check(1, sizeof(struct DapeWork));
+    dw->threads = omp_get_max_threads();
+    dw->block_rows = training ? (2 * dw->threads > DAPE_BLOCK_ROWS ? 2 * dw->threads : DAPE_BLOCK_ROWS) : 0;
+    size_t per_row = (size_t)T * Cin * 2 + (size_t)(T + p) * D * 2 + (size_t)T * NH * 2 + 2 * NH
+                   + (size_t)K * Cin * D + D + (size_t)K * D * NH + NH;
+    size_t total = (size_t)K * Cin * D + (size_t)K * D * NH + dw->threads * per_row + 2 * (size_t)dw->block_rows * T * NH;
+    dw->memory = (real*)calloc_check(total, sizeof(real));
+    dw->rows = (DapeRow*)calloc_check(dw->threads, sizeof(DapeRow));
+    real* m = dw->memory;
+    dw->layer.w1r = m; m += (size_t)K * Cin * D;
+    dw->layer.w2r = m; m += (size_t)K * D * NH;
+    for (int t = 0; t < dw->threads; t++) {
+        DapeRow* w = &dw->rows[t];
+        w->x = m; m += (size_t)T * Cin;
+        w->dx = m; m += (size_t)T * Cin;
+        w->hid = m; m += (size_t)(T + p) * D;
+        w->dhid = m; m += (size_t)(T + p) * D;
+        w->a = m; m += (size_t)T * NH;
+        w->da = m; m += (size_t)T * NH;
+        w->m = m; m += 2 * NH;
+        w->dw1 = m; m += (size_t)K * Cin * D;
+        w->db1 = m; m += D;
+        w->dw2 = m; m += (size_t)K * D * NH;
+        w->db2 = m; m += NH;
+    }
+    dw->block_ds = m; m += (size_t)dw->block_rows * T * NH;
+    dw->block_p = m;
+    return dw;
+}
+
+static void dape_work_free(struct DapeWork* dw) {
+    if (dw == NULL) { return; }
+    free(dw->memory);
+    free(dw->rows);
+    free(dw);
+}
+
+// layer l's weights into the workspace (transposed), and when backward its gradient
+// accumulators zeroed
+static void dape_layer_setup(GPT2* model, int l, int backward) {
+    GPT2Config* cfg = &model->config;
+    struct DapeWork* dw = model->dape;
+    int NH = cfg->num_heads, K = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
+    ParameterTensors* p = &model->params;
+    dape_layer_init(&dw->layer, p->dape_w1 + (size_t)l * D * Cin * K, p->dape_b1 + (size_t)l * D,
+                    p->dape_w2 + (size_t)l * NH * D * K, p->dape_b2 + (size_t)l * NH, K, D, Cin, NH,
+                    cfg->channels / NH, model->dape_edge_exact, dw->layer.w1r, dw->layer.w2r);
+    if (!backward) { return; }
+    for (int t = 0; t < dw->threads; t++) {
+        DapeRow* w = &dw->rows[t];
+        memset(w->dw1, 0, (size_t)K * Cin * D * sizeof(real));
+        memset(w->db1, 0, D * sizeof(real));
+        memset(w->dw2, 0, (size_t)K * D * NH * sizeof(real));
+        memset(w->db2, 0, NH * sizeof(real));
+    }
+}
+
+// the threads' gradient accumulators of layer l, summed and transposed back into the
+// checkpoint layout of the parameter gradients
+static void dape_layer_reduce(GPT2* model, int l) {
+    GPT2Config* cfg = &model->config;
+    struct DapeWork* dw = model->dape;
+    int NH = cfg->num_heads, K = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
+    ParameterTensors* g = &model->grads;
+    real* dw1 = g->dape_w1 + (size_t)l * D * Cin * K;
+    real* db1 = g->dape_b1 + (size_t)l * D;
+    real* dw2 = g->dape_w2 + (size_t)l * NH * D * K;
+    real* db2 = g->dape_b2 + (size_t)l * NH;
+    for (int t = 0; t < dw->threads; t++) {
+        const DapeRow* w = &dw->rows[t];
+        for (int d = 0; d < D; d++) {
+            db1[d] += w->db1[d];
+            for (int ch = 0; ch < Cin; ch++) {
+                for (int k = 0; k < K; k++) { dw1[((size_t)d * Cin + ch) * K + k] += w->dw1[((size_t)k * Cin + ch) * D + d]; }
+            }
+        }
+        for (int h = 0; h < NH; h++) {
+            db2[h] += w->db2[h];
+            for (int d = 0; d < D; d++) {
+                for (int k = 0; k < K; k++) { dw2[((size_t)h * D + d) * K + k] += w->dw2[((size_t)k * D + d) * NH + h]; }
+            }
+        }
+    }
+}
+
+// ============================================================================
 // the model
 
 static void gpt2_allocate(GPT2* model) {
+    model->dape_edge_exact = DAPE_EDGE_EXACT;
     fill_in_parameter_sizes(model->param_sizes, &model->config);
     model->num_parameters = count_parameters(&model->config);
     model->params_memory = (real*)malloc_check(model->num_parameters * sizeof(real));
@@ -963,7 +1363,9 @@ void gpt2_build_from_config(GPT2* model, const GPT2Config* cfg, uint64_t seed) {
     memset(model, 0, sizeof(*model));
     model->config = *cfg;
     gpt2_config_check(cfg, "model configuration");
-    if (cfg->pe != PE_ID) { fatal("configuration asks for PE '%s' but this binary was built with PE '%s'", pe_name(cfg->pe), pe_name(PE_ID)); }
+    if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
+        fatal("configuration asks for PE '%s' but this binary was built with PE '%s'", model_label(cfg->pe, cfg->dape), model_label(PE_ID, DAPE_ID));
+    }
     gpt2_allocate(model);
     float* init = (float*)malloc_check(model->num_parameters * sizeof(float));
     gpt2_init_params(init, cfg, seed);
@@ -1022,6 +1424,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     free(model->grads_acts.memory);
     free(model->att_scratch);
     free(model->pe_dbh);
+    dape_work_free(model->dape);
     free(model->logits);
     free(model->inputs);
     free(model->targets);
@@ -1033,7 +1436,9 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->acts_T = T;
     model->acts_layers = layers;
     model->att_scratch = (real*)malloc_check((size_t)omp_get_max_threads() * T * sizeof(real));
-    model->pe_dbh = (real*)malloc_check(((size_t)B * model->config.num_heads * PE_BH_GRADS + 1) * sizeof(real));
+    size_t slots = B > omp_get_max_threads() ? B : omp_get_max_threads(); // DAPE: one per thread
+    model->pe_dbh = (real*)malloc_check((slots * model->config.num_heads * PE_BH_GRADS + 1) * sizeof(real));
+    model->dape = model->config.dape != 0 ? dape_work_alloc(&model->config, T, training) : NULL;
     model->logits = (real*)malloc_check((size_t)CLASSIFIER_CHUNK * model->config.padded_vocab_size * sizeof(real));
     model->inputs = (int*)malloc_check(N * sizeof(int));
     model->targets = (int*)malloc_check(N * sizeof(int));
@@ -1098,7 +1503,12 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         pe_layer_forward(model, l, B, T);
         PEBias pb;
         pe_bias_setup(&pb, model, l, B, T, 0);
-        attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, model->att_scratch, B, T, C, NH);
+        if (cfg->dape != 0) {
+            dape_layer_setup(model, l, 0);
+            dape_attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, model->dape, B, T);
+        } else {
+            attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, model->att_scratch, B, T, C, NH);
+        }
         matmul_forward(a.attproj + s * N * C, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C);
         residual_forward(l_residual2, residual, a.attproj + s * N * C, (size_t)B * T * C);
         layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
@@ -1150,10 +1560,20 @@ void gpt2_backward(GPT2* model) {
         matmul_backward(d.atty + o * C, g.attprojw + (size_t)l * C * C, g.attprojb + (size_t)l * C,
                         d.attproj + o * C, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C);
         PEBias pb;
-        pe_bias_setup(&pb, model, l, B, T, 1);
-        attention_backward(d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
-                           &pb, B, T, C, NH);
-        pe_bias_reduce(&pb, model, l, B);
+        if (cfg->dape != 0) { // the base's parameter gradients in one slot per thread
+            int slots = model->dape->threads;
+            pe_bias_setup(&pb, model, l, slots, T, 1);
+            dape_layer_setup(model, l, 1);
+            dape_attention_backward(d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C,
+                                    a.att_lse + o * NH, &pb, model->dape, B, T);
+            dape_layer_reduce(model, l);
+            pe_bias_reduce(&pb, model, l, slots);
+        } else {
+            pe_bias_setup(&pb, model, l, B, T, 1);
+            attention_backward(d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
+                               &pb, B, T, C, NH);
+            pe_bias_reduce(&pb, model, l, B);
+        }
         pe_layer_backward(model, l, B, T);
         matmul_backward(d.ln1 + o * C, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C,
                         d.qkv + o * 3 * C, a.ln1 + o * C, p.qkvw + (size_t)l * 3 * C * C, B * T, C, 3 * C);
@@ -1232,6 +1652,7 @@ void gpt2_free(GPT2* model) {
     free(model->grads_acts.memory);
     free(model->att_scratch);
     free(model->pe_dbh);
+    dape_work_free(model->dape);
     free(model->logits);
     free(model->alibi_slopes);
     free(model->inputs);
