@@ -1192,16 +1192,19 @@ static double loss_at(GPT2* model, const int* x, const int* y, int B, int T) {
     return model->mean_loss;
 }
 
-static void test_gradients(void) {
+// edge_exact: DAPE's edge rule (llmc/dape.h) for the run
+static void test_gradients(int edge_exact) {
 #ifndef REAL_DOUBLE
     printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
     failures++;
 #else
-    printf("gradient checks against central finite differences (%s, fp64)\n", pe_name(PE_ID));
+    printf("gradient checks against central finite differences (%s, fp64%s)\n", model_label(PE_ID, DAPE_ID),
+           DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 13);
+    model.dape_edge_exact = edge_exact;
     uint64_t rng = random_seed(17);
     perturb_parameters(&model, 0.1, &rng);
 #if defined(PE_FIRE)
@@ -1360,7 +1363,8 @@ int main(int argc, char** argv) {
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());
     ensure_dir_writable(tmpdir);
     if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
-        test_gradients();
+        test_gradients(1);
+        if (DAPE_ID > 1) { test_gradients(0); } // the last k/2 rows by the other edge rule
     } else {
         test_reference_forward();
         test_identities();
