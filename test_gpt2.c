@@ -1196,6 +1196,7 @@ static double loss_at(GPT2* model, const int* x, const int* y, int B, int T) {
 static void test_gradients(int edge_exact) {
 #ifndef REAL_DOUBLE
     printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
+    (void)edge_exact;
     failures++;
 #else
     printf("gradient checks against central finite differences (%s, fp64%s)\n", model_label(PE_ID, DAPE_ID),

@@ -1044,6 +1044,28 @@ static inline int dape_hidden_end(const DapeLayer* dl, int i, int T) {
     return dl->edge_exact && e > T ? T : e;
 }
 
+// c (M, N) += op(a) (M, K) op(b) (K, N), row-major with leading dimensions, op = transpose
+// where ta / tb: each tap of the convolutions is such a small product (BLAS when built with it)
+static void dape_gemm(int ta, int tb, int M, int N, int K, const real* a, int lda, const real* b, int ldb, real* c, int ldc) {
+    if (M <= 0 || N <= 0 || K <= 0) { return; }
+#ifdef USE_BLAS
+    cblas_gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1, a, lda, b, ldb, 1, c, ldc);
+#else
+    for (int m = 0; m < M; m++) {
+        for (int k = 0; k < K; k++) {
+            real av = ta ? a[(size_t)k * lda + m] : a[(size_t)m * lda + k];
+            for (int n = 0; n < N; n++) { c[(size_t)m * ldc + n] += av * (tb ? b[(size_t)n * ldb + k] : b[(size_t)k * ldb + n]); }
+        }
+    }
+#endif
+}
+
+// the output columns [*lo, *hi] of tap t whose input column (c + t - p) lies in [0, last]
+static inline void dape_tap_range(int t, int p, int out_last, int in_last, int* lo, int* hi) {
+    *lo = p - t > 0 ? p - t : 0;
+    *hi = in_last + p - t < out_last ? in_last + p - t : out_last;
+}
+
 // dape_row_logits: the logits a[c][h], c = 0..i, of query row i of batch row b, every
 // head; leaves x and hid in the workspace for the backward pass. Reads nothing of the
 // workspace beyond what this row wrote (no key column > i enters).
@@ -1062,33 +1084,29 @@ static void dape_row_logits(DapeRow* w, const DapeLayer* dl, const real* qkv, co
             if (dl->bias) { x[NH + h] = pe_bias(pb, b, h, i, c); }
         }
     }
-    // first convolution over the taps whose input column c + t - p lies in [0, i]; the
-    // taps and channels of those columns are one contiguous run of x and of w1r
-    int e_end = dape_hidden_end(dl, i, T);
+    // the first convolution, tap by tap, over the columns whose input lies in [0, i]; the LReLU
+    int e_end = dape_hidden_end(dl, i, T), lo, hi;
     for (int c = 0; c < e_end; c++) {
-        real* hc = w->hid + (size_t)c * D;
-        int t0 = p - c > 0 ? p - c : 0, t1 = i - c + p < K - 1 ? i - c + p : K - 1;
-        for (int d = 0; d < D; d++) { hc[d] = dl->b1[d]; }
-        for (int r = t0 * Cin; r < (t1 + 1) * Cin; r++) {
-            real v = w->x[(c - p) * Cin + r];
-            const real* wr = dl->w1r + (size_t)r * D;
-            #pragma omp simd
-            for (int d = 0; d < D; d++) { hc[d] += v * wr[d]; }
-        }
-        for (int d = 0; d < D; d++) { hc[d] = hc[d] > 0 ? hc[d] : (real)DAPE_LRELU_SLOPE * hc[d]; }
+        for (int d = 0; d < D; d++) { w->hid[(size_t)c * D + d] = dl->b1[d]; }
     }
-    // second convolution over the taps whose hidden column lies in [0, e_end), plus the residual s + b
+    for (int t = 0; t < K; t++) {
+        dape_tap_range(t, p, e_end - 1, i, &lo, &hi);
+        dape_gemm(0, 0, hi - lo + 1, D, Cin, w->x + (size_t)(lo + t - p) * Cin, Cin, dl->w1r + (size_t)t * Cin * D, D,
+                  w->hid + (size_t)lo * D, D);
+    }
+    for (size_t e = 0; e < (size_t)e_end * D; e++) { w->hid[e] = w->hid[e] > 0 ? w->hid[e] : (real)DAPE_LRELU_SLOPE * w->hid[e]; }
+    // the second convolution over the hidden columns in [0, e_end), then the residual s + b
     for (int c = 0; c <= i; c++) {
-        real* ac = w->a + (size_t)c * NH;
+        for (int h = 0; h < NH; h++) { w->a[(size_t)c * NH + h] = dl->b2[h]; }
+    }
+    for (int t = 0; t < K; t++) {
+        dape_tap_range(t, p, i, e_end - 1, &lo, &hi);
+        dape_gemm(0, 0, hi - lo + 1, NH, D, w->hid + (size_t)(lo + t - p) * D, D, dl->w2r + (size_t)t * D * NH, NH,
+                  w->a + (size_t)lo * NH, NH);
+    }
+    for (int c = 0; c <= i; c++) {
         const real* x = w->x + (size_t)c * Cin;
-        int t0 = p - c > 0 ? p - c : 0, t1 = e_end - 1 - c + p < K - 1 ? e_end - 1 - c + p : K - 1;
-        for (int h = 0; h < NH; h++) { ac[h] = dl->b2[h]; }
-        for (int r = t0 * D; r < (t1 + 1) * D; r++) {
-            real v = w->hid[(c - p) * D + r];
-            const real* wr = dl->w2r + (size_t)r * NH;
-            #pragma omp simd
-            for (int h = 0; h < NH; h++) { ac[h] += v * wr[h]; }
-        }
+        real* ac = w->a + (size_t)c * NH;
         for (int h = 0; h < NH; h++) { ac[h] += dl->bias ? x[h] + x[NH + h] : x[h]; }
     }
 }
@@ -1151,39 +1169,33 @@ static void dape_row_backward(real* dqkv, real* ds_out, real* p_out, DapeRow* w,
             w->da[c * NH + h] = pc * (dp - Dh[h]);
         }
     }
-    // second convolution: dW2, db2 and the hidden values' gradient
-    int e_end = dape_hidden_end(dl, i, T);
+    // the second convolution, tap by tap: dW2 += h^T dA, dh += dA W2^T; db2 += dA
+    int e_end = dape_hidden_end(dl, i, T), lo, hi;
     memset(w->dhid, 0, (size_t)e_end * D * sizeof(real));
-    for (int c = 0; c <= i; c++) {
-        const real* gc = w->da + (size_t)c * NH;
-        int t0 = p - c > 0 ? p - c : 0, t1 = e_end - 1 - c + p < K - 1 ? e_end - 1 - c + p : K - 1;
-        for (int h = 0; h < NH; h++) { w->db2[h] += gc[h]; }
-        for (int r = t0 * D; r < (t1 + 1) * D; r++) {
-            real v = w->hid[(c - p) * D + r];
-            const real* wr = dl->w2r + (size_t)r * NH;
-            real* dwr = w->dw2 + (size_t)r * NH;
-            real acc = 0;
-            #pragma omp simd reduction(+:acc)
-            for (int h = 0; h < NH; h++) { dwr[h] += v * gc[h]; acc += wr[h] * gc[h]; }
-            w->dhid[(c - p) * D + r] += acc;
-        }
+    for (int t = 0; t < K; t++) {
+        dape_tap_range(t, p, i, e_end - 1, &lo, &hi);
+        dape_gemm(1, 0, D, NH, hi - lo + 1, w->hid + (size_t)(lo + t - p) * D, D, w->da + (size_t)lo * NH, NH,
+                  w->dw2 + (size_t)t * D * NH, NH);
+        dape_gemm(0, 1, hi - lo + 1, D, NH, w->da + (size_t)lo * NH, NH, dl->w2r + (size_t)t * D * NH, NH,
+                  w->dhid + (size_t)(lo + t - p) * D, D);
     }
-    // through the LReLU (h > 0 exactly where z > 0), then the first convolution: dW1, db1, dx
-    memset(w->dx, 0, (size_t)(i + 1) * Cin * sizeof(real));
+    for (int c = 0; c <= i; c++) {
+        for (int h = 0; h < NH; h++) { w->db2[h] += w->da[(size_t)c * NH + h]; }
+    }
+    // through the LReLU (h > 0 exactly where z > 0); db1 += dz
     for (int c = 0; c < e_end; c++) {
         real* gc = w->dhid + (size_t)c * D;
         const real* hc = w->hid + (size_t)c * D;
         for (int d = 0; d < D; d++) { gc[d] *= hc[d] > 0 ? 1 : (real)DAPE_LRELU_SLOPE; w->db1[d] += gc[d]; }
-        int t0 = p - c > 0 ? p - c : 0, t1 = i - c + p < K - 1 ? i - c + p : K - 1;
-        for (int r = t0 * Cin; r < (t1 + 1) * Cin; r++) {
-            real v = w->x[(c - p) * Cin + r];
-            const real* wr = dl->w1r + (size_t)r * D;
-            real* dwr = w->dw1 + (size_t)r * D;
-            real acc = 0;
-            #pragma omp simd reduction(+:acc)
-            for (int d = 0; d < D; d++) { dwr[d] += v * gc[d]; acc += wr[d] * gc[d]; }
-            w->dx[(c - p) * Cin + r] += acc;
-        }
+    }
+    // the first convolution, tap by tap: dW1 += x^T dz, dx += dz W1^T (inputs in [0, i] only)
+    memset(w->dx, 0, (size_t)(i + 1) * Cin * sizeof(real));
+    for (int t = 0; t < K; t++) {
+        dape_tap_range(t, p, e_end - 1, i, &lo, &hi);
+        dape_gemm(1, 0, Cin, D, hi - lo + 1, w->x + (size_t)(lo + t - p) * Cin, Cin, w->dhid + (size_t)lo * D, D,
+                  w->dw1 + (size_t)t * Cin * D, D);
+        dape_gemm(0, 1, hi - lo + 1, Cin, D, w->dhid + (size_t)lo * D, D, dl->w1r + (size_t)t * Cin * D, D,
+                  w->dx + (size_t)(lo + t - p) * Cin, Cin);
     }
     // the residual: the scores' and the biases' gradients; dq_i = sum_c ds k_c / sqrt(hs)
     real* dq = dqkv + ((size_t)b * T + i) * 3 * C;
