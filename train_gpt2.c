@@ -198,7 +198,7 @@ typedef struct {
     int acts_layers;      // layers stored: L when training, 1 in evaluation
     real* logits;         // (CLASSIFIER_CHUNK, Vp) classifier scratch
     real* att_scratch;    // (threads, T) one attention row per thread
-    real* pe_dbh;         // (max(B, threads), NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
+    real* pe_dbh;         // (B or DAPE's slots, NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
     struct DapeWork* dape; // DAPE's per-thread row workspaces (the DAPE section)
     int dape_edge_exact;  // DAPE: PyTorch's zero padding past the sequence's end (llmc/dape.h)
     real* alibi_slopes;   // (NH)
@@ -974,10 +974,10 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
 //   dW2[:, :, t] += dA[c] (x) h_i[c + t - p],  dh_i[c'] = sum_t W2[:, :, t]^T dA[c' - t + p]
 //   dz = dh * LReLU'(z),  dW1[:, :, t] += dz[c'] (x) x_i[c' + t - p],  dx_i[c] = sum_t W1^T dz
 //   ds[h][c] = dA[h][c] + dx_i[c][h],  db[h][c] = dA[h][c] + dx_i[c][H + h]
-// ds goes into dq (the row's own) and, in a second phase over a block of rows, into dk
-// and dv (each key column one thread's: no races); db goes to the base's parameters
-// through pe_bias_backward. The weights are used transposed, so that every inner loop
-// runs over D or H contiguous values.
+// ds goes into dq (the row's own) and into dk and dv (into the thread's own buffers, summed
+// at the end: no races); db goes to the base's parameters through pe_bias_backward. Each
+// tap of a convolution is a small matrix product over the row's columns (dape_gemm), with
+// the weights transposed per tap.
 // ============================================================================
 
 // one layer's DAPE weights, transposed: w1r[(t Cin + ch) D + d] = W1[d][ch][t] and
@@ -1005,17 +1005,12 @@ typedef struct {
     real* db2;  // (NH)
 } DapeRow;
 
-// query rows per block of the backward pass (two parallel phases per block: fewer and
-// larger blocks mean fewer barriers; the block buffers hold 2 x rows x T x NH values)
-#define DAPE_BLOCK_ROWS 64
-
 struct DapeWork {
     DapeLayer layer;   // the layer being computed (weights transposed into w1r, w2r)
     DapeRow* rows;     // one per thread
     int threads;
-    int block_rows;    // query rows per block of the backward pass
-    real* block_ds;    // (block_rows, T, NH) score gradients of the block's rows
-    real* block_p;     // (block_rows, T, NH) their probabilities
+    int slot_spread;   // a thread's accumulator slot for the base's parameters is thread * spread
+    real* dkv;         // (threads, B, T, 2C) each thread's dk, dv (backward), summed at the end
     real* memory;
 };
 
@@ -1139,12 +1134,11 @@ static void dape_row_forward(real* out, real* lse, DapeRow* w, const DapeLayer* 
     for (int h = 0; h < NH; h++) { lse[((size_t)b * NH + h) * T + i] = maxv[h] + log(sum[h]); }
 }
 
-// dape_row_backward: the first phase of the backward pass for query row i of batch row
-// b: recomputes the row, then the gradients of its logits, back through the two
-// convolutions into the thread's W1, b1, W2, b2 accumulators, the base's parameters
-// (pe_bias_backward into accumulator slot `slot`) and dq_i; leaves the score gradients
-// ds[c][h] and probabilities p[c][h] of the row in ds_out, p_out for dk and dv.
-static void dape_row_backward(real* dqkv, real* ds_out, real* p_out, DapeRow* w, const DapeLayer* dl, const real* dout,
+// dape_row_backward: the backward pass of query row i of batch row b: recomputes the row,
+// then the gradients of its logits, back through the two convolutions into the thread's
+// W1, b1, W2, b2 accumulators, the base's parameters (pe_bias_backward into accumulator
+// slot `slot`), dq_i (the row's own) and dk, dv of its keys into the thread's dkv (B, T, 2C).
+static void dape_row_backward(real* dqkv, real* dkv, DapeRow* w, const DapeLayer* dl, const real* dout,
                               const real* qkv, const real* out, const real* lse, PEBias* pb, int slot, int b, int i, int T) {
     int NH = dl->NH, hs = dl->hs, C = NH * hs, Cin = dl->Cin, D = dl->D, K = dl->K, p = dl->p;
     real scale = 1 / sqrt((real)hs);
@@ -1165,7 +1159,7 @@ static void dape_row_backward(real* dqkv, real* ds_out, real* p_out, DapeRow* w,
             #pragma omp simd reduction(+:dp)
             for (int e = 0; e < hs; e++) { dp += g[h * hs + e] * v[h * hs + e]; }
             real pc = exp(w->a[c * NH + h] - lse[((size_t)b * NH + h) * T + i]);
-            p_out[c * NH + h] = pc;
+            w->a[c * NH + h] = pc; // the logits, used up, become the probabilities
             w->da[c * NH + h] = pc * (dp - Dh[h]);
         }
     }
@@ -1197,17 +1191,24 @@ static void dape_row_backward(real* dqkv, real* ds_out, real* p_out, DapeRow* w,
         dape_gemm(0, 1, hi - lo + 1, Cin, D, w->dhid + (size_t)lo * D, D, dl->w1r + (size_t)t * Cin * D, D,
                   w->dx + (size_t)(lo + t - p) * Cin, Cin);
     }
-    // the residual: the scores' and the biases' gradients; dq_i = sum_c ds k_c / sqrt(hs)
+    // the residual: the scores' and the biases' gradients; then as plain attention
+    // dq_i += ds k_c / sqrt(hs), dk_c += ds q_i / sqrt(hs), dv_c += p dout_i
+    const real* q = qkv + ((size_t)b * T + i) * 3 * C;
     real* dq = dqkv + ((size_t)b * T + i) * 3 * C;
     for (int c = 0; c <= i; c++) {
         const real* k = qkv + ((size_t)b * T + c) * 3 * C + C;
+        real* dk = dkv + ((size_t)b * T + c) * 2 * C;
+        real* dv = dk + C;
         const real* dxc = w->dx + (size_t)c * Cin;
         for (int h = 0; h < NH; h++) {
-            real ds = w->da[c * NH + h] + dxc[h];
+            real ds = w->da[c * NH + h] + dxc[h], pc = w->a[c * NH + h];
             if (dl->bias) { pe_bias_backward(pb, slot, h, i, c, w->da[c * NH + h] + dxc[NH + h]); }
-            ds_out[c * NH + h] = ds;
             #pragma omp simd
-            for (int e = 0; e < hs; e++) { dq[h * hs + e] += ds * scale * k[h * hs + e]; }
+            for (int e = 0; e < hs; e++) {
+                dq[h * hs + e] += ds * scale * k[h * hs + e];
+                dk[h * hs + e] += ds * scale * q[h * hs + e];
+                dv[h * hs + e] += pc * g[h * hs + e];
+            }
         }
     }
 }
@@ -1222,59 +1223,48 @@ void dape_attention_forward(real* out, real* lse, const real* qkv, const PEBias*
     }
 }
 
-// dape_attention_backward: blocks of query rows of one batch row; first each row of the
-// block on its own (dape_row_backward: dq, the parameters), then each key column on its
-// own: dk_c += sum over the block's rows i >= c of ds_ic q_i / sqrt(hs), dv_c += p_ic dout_i.
-// The base's parameter gradients go to accumulator slot = thread (pe_bias_reduce sums
-// the slots; DAPE's bases have biases that do not depend on the batch row).
+// dape_attention_backward: every query row on its own (dape_row_backward), the longest
+// first, each thread accumulating dk and dv in its own buffer, which are then summed into
+// dqkv (two barriers in all). The base's parameter gradients go to the thread's
+// accumulator slot, spread so that no two threads share a cache line (pe_bias_reduce sums
+// every slot; DAPE's bases have biases that do not depend on the batch row).
 void dape_attention_backward(real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
                              PEBias* pb, struct DapeWork* dw, int B, int T) {
-    const DapeLayer* dl = &dw->layer;
-    int NH = dl->NH, hs = dl->hs, C = NH * hs, R = dw->block_rows;
-    real scale = 1 / sqrt((real)hs);
-    for (int b = 0; b < B; b++) {
-        for (int i0 = 0; i0 < T; i0 += R) {
-            int rows = T - i0 < R ? T - i0 : R;
-            #pragma omp parallel for schedule(dynamic, 1)
-            for (int rr = rows - 1; rr >= 0; rr--) { // the longest rows first
-                size_t at = (size_t)rr * T * NH;
-                int slot = omp_get_thread_num();
-                dape_row_backward(dqkv, dw->block_ds + at, dw->block_p + at, &dw->rows[slot], dl, dout, qkv, out, lse,
-                                  pb, slot, b, i0 + rr, T);
-            }
-            #pragma omp parallel for schedule(static)
-            for (int c = 0; c < i0 + rows; c++) {
-                real* dk = dqkv + ((size_t)b * T + c) * 3 * C + C;
-                real* dv = dk + C;
-                for (int rr = c > i0 ? c - i0 : 0; rr < rows; rr++) {
-                    int i = i0 + rr;
-                    const real* q = qkv + ((size_t)b * T + i) * 3 * C;
-                    const real* g = dout + ((size_t)b * T + i) * C;
-                    const real* ds = dw->block_ds + ((size_t)rr * T + c) * NH;
-                    const real* pc = dw->block_p + ((size_t)rr * T + c) * NH;
-                    for (int h = 0; h < NH; h++) {
-                        #pragma omp simd
-                        for (int e = 0; e < hs; e++) {
-                            dk[h * hs + e] += ds[h] * scale * q[h * hs + e];
-                            dv[h * hs + e] += pc[h] * g[h * hs + e];
-                        }
-                    }
-                }
+    int C = dw->layer.NH * dw->layer.hs;
+    size_t n = (size_t)B * T * 2 * C;
+    #pragma omp parallel
+    {
+        int thread = omp_get_thread_num();
+        real* dkv = dw->dkv + thread * n;
+        memset(dkv, 0, n * sizeof(real));
+        #pragma omp for schedule(dynamic, 1)
+        for (int r = 0; r < B * T; r++) {
+            int b = r / T, i = T - 1 - r % T;
+            dape_row_backward(dqkv, dkv, &dw->rows[thread], &dw->layer, dout, qkv, out, lse, pb,
+                              thread * dw->slot_spread, b, i, T);
+        }
+        #pragma omp for schedule(static)
+        for (int bt = 0; bt < B * T; bt++) {
+            real* dk = dqkv + (size_t)bt * 3 * C + C;
+            for (int u = 0; u < dw->threads; u++) {
+                const real* src = dw->dkv + u * n + (size_t)bt * 2 * C;
+                for (int e = 0; e < 2 * C; e++) { dk[e] += src[e]; }
             }
         }
     }
 }
 
-// the workspace for rows up to T tokens: per thread rows and accumulators, and when
-// training the backward pass's block buffers
-static struct DapeWork* dape_work_alloc(const GPT2Config* cfg, int T, int training) {
+// the workspace for B x T tokens: per thread a row workspace and gradient accumulators,
+// and when training the threads' dk, dv buffers
+static struct DapeWork* dape_work_alloc(const GPT2Config* cfg, int B, int T, int training) {
     int NH = cfg->num_heads, K = cfg->dape, p = K / 2, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
     struct DapeWork* dw = (struct DapeWork*)calloc_check(1, sizeof(struct DapeWork));
     dw->threads = omp_get_max_threads();
-    dw->block_rows = training ? (2 * dw->threads > DAPE_BLOCK_ROWS ? 2 * dw->threads : DAPE_BLOCK_ROWS) : 0;
+    dw->slot_spread = 1 + 64 / (NH * PE_BH_GRADS * (int)sizeof(real) + 1);
     size_t per_row = (size_t)T * Cin * 2 + (size_t)(T + p) * D * 2 + (size_t)T * NH * 2 + 2 * NH
                    + (size_t)K * Cin * D + D + (size_t)K * D * NH + NH;
-    size_t total = (size_t)K * Cin * D + (size_t)K * D * NH + dw->threads * per_row + 2 * (size_t)dw->block_rows * T * NH;
+    size_t dkv = training ? (size_t)B * T * 2 * cfg->channels : 0;
+    size_t total = (size_t)K * Cin * D + (size_t)K * D * NH + dw->threads * (per_row + dkv);
     dw->memory = (real*)calloc_check(total, sizeof(real));
     dw->rows = (DapeRow*)calloc_check(dw->threads, sizeof(DapeRow));
     real* m = dw->memory;
@@ -1294,8 +1284,7 @@ static struct DapeWork* dape_work_alloc(const GPT2Config* cfg, int T, int traini
         w->dw2 = m; m += (size_t)K * D * NH;
         w->db2 = m; m += NH;
     }
-    dw->block_ds = m; m += (size_t)dw->block_rows * T * NH;
-    dw->block_p = m;
+    dw->dkv = m;
     return dw;
 }
 
@@ -1448,9 +1437,10 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->acts_T = T;
     model->acts_layers = layers;
     model->att_scratch = (real*)malloc_check((size_t)omp_get_max_threads() * T * sizeof(real));
-    size_t slots = B > omp_get_max_threads() ? B : omp_get_max_threads(); // DAPE: one per thread
+    model->dape = model->config.dape != 0 ? dape_work_alloc(&model->config, B, T, training) : NULL;
+    size_t slots = model->dape != NULL ? (size_t)model->dape->threads * model->dape->slot_spread : 0; // DAPE's
+    if (slots < (size_t)B) { slots = B; }
     model->pe_dbh = (real*)malloc_check((slots * model->config.num_heads * PE_BH_GRADS + 1) * sizeof(real));
-    model->dape = model->config.dape != 0 ? dape_work_alloc(&model->config, T, training) : NULL;
     model->logits = (real*)malloc_check((size_t)CLASSIFIER_CHUNK * model->config.padded_vocab_size * sizeof(real));
     model->inputs = (int*)malloc_check(N * sizeof(int));
     model->targets = (int*)malloc_check(N * sizeof(int));
@@ -1573,7 +1563,7 @@ void gpt2_backward(GPT2* model) {
                         d.attproj + o * C, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C);
         PEBias pb;
         if (cfg->dape != 0) { // the base's parameter gradients in one slot per thread
-            int slots = model->dape->threads;
+            int slots = model->dape->threads * model->dape->slot_spread;
             pe_bias_setup(&pb, model, l, slots, T, 1);
             dape_layer_setup(model, l, 1);
             dape_attention_backward(d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C,
