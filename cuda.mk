@@ -7,7 +7,7 @@
 #   make test-cuda-run       every encoding's GPU-vs-CPU test (skips without a GPU)
 #
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
-# test_gpt2cu. bf16 builds use fast math; fp32 builds, which are compared tightly with
+# test_gpt2cu (<pe>: the stem of the Makefile, with DAPE e.g. kerple_dape1x3). bf16 builds use fast math; fp32 builds, which are compared tightly with
 # the CPU path, do not. Options: CUDA_ARCH (default sm_90: H100/H200), NO_MPI=1.
 
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
@@ -44,16 +44,16 @@ nvcc-check:
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA toolkit (or put nvcc on PATH) to build the CUDA path" >&2; exit 1; }
 
 $(BUILD)/train_gpt2cu_%: train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
-	$(NVCC) $(NVCC_FLAGS) $(call cu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) $(CU_MPI_FLAGS) -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS)
+	$(NVCC) $(NVCC_FLAGS) $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) $(CU_MPI_FLAGS) -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS)
 
 # the test runs on one GPU (no MPI); its CPU reference uses OpenMP
 $(BUILD)/test_gpt2cu_%: test_gpt2.cu train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
-	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp $(call cu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) -o $@ test_gpt2.cu $(NVCC_LDLIBS) -lgomp
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ test_gpt2.cu $(NVCC_LDLIBS) -lgomp
 
-train_gpt2cu: $(BUILD)/train_gpt2cu_$(PE)$(CU_SUFFIX) | starter gpt2_tokenizer.bin
+train_gpt2cu: $(BUILD)/train_gpt2cu_$(STEM)$(CU_SUFFIX) | starter gpt2_tokenizer.bin
 	cp $< $@
 
-test_gpt2cu: $(BUILD)/test_gpt2cu_$(PE)$(CU_SUFFIX)
+test_gpt2cu: $(BUILD)/test_gpt2cu_$(STEM)$(CU_SUFFIX)
 	cp $< $@
 
 # CI (nvcc, no GPU): the trainers in bf16 and the tests in fp32, the builds the GPU-vs-CPU

@@ -16,6 +16,9 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
   ./test_gpt2 debug-state PREFIX
                          writes the reference that test_gpt2cu compares the CUDA
                          path against (llmc/debug_state.h)
+  ./test_gpt2 debug-state-tiny PREFIX
+                         the same for a tiny model, small enough for the CUDA path's
+                         CPU emulation (dev/cuda/Makefile) to run in seconds
 
 Every check prints its measured error next to its tolerance and fails the run if it
 is exceeded.
@@ -1271,12 +1274,19 @@ static void test_gradients(int edge_exact) {
 // ----------------------------------------------------------------------------
 // the CPU reference for the CUDA path (llmc/debug_state.h)
 
-static void write_debug_state(const char* prefix) {
+// tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
+// (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full)
+static void write_debug_state(const char* prefix, int tiny) {
     GPT2Config cfg;
     cfg.num_layers = DEBUG_LAYERS; cfg.num_heads = DEBUG_HEADS; cfg.channels = DEBUG_CHANNELS;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = DEBUG_T; cfg.pe = PE_ID;
+    int B = DEBUG_B, T = DEBUG_T;
+    if (tiny) {
+        cfg.num_heads = 2; cfg.channels = 64; cfg.vocab_size = 250; cfg.padded_vocab_size = 256;
+        B = 2; T = 37; cfg.max_seq_len = T;
+    }
     gpt2_config_set_dape(&cfg);
-    int B = DEBUG_B, T = DEBUG_T, Vp = cfg.padded_vocab_size;
+    int Vp = cfg.padded_vocab_size;
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 1234);
     uint64_t rng = random_seed(99);
@@ -1326,7 +1336,7 @@ static void write_debug_state(const char* prefix) {
     atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           pe_name(PE_ID), loss, losses[0], losses[DEBUG_STEPS - 1]);
+           model_label(PE_ID, DAPE_ID), loss, losses[0], losses[DEBUG_STEPS - 1]);
     free(x); free(y); free(logits); free(grads);
     gpt2_free(&model);
 }
@@ -1357,8 +1367,8 @@ int main(int argc, char** argv) {
     if (argc > 4 && strcmp(argv[1], "compare") == 0) {
         return compare_checkpoints(argv[2], argv[3], atof(argv[4]));
     }
-    if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {
-        write_debug_state(argv[2]);
+    if (argc > 2 && (strcmp(argv[1], "debug-state") == 0 || strcmp(argv[1], "debug-state-tiny") == 0)) {
+        write_debug_state(argv[2], strcmp(argv[1], "debug-state-tiny") == 0);
         return 0;
     }
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());

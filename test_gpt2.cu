@@ -205,6 +205,7 @@ static void test_memory(void) {
     GPT2Config cfg;
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 256;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = T; cfg.pe = PE_ID;
+    gpt2_config_set_dape(&cfg);
     printf("evaluation memory at T=%d (%s, %s, L=2 NH=4 C=256)\n", T, pe_name(PE_ID), PRECISION_NAME);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 7);

@@ -40,12 +40,17 @@ typedef void* cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyHostToHost };
 typedef int cudaDataType_t;
 enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
-struct cudaDeviceProp { char name[256]; int major, minor; };
+struct cudaDeviceProp { char name[256]; int major, minor; size_t sharedMemPerBlockOptin; };
 static inline const char* cudaGetErrorString(cudaError_t) { return "emulated error"; }
 static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { strcpy(p->name, "emulated"); p->major = 9; p->minor = 0; return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { strcpy(p->name, "emulated"); p->major = 9; p->minor = 0; p->sharedMemPerBlockOptin = 227 * 1024; return cudaSuccess; }
+// dynamic shared memory: one buffer, shared by the fibers of the block that runs (blocks run one after another)
+static __attribute__((aligned(16))) char emu_dynamic_shared[227 * 1024];
+#define DYNAMIC_SHARED(type, name) type* name = (type*)emu_dynamic_shared
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template<class F> static cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = nullptr; return cudaSuccess; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
