@@ -23,37 +23,7 @@ $(error unknown PE '$(PE)'; valid names: $(PE_LIST))
 endif
 pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
 
-# DAPE: the variant, its width and edge rule make the binary's name (the "stem" after
-# train_gpt2_), and the stem makes the flags: kerple_dape1x3_d64_edge0 ->
-# -DPE_KERPLE -DDAPE_KERNEL=3 -DDAPE_WIDTH=64 -DDAPE_EDGE_EXACT=0
-DAPE ?=
-DAPE_D ?= 32
-DAPE_EDGE_EXACT ?= 1
-DAPE_LIST := mlp 1x3 1x5 1x7
-DAPE_BASES := nope rope alibi kerple fire
-ifneq ($(DAPE),)
-  ifeq ($(filter $(DAPE),$(DAPE_LIST)),)
-    $(error unknown DAPE '$(DAPE)'; valid: $(DAPE_LIST))
-  endif
-  ifeq ($(filter $(PE),$(DAPE_BASES)),)
-    $(error DAPE runs on the bases $(DAPE_BASES), not PE=$(PE))
-  endif
-  ifeq ($(shell echo '$(DAPE_D)' | grep -Ex '[1-9][0-9]{0,3}'),)
-    $(error DAPE_D must be a width from 1 to 1024, not '$(DAPE_D)')
-  endif
-  ifeq ($(filter $(DAPE_EDGE_EXACT),0 1),)
-    $(error DAPE_EDGE_EXACT must be 0 or 1)
-  endif
-endif
-STEM := $(PE)$(if $(DAPE),_dape$(DAPE)$(if $(filter-out 32,$(DAPE_D)),_d$(DAPE_D))$(if $(filter 0,$(DAPE_EDGE_EXACT)),_edge0))
-stem_words = $(subst _, ,$(1))
-stem_dape = $(patsubst dape%,%,$(filter dape%,$(call stem_words,$(1))))
-stem_pe = $(if $(call stem_dape,$(1)),$(firstword $(call stem_words,$(1))),$(1))
-dape_kernel = $(if $(filter mlp,$(1)),1,$(patsubst 1x%,%,$(1)))
-dape_flags = $(if $(call stem_dape,$(1)),-DDAPE_KERNEL=$(call dape_kernel,$(call stem_dape,$(1))) \
-  $(patsubst d%,-DDAPE_WIDTH=%,$(filter-out dape%,$(filter d%,$(call stem_words,$(1))))) \
-  $(if $(filter edge0,$(call stem_words,$(1))),-DDAPE_EDGE_EXACT=0))
-stem_flags = $(call pe_flag,$(call stem_pe,$(1))) $(call dape_flags,$(1))
+include dape.mk
 
 CC := gcc
 CFLAGS := -O3 -march=native -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
@@ -89,10 +59,10 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-HEADERS := $(wildcard llmc/*.h) Makefile
+HEADERS := $(wildcard llmc/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-dape
 all: train_gpt2
 
 $(BUILD):
@@ -128,6 +98,28 @@ test-cpu: test-builds
 	  echo "=== $$pe: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$pe gradcheck || exit 1; \
 	done
 
+# DAPE (llmc/dape.h): every variant and every base at least once, the CPU tests and the
+# fp64 gradient checks (with both edge rules); the CUDA trainer (bf16) and GPU test (fp32)
+# compile for two of them and run where a GPU is present; kerple_dape1x3's CUDA path runs
+# in the CPU emulation against the CPU path (dev/cuda/Makefile: emulate-tiny)
+DAPE_TESTS := kerple_dapemlp kerple_dape1x3 kerple_dape1x5 kerple_dape1x7 nope_dape1x3 rope_dape1x3 alibi_dape1x3 fire_dape1x3
+DAPE_CUDA_TESTS := kerple_dape1x3 nope_dapemlp
+test-dape: $(foreach s,$(DAPE_TESTS),$(BUILD)/train_gpt2_$(s) $(BUILD)/test_gpt2_$(s) $(BUILD)/gradcheck_$(s)) \
+           $(foreach s,$(DAPE_CUDA_TESTS),$(BUILD)/train_gpt2cu_$(s) $(BUILD)/test_gpt2cu_$(s)_fp32 $(BUILD)/test_gpt2_$(s))
+	@for s in $(DAPE_TESTS); do \
+	  echo "=== $$s: tests (fp32) ==="; $(BUILD)/test_gpt2_$$s || exit 1; \
+	  echo "=== $$s: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$s gradcheck || exit 1; \
+	done
+	@for s in $(DAPE_CUDA_TESTS); do \
+	  echo "=== $$s: GPU vs CPU (fp32) ==="; \
+	  if $(BUILD)/test_gpt2cu_$${s}_fp32 device >/dev/null 2>&1; then \
+	    $(BUILD)/test_gpt2_$$s debug-state $(BUILD)/ref_$$s || exit 1; \
+	  fi; \
+	  $(BUILD)/test_gpt2cu_$${s}_fp32 $(BUILD)/ref_$$s || exit 1; \
+	done
+	@echo "=== kerple_dape1x3: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
+	$(MAKE) -C dev/cuda emulate-tiny PE=kerple DAPE=1x3
+
 # the trainer as a program: bad input, exact resume and crash safety, multi-process runs
 SCRIPT_PES := learned cable
 test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe)) starter
@@ -151,7 +143,7 @@ test-experiment: starter
 
 # the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
 # GPU); the tests run where a GPU is present and skip with a message where none is
-test: test-cpu test-data test-scripts test-fuzz test-experiment test-cuda-run
+test: test-cpu test-data test-scripts test-fuzz test-experiment test-cuda-run test-dape
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

@@ -1254,16 +1254,17 @@ void dape_attention_backward(real* dqkv, const real* dout, const real* qkv, cons
     }
 }
 
-// the workspace for B x T tokens: per thread a row workspace and gradient accumulators,
-// and when training the threads' dk, dv buffers
+// the workspace for B x T tokens: per thread a row workspace, and when training its
+// gradients, the parameter-gradient accumulators and the thread's dk, dv buffer
 static struct DapeWork* dape_work_alloc(const GPT2Config* cfg, int B, int T, int training) {
     int NH = cfg->num_heads, K = cfg->dape, p = K / 2, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
     struct DapeWork* dw = (struct DapeWork*)calloc_check(1, sizeof(struct DapeWork));
     dw->threads = omp_get_max_threads();
     dw->slot_spread = 1 + 64 / (NH * PE_BH_GRADS * (int)sizeof(real) + 1);
-    size_t per_row = (size_t)T * Cin * 2 + (size_t)(T + p) * D * 2 + (size_t)T * NH * 2 + 2 * NH
-                   + (size_t)K * Cin * D + D + (size_t)K * D * NH + NH;
-    size_t dkv = training ? (size_t)B * T * 2 * cfg->channels : 0;
+    size_t tr = training ? 1 : 0;
+    size_t per_row = ((size_t)T * Cin + (size_t)(T + p) * D + (size_t)T * NH) * (1 + tr) + 2 * NH
+                   + tr * ((size_t)K * Cin * D + D + (size_t)K * D * NH + NH);
+    size_t dkv = tr * (size_t)B * T * 2 * cfg->channels;
     size_t total = (size_t)K * Cin * D + (size_t)K * D * NH + dw->threads * (per_row + dkv);
     dw->memory = (real*)calloc_check(total, sizeof(real));
     dw->rows = (DapeRow*)calloc_check(dw->threads, sizeof(DapeRow));
@@ -1273,12 +1274,13 @@ static struct DapeWork* dape_work_alloc(const GPT2Config* cfg, int B, int T, int
     for (int t = 0; t < dw->threads; t++) {
         DapeRow* w = &dw->rows[t];
         w->x = m; m += (size_t)T * Cin;
-        w->dx = m; m += (size_t)T * Cin;
         w->hid = m; m += (size_t)(T + p) * D;
-        w->dhid = m; m += (size_t)(T + p) * D;
         w->a = m; m += (size_t)T * NH;
-        w->da = m; m += (size_t)T * NH;
         w->m = m; m += 2 * NH;
+        if (!training) { continue; }
+        w->dx = m; m += (size_t)T * Cin;
+        w->dhid = m; m += (size_t)(T + p) * D;
+        w->da = m; m += (size_t)T * NH;
         w->dw1 = m; m += (size_t)K * Cin * D;
         w->db1 = m; m += D;
         w->dw2 = m; m += (size_t)K * D * NH;

@@ -18,13 +18,13 @@ lengths = sorted({int(r["eval_len"]) for r in rows})
 modes = ["nonoverlap", "sliding"]
 ppl = {(r["pe"], int(r["eval_len"]), r["mode"]): r["ppl"] for r in rows}
 
-colors = plt.get_cmap("tab20").colors  # 12 encodings: no two lines share a color
+colors = plt.get_cmap("tab20").colors  # up to 20 encodings: no two lines share a color
 fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
 for ax, mode in zip(axes, modes):
     for n, pe in enumerate(pes):
         xs = [L for L in lengths if ppl.get((pe, L, mode), "n/a") != "n/a"]
         ys = [float(ppl[(pe, L, mode)]) for L in xs]
-        style = "-" if pe.startswith("cable") or pe == "kcable" else "--"
+        style = "-" if pe.startswith("cable") or pe == "kcable" else ":" if "_dape" in pe else "--"
         ax.plot(xs, ys, style, marker="o", color=colors[(2 * n) % 20 + (2 * n) // 20], label=pe,
                 linewidth=2 if pe == "cable" else 1.2)
     ax.set_xscale("log", base=2)
