@@ -1,6 +1,6 @@
 /*
 DAPE: the attention logits as a learned function of the scores and the positional
-bias of all heads together (Zheng et al., DAPE, NeurIPS 2024, and DAPE V2,
+bias of all heads together (DAPE, NeurIPS 2024, and DAPE V2,
 arXiv 2410.04798), a second compile-time switch on top of the positional encoding:
 
   make train_gpt2 PE=kerple DAPE=1x3      ->  -DPE_KERPLE -DDAPE_KERNEL=3
