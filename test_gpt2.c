@@ -1195,6 +1195,40 @@ static double loss_at(GPT2* model, const int* x, const int* y, int B, int T) {
     return model->mean_loss;
 }
 
+// DAPE's hidden units away from the LReLU's kink, where a finite difference is wrong by
+// construction (thousands of units, so some would lie within a step of it): b1 = +-(0.5..1)
+// and W1 so small that |W1 x| stays far below 0.5; both sides of the kink stay in use
+static void dape_away_from_kink(GPT2* model, uint64_t* rng) {
+    for (size_t i = 0; i < model->param_sizes[P_DAPE_B1]; i++) {
+        real v = 0.5 + 0.5 * random_f32(rng);
+        model->params.dape_b1[i] = random_f32(rng) < 0.5f ? -v : v;
+    }
+    for (size_t i = 0; i < model->param_sizes[P_DAPE_W1]; i++) { model->params.dape_w1[i] = 1e-3 * (2 * random_f32(rng) - 1); }
+}
+
+// the smallest |z| of DAPE's hidden pre-activations z (= h where h > 0, h / slope otherwise)
+// over every layer and row of the last training forward pass
+static double dape_min_preactivation(GPT2* model, int B, int T) {
+    GPT2Config* cfg = &model->config;
+    double least = INFINITY;
+    for (int l = 0; l < cfg->num_layers; l++) {
+        dape_layer_setup(model, l, 0);
+        PEBias pb;
+        pe_bias_setup(&pb, model, l, B, T, 0);
+        DapeRow* w = &model->dape->rows[0];
+        for (int b = 0; b < B; b++) {
+            for (int i = 0; i < T; i++) {
+                dape_row_logits(w, &model->dape->layer, model->acts.t.qkv + (size_t)l * model->acts_N * 3 * cfg->channels, &pb, b, i, T);
+                for (size_t e = 0; e < (size_t)dape_hidden_end(&model->dape->layer, i, T) * cfg->dape_width; e++) {
+                    double z = w->hid[e] > 0 ? w->hid[e] : w->hid[e] / DAPE_LRELU_SLOPE;
+                    least = fmin(least, fabs(z));
+                }
+            }
+        }
+    }
+    return least;
+}
+
 // edge_exact: DAPE's edge rule (llmc/dape.h) for the run
 static void test_gradients(int edge_exact) {
 #ifndef REAL_DOUBLE
@@ -1214,12 +1248,17 @@ static void test_gradients(int edge_exact) {
 #if defined(PE_FIRE)
     for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = T / 2 + 0.5; } // both sides of max(L, i+1)
 #endif
+    if (cfg.dape != 0) { dape_away_from_kink(&model, &rng); }
     int x[48], y[48];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
     gpt2_zero_grad(&model);
     gpt2_forward(&model, x, y, B, T, 1);
     gpt2_backward(&model);
+    if (cfg.dape != 0) {
+        double z = dape_min_preactivation(&model, B, T);
+        check(z > 0.1, "DAPE: every hidden |z| away from the LReLU's kink", z, 0.1);
+    }
     real* grad = (real*)malloc_check(model.num_parameters * sizeof(real));
     memcpy(grad, model.grads_memory, model.num_parameters * sizeof(real));
     const double eps = 1e-5, atol = 1e-8, rtol = 1e-5;
