@@ -7,8 +7,9 @@
 #   make test-cuda-run       every encoding's GPU-vs-CPU test (skips without a GPU)
 #
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
-# test_gpt2cu (<pe>: the stem of the Makefile, with DAPE e.g. kerple_dape1x3). bf16 builds use fast math; fp32 builds, which are compared tightly with
-# the CPU path, do not. Options: CUDA_ARCH (default sm_90: H100/H200), NO_MPI=1.
+# test_gpt2cu (<pe>: the Makefile's stem, with DAPE e.g. kerple_dape1x3). bf16 builds use
+# fast math; fp32 builds, which are compared tightly with the CPU path, do not. Options:
+# CUDA_ARCH (default sm_90: H100/H200), NO_MPI=1.
 
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 PRECISION ?= BF16

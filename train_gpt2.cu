@@ -1212,7 +1212,8 @@ static DapeParams dape_layer(const GPT2* model, int l) {
 // pe_bias_reduce's layout, (b, h, key block) with attention_kv_blocks' key blocks per
 // (b, h): the DAPE blocks are numbered as if kv_blocks of them made one batch row, so
 // pe_bias_reduce over dape_pe_rows "batch rows" sums every block's partial (the slots
-// past the last block are zeroed first).
+// past the last block are zeroed first). The buffer holds one such batch row more than the
+// capacity needs: a shorter T can round up to one more.
 static int dape_kv_blocks(int T) { return attention_kv_blocks(1, T, 1); }
 static int dape_pe_rows(int B, int T) { return CEIL_DIV(dape_query_blocks(B, T), dape_kv_blocks(T)); }
 static size_t dape_pe_slots(int B, int T, int NH) { return (size_t)dape_pe_rows(B, T) * NH * dape_kv_blocks(T); }
@@ -1447,7 +1448,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         size_t gbytes[] = {
             N * C * X, N * 4 * C * X, N * C * X, N * NH * F,
             cable ? N * NH * F : 0, cfg->pe == PE_ID_CABLE ? N * NH * F : 0, cable ? N * NH * X : 0,
-            (size_t)(cfg->dape != 0 ? dape_pe_slots(B, T, NH) : attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
+            (cfg->dape != 0 ? dape_pe_slots(B, T, NH) + (size_t)NH * dape_kv_blocks(T) : (size_t)attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
             cfg->dape != 0 ? N * 2 * C * F : 0,
             cfg->dape != 0 ? (size_t)dape_query_blocks(B, T) * dape_num_params(dape_layer(model, 0)) * F : 0,
         };
