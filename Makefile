@@ -7,8 +7,14 @@
 #   make test_gpt2cu PE=<name>    GPU-vs-CPU test binary (run it on a machine with a GPU)
 #   make starter                  the built-in dataset (data/starter/)
 #
-# Per-encoding binaries are built under build/; the top-level binaries are copies of
-# the one named by PE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
+# DAPE is a second switch on top of the bases nope, rope, alibi, kerple and fire
+# (llmc/dape.h):  make train_gpt2 PE=kerple DAPE=1x3   (DAPE=mlp, 1x3, 1x5, 1x7; none
+# by default), hidden width DAPE_D (default 32), DAPE_EDGE_EXACT=0 for rows independent
+# of the sequence's end.
+#
+# Per-encoding binaries are built under build/ (build/train_gpt2_<pe>, with DAPE
+# build/train_gpt2_<pe>_dape<variant>[_d<D>][_edge0]); the top-level binaries are copies
+# of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
 
 PE ?= learned
 PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable xpos sandwich kerple_power
@@ -16,6 +22,8 @@ ifeq ($(filter $(PE),$(PE_LIST)),)
 $(error unknown PE '$(PE)'; valid names: $(PE_LIST))
 endif
 pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
+
+include dape.mk
 
 CC := gcc
 CFLAGS := -O3 -march=native -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
@@ -51,10 +59,10 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-HEADERS := $(wildcard llmc/*.h) Makefile
+HEADERS := $(wildcard llmc/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape
 all: train_gpt2
 
 $(BUILD):
@@ -64,19 +72,19 @@ $(BUILD):
 # CPU trainer and tests, one binary per encoding
 
 $(BUILD)/train_gpt2_%: train_gpt2.c $(HEADERS) | $(BUILD)
-	$(CC) $(CFLAGS) $(call pe_flag,$*) -o $@ train_gpt2.c $(LDLIBS)
+	$(CC) $(CFLAGS) $(call stem_flags,$*) -o $@ train_gpt2.c $(LDLIBS)
 
 $(BUILD)/test_gpt2_%: test_gpt2.c train_gpt2.c $(HEADERS) | $(BUILD)
-	$(CC) $(CFLAGS) $(call pe_flag,$*) -o $@ test_gpt2.c $(LDLIBS)
+	$(CC) $(CFLAGS) $(call stem_flags,$*) -o $@ test_gpt2.c $(LDLIBS)
 
 # the same tests in double precision: the finite-difference gradient checks run here
 $(BUILD)/gradcheck_%: test_gpt2.c train_gpt2.c $(HEADERS) | $(BUILD)
-	$(CC) $(CFLAGS) $(call pe_flag,$*) -DREAL_DOUBLE -o $@ test_gpt2.c $(LDLIBS)
+	$(CC) $(CFLAGS) $(call stem_flags,$*) -DREAL_DOUBLE -o $@ test_gpt2.c $(LDLIBS)
 
-train_gpt2: $(BUILD)/train_gpt2_$(PE) | starter gpt2_tokenizer.bin
+train_gpt2: $(BUILD)/train_gpt2_$(STEM) | starter gpt2_tokenizer.bin
 	cp $< $@
 
-test_gpt2: $(BUILD)/test_gpt2_$(PE)
+test_gpt2: $(BUILD)/test_gpt2_$(STEM)
 	cp $< $@
 
 # ---------------------------------------------------------------------------
@@ -89,6 +97,28 @@ test-cpu: test-builds
 	  echo "=== $$pe: tests (fp32) ==="; $(BUILD)/test_gpt2_$$pe || exit 1; \
 	  echo "=== $$pe: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$pe gradcheck || exit 1; \
 	done
+
+# DAPE (llmc/dape.h): every variant and every base at least once, the CPU tests and the
+# fp64 gradient checks (with both edge rules); the CUDA trainer (bf16) and GPU test (fp32)
+# compile for two of them and run where a GPU is present; kerple_dape1x3's CUDA path runs
+# in the CPU emulation against the CPU path (cuda.mk: emulate-tiny)
+DAPE_TESTS := kerple_dapemlp kerple_dape1x3 kerple_dape1x5 kerple_dape1x7 nope_dape1x3 rope_dape1x3 alibi_dape1x3 fire_dape1x3
+DAPE_CUDA_TESTS := kerple_dape1x3 nope_dapemlp
+test-dape: $(foreach s,$(DAPE_TESTS),$(BUILD)/train_gpt2_$(s) $(BUILD)/test_gpt2_$(s) $(BUILD)/gradcheck_$(s)) \
+           $(foreach s,$(DAPE_CUDA_TESTS),$(BUILD)/train_gpt2cu_$(s) $(BUILD)/test_gpt2cu_$(s)_fp32 $(BUILD)/test_gpt2_$(s))
+	@for s in $(DAPE_TESTS); do \
+	  echo "=== $$s: tests (fp32) ==="; $(BUILD)/test_gpt2_$$s || exit 1; \
+	  echo "=== $$s: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$s gradcheck || exit 1; \
+	done
+	@for s in $(DAPE_CUDA_TESTS); do \
+	  echo "=== $$s: GPU vs CPU (fp32) ==="; \
+	  if $(BUILD)/test_gpt2cu_$${s}_fp32 device >/dev/null 2>&1; then \
+	    $(BUILD)/test_gpt2_$$s debug-state $(BUILD)/ref_$$s || exit 1; \
+	  fi; \
+	  $(BUILD)/test_gpt2cu_$${s}_fp32 $(BUILD)/ref_$$s || exit 1; \
+	done
+	@echo "=== kerple_dape1x3: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
+	$(MAKE) emulate-tiny PE=kerple DAPE=1x3
 
 # the trainer as a program: bad input, exact resume and crash safety, multi-process runs
 SCRIPT_PES := learned cable
@@ -120,7 +150,7 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
 # GPU); the tests run where a GPU is present and skip with a message where none is; the
 # tensor-core attention of every encoding runs on the CPU in the emulation (cuda.mk)
-test: test-cpu test-data test-scripts test-fuzz test-experiment test-python test-cuda-run test-cuda-emulate
+test: test-cpu test-data test-scripts test-fuzz test-experiment test-python test-cuda-run test-cuda-emulate test-dape
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

@@ -7,12 +7,15 @@
 #   make test-cuda-run       every encoding's GPU-vs-CPU test (skips without a GPU)
 #   make test-cuda-emulate   the tensor-core attention of every encoding on the CPU
 #                            (dev/cuda/emulate), and mutants that must fail
-#   make emulate PE=<name>   the whole CUDA path on the CPU: test_gpt2cu's comparison with
-#                            the CPU path in fp32 and bf16, the attention kernels (minutes)
+#   make emulate PE=<name> [DAPE=<variant>]   the whole CUDA path on the CPU: test_gpt2cu's
+#                            comparison with the CPU path in fp32 and bf16, the attention
+#                            kernels (minutes)
+#   make emulate-tiny PE=<name> [DAPE=<variant>]   the comparison alone, fp32, tiny model
 #
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
-# test_gpt2cu. bf16 builds use fast math; fp32 builds, which are compared tightly with
-# the CPU path, do not. Options: CUDA_ARCH (default sm_90: H100/H200), NO_MPI=1.
+# test_gpt2cu (<pe>: the Makefile's stem, with DAPE e.g. kerple_dape1x3). bf16 builds use
+# fast math; fp32 builds, which are compared tightly with the CPU path, do not. Options:
+# CUDA_ARCH (default sm_90: H100/H200), NO_MPI=1.
 
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 PRECISION ?= BF16
@@ -43,21 +46,21 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-.PHONY: train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-emulate emulate nvcc-check
+.PHONY: train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-emulate emulate emulate-tiny nvcc-check
 nvcc-check:
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA toolkit (or put nvcc on PATH) to build the CUDA path" >&2; exit 1; }
 
 $(BUILD)/train_gpt2cu_%: train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
-	$(NVCC) $(NVCC_FLAGS) $(call cu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) $(CU_MPI_FLAGS) -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS)
+	$(NVCC) $(NVCC_FLAGS) $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) $(CU_MPI_FLAGS) -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS)
 
 # the test runs on one GPU (no MPI); its CPU reference uses OpenMP
 $(BUILD)/test_gpt2cu_%: test_gpt2.cu train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
-	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp $(call cu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) -o $@ test_gpt2.cu $(NVCC_LDLIBS) -lgomp
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ test_gpt2.cu $(NVCC_LDLIBS) -lgomp
 
-train_gpt2cu: $(BUILD)/train_gpt2cu_$(PE)$(CU_SUFFIX) | starter gpt2_tokenizer.bin
+train_gpt2cu: $(BUILD)/train_gpt2cu_$(STEM)$(CU_SUFFIX) | starter gpt2_tokenizer.bin
 	cp $< $@
 
-test_gpt2cu: $(BUILD)/test_gpt2cu_$(PE)$(CU_SUFFIX)
+test_gpt2cu: $(BUILD)/test_gpt2cu_$(STEM)$(CU_SUFFIX)
 	cp $< $@
 
 # CI (nvcc, no GPU): the trainers in bf16 and the tests in fp32, the builds the GPU-vs-CPU
@@ -97,10 +100,10 @@ $(EMU)/mma_check: $(EMU_SRC)/.prepared
 	$(EMU_CXX) -o $@ $(EMU_SRC)/dev/cuda/mma_check.cu
 
 $(EMU)/attention_%: $(EMU_SRC)/.prepared
-	$(EMU_CXX) $(call emu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
+	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
 
 $(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
-	$(EMU_CXX) $(call emu_precision,$*) $(call pe_flag,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/test_gpt2.cu
+	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/test_gpt2.cu
 
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
@@ -113,13 +116,18 @@ test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(p
 	done
 	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE)
 
-# the whole CUDA path of one encoding on the CPU: the CPU path's debug state, test_gpt2cu's
-# comparison with it in fp32 and in bf16 (logits, loss, every gradient, 10 AdamW steps),
-# the attention kernels (fp32: versions 1 and 2; bf16: version 3)
-emulate: $(EMU)/test_gpt2cu_$(PE)_fp32 $(EMU)/test_gpt2cu_$(PE) $(EMU)/attention_$(PE)_fp32 $(EMU)/attention_$(PE) $(BUILD)/test_gpt2_$(PE)
-	$(BUILD)/test_gpt2_$(PE) debug-state $(BUILD)/ref_$(PE)
-	$(EMU)/test_gpt2cu_$(PE)_fp32 reference $(BUILD)/ref_$(PE)
-	$(EMU)/test_gpt2cu_$(PE) reference $(BUILD)/ref_$(PE)
-	$(EMU)/attention_$(PE)_fp32 1 100 2 2 32
-	$(EMU)/attention_$(PE)_fp32 2 100 2 2 32
-	$(EMU)/attention_$(PE) check
+# the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
+# debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every
+# gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3)
+emulate: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(EMU)/test_gpt2cu_$(STEM) $(EMU)/attention_$(STEM)_fp32 $(EMU)/attention_$(STEM) $(BUILD)/test_gpt2_$(STEM)
+	$(BUILD)/test_gpt2_$(STEM) debug-state $(BUILD)/ref_$(STEM)
+	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_$(STEM)
+	$(EMU)/test_gpt2cu_$(STEM) reference $(BUILD)/ref_$(STEM)
+	$(EMU)/attention_$(STEM)_fp32 1 100 2 2 32
+	$(EMU)/attention_$(STEM)_fp32 2 100 2 2 32
+	$(EMU)/attention_$(STEM) check
+
+# only test_gpt2cu's comparison (fp32), on a tiny model (test_gpt2 debug-state-tiny): seconds
+emulate-tiny: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(BUILD)/test_gpt2_$(STEM)
+	$(BUILD)/test_gpt2_$(STEM) debug-state-tiny $(BUILD)/ref_tiny_$(STEM)
+	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_tiny_$(STEM)

@@ -18,6 +18,9 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          path against (llmc/debug_state.h), optionally under an
                          evaluation variant (rope: pi, ntk, yarn, dynamic-pi,
                          dynamic-ntk, dynamic-yarn; xpos: bca)
+  ./test_gpt2 debug-state-tiny PREFIX
+                         the same for a tiny model, small enough for the CUDA path's
+                         CPU emulation (dev/cuda/Makefile) to run in seconds
   ./gradcheck torch-reference PREFIX [MODEL.bin|-] [VARIANT]
                          writes the reference that python/test_model.py compares the
                          PyTorch model against, in fp64, optionally under an evaluation
@@ -44,6 +47,7 @@ static GPT2Config tiny_config(int maxT) {
     GPT2Config c;
     c.num_layers = 2; c.num_heads = 3; c.channels = 12;
     c.vocab_size = 250; c.padded_vocab_size = 256; c.max_seq_len = maxT; c.pe = PE_ID;
+    gpt2_config_set_dape(&c);
     return c;
 }
 
@@ -181,6 +185,157 @@ static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int
     return maxdiff;
 }
 
+// ----------------------------------------------------------------------------
+// DAPE's definition, written out again: the official code's computation on full T x T
+// matrices, and the spec's row reference (next-encodings.md 2.7) transcribed
+
+// S[h][i][j] = q_i.k_j / sqrt(hs) for every (i, j), above the diagonal too (the official
+// code runs DAPE on the unmasked scores), and the base's bias (0 above the diagonal, as
+// the code's tril(i - j)), of batch row b in layer l
+static void ref_scores_and_bias(double* S, double* Bt, GPT2* model, int l, int b, int T) {
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    for (int h = 0; h < NH; h++) {
+        for (int i = 0; i < T; i++) {
+            for (int j = 0; j < T; j++) {
+                double dot = 0;
+                for (int c = 0; c < hs; c++) {
+                    dot += qkv[((size_t)b * T + i) * 3 * C + h * hs + c] * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c];
+                }
+                S[((size_t)h * T + i) * T + j] = dot / sqrt((double)hs);
+                Bt[((size_t)h * T + i) * T + j] = j <= i ? ref_bias(model, l, b, h, i, j, T) : 0;
+            }
+        }
+    }
+}
+
+static double ref_lrelu(double v) { return v > 0 ? v : 0.01 * v; }
+
+// the official code: X = tril(cat(S, Beta)) (channels: the H scores, then the H biases;
+// no bias channels for nope and rope), Conv2d(Cin -> D, kernel (1, k), padding (0, k/2))
+// along the keys, LeakyReLU, Conv2d(D -> H, same), A = S + Beta + Y. The hidden layer
+// spans T + extend columns (extend = k/2: the T -> infinity edge rule). A is written for
+// j <= i; (S, Beta) above the diagonal must not matter.
+static void ref_dape_logits(double* A, const double* S, const double* Bt, GPT2* model, int l, int T, int extend) {
+    GPT2Config* cfg = &model->config;
+    int NH = cfg->num_heads, K = cfg->dape, p = K / 2, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
+    const real* W1 = model->params.dape_w1 + (size_t)l * D * Cin * K;
+    const real* b1 = model->params.dape_b1 + (size_t)l * D;
+    const real* W2 = model->params.dape_w2 + (size_t)l * NH * D * K;
+    const real* b2 = model->params.dape_b2 + (size_t)l * NH;
+    int Tx = T + extend;
+    double* X = (double*)calloc_check((size_t)Cin * T * Tx, sizeof(double));
+    double* Hd = (double*)calloc_check((size_t)D * T * Tx, sizeof(double));
+    for (int ch = 0; ch < Cin; ch++) {
+        const double* src = ch < NH ? S + (size_t)ch * T * T : Bt + (size_t)(ch - NH) * T * T;
+        for (int i = 0; i < T; i++) {
+            for (int j = 0; j <= i; j++) { X[((size_t)ch * T + i) * Tx + j] = src[(size_t)i * T + j]; }
+        }
+    }
+    for (int d = 0; d < D; d++) {
+        for (int i = 0; i < T; i++) {
+            for (int j = 0; j < Tx; j++) {
+                double z = b1[d];
+                for (int ch = 0; ch < Cin; ch++) {
+                    for (int t = 0; t < K; t++) {
+                        int jj = j + t - p;
+                        if (jj >= 0 && jj < Tx) { z += W1[((size_t)d * Cin + ch) * K + t] * X[((size_t)ch * T + i) * Tx + jj]; }
+                    }
+                }
+                Hd[((size_t)d * T + i) * Tx + j] = ref_lrelu(z);
+            }
+        }
+    }
+    for (int h = 0; h < NH; h++) {
+        for (int i = 0; i < T; i++) {
+            for (int j = 0; j <= i; j++) {
+                double y = b2[h];
+                for (int d = 0; d < D; d++) {
+                    for (int t = 0; t < K; t++) {
+                        int jj = j + t - p;
+                        if (jj >= 0 && jj < Tx) { y += W2[((size_t)h * D + d) * K + t] * Hd[((size_t)d * T + i) * Tx + jj]; }
+                    }
+                }
+                size_t at = ((size_t)h * T + i) * T + j;
+                A[at] = S[at] + (Cin == 2 * NH ? Bt[at] : 0) + y;
+            }
+        }
+    }
+    free(X);
+    free(Hd);
+}
+
+// the spec's pure-Python row reference (next-encodings.md 2.7), line by line:
+// o[c][h] for c = 0..i of row i (without the residual s + b)
+static void spec_dape_row(double* o, int i, int T, const double* S, const double* Bt, GPT2* model, int l, int edge_exact) {
+    GPT2Config* cfg = &model->config;
+    int H = cfg->num_heads, k = cfg->dape, p = k / 2, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, H);
+    const real* W1 = model->params.dape_w1 + (size_t)l * D * Cin * k;
+    const real* b1 = model->params.dape_b1 + (size_t)l * D;
+    const real* W2 = model->params.dape_w2 + (size_t)l * H * D * k;
+    const real* b2 = model->params.dape_b2 + (size_t)l * H;
+    double xs[DAPE_MAX_KERNEL][64], hs_[DAPE_MAX_KERNEL][DAPE_MAX_WIDTH], hid[DAPE_MAX_WIDTH];
+    for (int c = 0; c <= i; c++) {
+        for (int t = 0; t < k; t++) { // hs_ = [hid(c + t - p) for t in range(k)]
+            int ch_c = c + t - p;
+            if (ch_c < 0 || (edge_exact && ch_c >= T)) { for (int o2 = 0; o2 < D; o2++) { hs_[t][o2] = 0; } continue; }
+            for (int t2 = 0; t2 < k; t2++) { // xs = [X(ch_c + t2 - p) for t2 in range(k)]
+                int xc = ch_c + t2 - p;
+                for (int ch = 0; ch < Cin; ch++) {
+                    xs[t2][ch] = 0 <= xc && xc <= i ? (ch < H ? S[((size_t)ch * T + i) * T + xc] : Bt[((size_t)(ch - H) * T + i) * T + xc]) : 0;
+                }
+            }
+            for (int o2 = 0; o2 < D; o2++) {
+                double z = b1[o2];
+                for (int ch = 0; ch < Cin; ch++) {
+                    for (int t2 = 0; t2 < k; t2++) { z += W1[((size_t)o2 * Cin + ch) * k + t2] * xs[t2][ch]; }
+                }
+                hid[o2] = ref_lrelu(z);
+            }
+            for (int o2 = 0; o2 < D; o2++) { hs_[t][o2] = hid[o2]; }
+        }
+        for (int h = 0; h < H; h++) {
+            double y = b2[h];
+            for (int ch = 0; ch < D; ch++) {
+                for (int t = 0; t < k; t++) { y += W2[((size_t)h * D + ch) * k + t] * hs_[t][ch]; }
+            }
+            o[(size_t)c * H + h] = y;
+        }
+    }
+}
+
+// naive attention with DAPE's logits from ref_dape_logits on the model's stored q, k, v of
+// layer l; returns the largest difference to the model's stored attention output
+static double dape_attention_vs_reference(GPT2* model, int l, int B, int T, int extend) {
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    const real* out = model->acts.t.atty + (size_t)l * model->acts_N * C;
+    size_t n = (size_t)NH * T * T;
+    double* S = (double*)malloc_check(n * sizeof(double));
+    double* Bt = (double*)malloc_check(n * sizeof(double));
+    double* A = (double*)malloc_check(n * sizeof(double));
+    double maxdiff = 0;
+    for (int b = 0; b < B; b++) {
+        ref_scores_and_bias(S, Bt, model, l, b, T);
+        ref_dape_logits(A, S, Bt, model, l, T, extend);
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < T; i++) {
+                const double* a = A + ((size_t)h * T + i) * T;
+                double m = -INFINITY, sum = 0;
+                for (int j = 0; j <= i; j++) { m = fmax(m, a[j]); }
+                for (int j = 0; j <= i; j++) { sum += exp(a[j] - m); }
+                for (int c = 0; c < hs; c++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++) { o += exp(a[j] - m) / sum * qkv[((size_t)b * T + j) * 3 * C + 2 * C + h * hs + c]; }
+                    maxdiff = fmax(maxdiff, fabs(o - out[((size_t)b * T + i) * C + h * hs + c]));
+                }
+            }
+        }
+    }
+    free(S); free(Bt); free(A);
+    return maxdiff;
+}
+
 // q and k as the definition makes them: ln1 @ qkvw^T + qkvb, then rope's rotation
 static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
     int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
@@ -272,8 +427,13 @@ static void test_reference_forward(void) {
         double dq = qkv_vs_reference(&model, l, B, T);
         snprintf(what, sizeof(what), "layer %d: q, k, v (after the PE's rotation)", l);
         check(dq < 1e-4, what, dq, 1e-4);
+#if DAPE_ID
+        double da = dape_attention_vs_reference(&model, l, B, T, 0);
+        snprintf(what, sizeof(what), "layer %d: DAPE attention on explicit T x T matrices", l);
+#else
         double da = attention_vs_reference(&model, l, ref_bias, B, T);
         snprintf(what, sizeof(what), "layer %d: attention with the explicit bias matrix", l);
+#endif
         check(da < 1e-5, what, da, 1e-5);
     }
     gpt2_free(&model);
@@ -617,7 +777,9 @@ static void test_identities(void) {
 }
 
 // NoPE: with one layer, the last position's output depends on the set of earlier
-// tokens, not their order; every other encoding must see the permutation
+// tokens, not their order (with DAPE too, whose MLP sees one key at a time); every other
+// encoding must see the permutation, DAPE_1xk on NoPE as well (its convolution along the
+// keys sees their order)
 static void test_permutation(void) {
     printf("permuting the prefix of a one-layer model\n");
     int T = 12;
@@ -639,7 +801,7 @@ static void test_permutation(void) {
     gpt2_logits_row(&model, 0, T - 1, b);
     double d = 0;
     for (int v = 0; v < cfg.vocab_size; v++) { d = fmax(d, fabs(a[v] - b[v])); }
-#if defined(PE_NOPE)
+#if defined(PE_NOPE) && DAPE_ID <= 1
     check(d < 1e-5, "nope: last logits unchanged", d, 1e-5);
 #else
     check(d > 1e-4, "position-aware: last logits change", d, 1e-4);
@@ -837,9 +999,11 @@ static void test_files_and_errors(void) {
     expect_failure("checkpoint with an unknown version", fail_load, bad, "version");
     snprintf(bad, sizeof(bad), "%s/pe.bin", tmpdir);
     int other = (PE_ID + 1) % PE_NUM_IDS;
-    h[8] = other; f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f); h[8] = PE_ID;
+    h[8] = other; h[9] = 0; h[10] = 0; // a checkpoint of another encoding, without DAPE
+    f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f);
+    h[8] = PE_ID; h[9] = cfg.dape; h[10] = cfg.dape_width;
     char expect[128];
-    snprintf(expect, sizeof(expect), "trained with PE '%s' but this binary was built with PE '%s'", pe_name(other), pe_name(PE_ID));
+    snprintf(expect, sizeof(expect), "trained with PE '%s' but this binary was built with PE '%s'", pe_name(other), model_label(PE_ID, DAPE_ID));
     expect_failure("checkpoint of another encoding names both", fail_load, bad, expect);
     snprintf(bad, sizeof(bad), "%s/revision.bin", tmpdir); // fire and sinusoidal: an old definition (0)
     int rev = pe_revision(PE_ID) == 0 ? 1 : 0;
@@ -959,6 +1123,7 @@ static void test_overfit(void) {
     GPT2Config cfg;
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 32;
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 16; cfg.pe = PE_ID;
+    gpt2_config_set_dape(&cfg);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 42);
     int B = 4, T = 16;
@@ -1003,6 +1168,8 @@ static void test_long_sequence_memory(void) {
     GPT2Config cfg;
     cfg.num_layers = 1; cfg.num_heads = 2; cfg.channels = 16;
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 64; cfg.pe = PE_ID;
+    gpt2_config_set_dape(&cfg);
+    if (cfg.dape != 0) { cfg.dape_width = 2; } // DAPE's memory is per row: a narrow one does not hide it, and runs fast
 #if defined(PE_LEARNED)
     cfg.max_seq_len = T;
 #endif
@@ -1022,6 +1189,349 @@ static void test_long_sequence_memory(void) {
 }
 
 // ----------------------------------------------------------------------------
+// DAPE (builds with DAPE=...): the row path against the official code's full-matrix
+// computation and the spec's row reference, the edge rule, identities, no leak across
+// the diagonal, the checkpoint's words
+
+// a model of the tiny configuration after a training forward pass on random tokens
+static void dape_test_model(GPT2* model, int B, int T, int seed, int* x) {
+    GPT2Config cfg = tiny_config(T);
+    gpt2_build_from_config(model, &cfg, seed);
+    uint64_t rng = random_seed(seed + 1);
+    perturb_parameters(model, 0.1f, &rng);
+#if defined(PE_FIRE)
+    for (int l = 0; l < cfg.num_layers; l++) { model->params.fire_L[l] = T / 2; }
+#endif
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    gpt2_forward(model, x, x, B, T, 1);
+}
+
+// largest difference between the model's row logits (dape_row_logits with the layer's
+// own weights) and A from ref_dape_logits, over every row of every layer and batch row
+static double dape_rows_vs_reference(GPT2* model, int B, int T, int extend, int poison) {
+    GPT2Config* cfg = &model->config;
+    int NH = cfg->num_heads, L = cfg->num_layers, D = cfg->dape_width, p = cfg->dape / 2, Cin = dape_in_channels(cfg->pe, NH);
+    size_t n = (size_t)NH * T * T;
+    double* S = (double*)malloc_check(n * sizeof(double));
+    double* Bt = (double*)malloc_check(n * sizeof(double));
+    double* A = (double*)malloc_check(n * sizeof(double));
+    DapeRow* w = &model->dape->rows[0];
+    double maxdiff = 0;
+    for (int l = 0; l < L; l++) {
+        dape_layer_setup(model, l, 0);
+        PEBias pb;
+        pe_bias_setup(&pb, model, l, B, T, 0);
+        const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * cfg->channels;
+        for (int b = 0; b < B; b++) {
+            ref_scores_and_bias(S, Bt, model, l, b, T);
+            ref_dape_logits(A, S, Bt, model, l, T, extend);
+            for (int i = 0; i < T; i++) {
+                if (poison) { // whatever the workspace holds beyond what row i writes must not matter
+                    for (size_t e = 0; e < (size_t)T * Cin; e++) { w->x[e] = NAN; }
+                    for (size_t e = 0; e < (size_t)(T + p) * D; e++) { w->hid[e] = NAN; }
+                    for (size_t e = 0; e < (size_t)T * NH; e++) { w->a[e] = NAN; }
+                }
+                dape_row_logits(w, &model->dape->layer, qkv, &pb, b, i, T);
+                for (int c = 0; c <= i; c++) {
+                    for (int h = 0; h < NH; h++) {
+                        double d = fabs(w->a[c * NH + h] - A[((size_t)h * T + i) * T + c]);
+                        maxdiff = d == d ? fmax(maxdiff, d) : INFINITY;
+                    }
+                }
+            }
+        }
+    }
+    free(S); free(Bt); free(A);
+    return maxdiff;
+}
+
+static void test_dape_reference(void) {
+    printf("DAPE (%s, k = %d, D = %d) against the official code's full-matrix computation\n",
+           model_label(PE_ID, DAPE_ID), DAPE_ID, DAPE_WIDTH);
+    int B = 2, T = 23, x[46];
+    GPT2 model;
+    dape_test_model(&model, B, T, 31, x);
+    GPT2Config* cfg = &model.config;
+    int NH = cfg->num_heads, p = cfg->dape / 2;
+    char what[160];
+    double e = dape_rows_vs_reference(&model, B, T, 0, 0);
+    check(e < 1e-5, "row logits = full-matrix logits, every row and layer", e, 1e-5);
+    e = dape_rows_vs_reference(&model, B, T, 0, 1);
+    check(e < 1e-5, "the same with the row workspace poisoned (NaN)", e, 1e-5);
+    // the spec's row reference against the full matrices: o = A - S - Beta
+    size_t n = (size_t)NH * T * T;
+    double* S = (double*)malloc_check(n * sizeof(double));
+    double* Bt = (double*)malloc_check(n * sizeof(double));
+    double* A = (double*)malloc_check(n * sizeof(double));
+    double* o = (double*)malloc_check((size_t)T * NH * sizeof(double));
+    int bias = dape_in_channels(cfg->pe, NH) == 2 * NH;
+    double worst[2] = {0, 0};
+    for (int edge = 1; edge >= 0; edge--) {
+        ref_scores_and_bias(S, Bt, &model, 1, 1, T);
+        ref_dape_logits(A, S, Bt, &model, 1, T, edge ? 0 : p);
+        for (int i = 0; i < T; i++) {
+            spec_dape_row(o, i, T, S, Bt, &model, 1, edge);
+            for (int c = 0; c <= i; c++) {
+                for (int h = 0; h < NH; h++) {
+                    size_t at = ((size_t)h * T + i) * T + c;
+                    worst[edge] = fmax(worst[edge], fabs(o[c * NH + h] - (A[at] - S[at] - (bias ? Bt[at] : 0))));
+                }
+            }
+        }
+    }
+    check(worst[1] < 1e-12, "spec 2.7 row reference = full matrices (edge exact)", worst[1], 1e-12);
+    check(worst[0] < 1e-12, "spec 2.7 row reference = full matrices (T -> infinity)", worst[0], 1e-12);
+    // leak: scores and biases above the diagonal changed in the full matrices
+    double* A2 = (double*)malloc_check(n * sizeof(double));
+    uint64_t rng = random_seed(77);
+    for (int h = 0; h < NH; h++) {
+        for (int i = 0; i < T; i++) {
+            for (int j = i + 1; j < T; j++) {
+                S[((size_t)h * T + i) * T + j] = 100 * random_normal(&rng);
+                Bt[((size_t)h * T + i) * T + j] = 100 * random_normal(&rng);
+            }
+        }
+    }
+    ref_dape_logits(A2, S, Bt, &model, 1, T, 0);
+    ref_scores_and_bias(S, Bt, &model, 1, 1, T);
+    ref_dape_logits(A, S, Bt, &model, 1, T, 0);
+    double leak = 0;
+    for (int h = 0; h < NH; h++) {
+        for (int i = 0; i < T; i++) {
+            for (int j = 0; j <= i; j++) { leak = fmax(leak, fabs(A[((size_t)h * T + i) * T + j] - A2[((size_t)h * T + i) * T + j])); }
+        }
+    }
+    check(leak == 0, "full matrices: s, b at j > i changed, rows j <= i same", leak, 0);
+    // the model end to end: tokens after position i0 changed, every logit up to i0 the same bits
+    float* before = (float*)malloc_check((size_t)T * cfg->padded_vocab_size * sizeof(float));
+    float* after = (float*)malloc_check(cfg->padded_vocab_size * sizeof(float));
+    int i0s[3] = {0, 9, T - 2};
+    for (int k = 0; k < 3; k++) {
+        int i0 = i0s[k], y[23];
+        for (int t = 0; t < T; t++) { y[t] = t <= i0 ? x[t] : (int)(random_u32(&rng) % cfg->vocab_size); }
+        gpt2_forward(&model, x, NULL, 1, T, 0);
+        for (int t = 0; t <= i0; t++) { gpt2_logits_row(&model, 0, t, before + (size_t)t * cfg->padded_vocab_size); }
+        gpt2_forward(&model, y, NULL, 1, T, 0);
+        int same = 1;
+        for (int t = 0; t <= i0; t++) {
+            gpt2_logits_row(&model, 0, t, after);
+            same &= memcmp(after, before + (size_t)t * cfg->padded_vocab_size, cfg->vocab_size * sizeof(float)) == 0;
+        }
+        snprintf(what, sizeof(what), "tokens after %d changed: logits up to %d, same bits", i0, i0);
+        check(same, what, !same, 0);
+    }
+    free(before); free(after); free(A2);
+    free(S); free(Bt); free(A); free(o);
+    gpt2_free(&model);
+}
+
+// the edge rule: with DAPE_EDGE_EXACT = 0 the hidden layer goes on past T; only the last
+// k/2 rows of a window change, and they match the full matrices extended by k/2 columns
+static void test_dape_edge(void) {
+    printf("DAPE's edge rule (the hidden values past the end of the sequence)\n");
+    int B = 2, T = 23, x[46];
+    GPT2 model;
+    dape_test_model(&model, B, T, 41, x);
+    GPT2Config* cfg = &model.config;
+    int p = cfg->dape / 2, C = cfg->channels, L = cfg->num_layers;
+    size_t n = (size_t)L * model.acts_N * C;
+    real* first = (real*)malloc_check(n * sizeof(real));
+    memcpy(first, model.acts.t.atty, n * sizeof(real));
+    model.dape_edge_exact = 1 - model.dape_edge_exact;
+    gpt2_forward(&model, x, x, B, T, 1);
+    int ext = model.dape_edge_exact ? 0 : p;
+    char what[160];
+    for (int l = 0; l < L; l++) {
+        double e = dape_attention_vs_reference(&model, l, B, T, ext);
+        snprintf(what, sizeof(what), "layer %d, edge rule %d: attention = full matrices", l, model.dape_edge_exact);
+        check(e < 1e-5, what, e, 1e-5);
+    }
+    double e_rows = dape_rows_vs_reference(&model, B, T, ext, 0);
+    check(e_rows < 1e-5, "edge rule flipped: row logits = full matrices", e_rows, 1e-5);
+    double inner = 0, last = 0;
+    for (int l = 0; l < L; l++) {
+        for (int b = 0; b < B; b++) {
+            for (int i = 0; i < T; i++) {
+                for (int c = 0; c < C; c++) {
+                    size_t at = (size_t)l * model.acts_N * C + ((size_t)b * T + i) * C + c;
+                    double d = fabs(first[at] - model.acts.t.atty[at]);
+                    if (i < T - p) { inner = fmax(inner, d); } else { last = fmax(last, d); }
+                }
+            }
+        }
+    }
+    check(inner == 0, "rows i < T - k/2: same bits with either rule", inner, 0);
+    if (p > 0) { check(last > 1e-6, "the last k/2 rows differ between the rules", last, 1e-6); }
+    free(first);
+    gpt2_free(&model);
+}
+
+// the logits of every row of layer 0, batch row 0, with the layer dl
+static void dape_layer_rows(double* out, GPT2* model, const DapeLayer* dl, int T) {
+    int NH = model->config.num_heads;
+    PEBias pb;
+    pe_bias_setup(&pb, model, 0, 1, T, 0);
+    DapeRow* w = &model->dape->rows[0];
+    for (int i = 0; i < T; i++) {
+        dape_row_logits(w, dl, model->acts.t.qkv, &pb, 0, i, T);
+        for (int c = 0; c <= i; c++) {
+            for (int h = 0; h < NH; h++) { out[((size_t)h * T + i) * T + c] = w->a[c * NH + h]; }
+        }
+    }
+}
+
+static void test_dape_identities(void) {
+    printf("DAPE identities\n");
+    int B = 2, T = 23, x[46];
+    GPT2 model;
+    dape_test_model(&model, B, T, 51, x);
+    GPT2Config* cfg = &model.config;
+    int NH = cfg->num_heads, C = cfg->channels, L = cfg->num_layers, K = cfg->dape, p = K / 2, D = cfg->dape_width;
+    int Cin = dape_in_channels(cfg->pe, NH), bias = Cin == 2 * NH;
+    real* saved = (real*)malloc_check(model.num_parameters * sizeof(real));
+    memcpy(saved, model.params_memory, model.num_parameters * sizeof(real));
+    char what[160];
+    // the output layer zero: the base encoding exactly
+    memset(model.params.dape_w2, 0, model.param_sizes[P_DAPE_W2] * sizeof(real));
+    memset(model.params.dape_b2, 0, model.param_sizes[P_DAPE_B2] * sizeof(real));
+    gpt2_forward(&model, x, x, B, T, 1);
+    real* plain = (real*)malloc_check((size_t)B * T * C * sizeof(real));
+    real* lse = (real*)malloc_check((size_t)B * NH * T * sizeof(real));
+    for (int l = 0; l < L; l++) {
+        double d = attention_vs_reference(&model, l, ref_bias, B, T);
+        snprintf(what, sizeof(what), "layer %d, W2 = b2 = 0: = the base's explicit bias matrix", l);
+        check(d < 1e-5, what, d, 1e-5);
+        PEBias pb;
+        pe_bias_setup(&pb, &model, l, B, T, 0);
+        attention_forward(plain, lse, model.acts.t.qkv + (size_t)l * model.acts_N * 3 * C, &pb, model.att_scratch, B, T, C, NH);
+        double e = 0;
+        for (size_t k = 0; k < (size_t)B * T * C; k++) { e = fmax(e, fabs(plain[k] - model.acts.t.atty[(size_t)l * model.acts_N * C + k])); }
+        snprintf(what, sizeof(what), "layer %d, W2 = b2 = 0: = the plain attention's output", l);
+        check(e == 0, what, e, 0);
+    }
+    memcpy(model.params_memory, saved, model.num_parameters * sizeof(real));
+    gpt2_forward(&model, x, x, B, T, 1);
+
+    // k = 1 is DAPE (MLP): a 1 x 1 layer on the row path against an MLP at each (i, j)
+    uint64_t rng = random_seed(61);
+    real* w1 = (real*)malloc_check((size_t)D * Cin * K * sizeof(real));
+    real* b1 = (real*)malloc_check(D * sizeof(real));
+    real* w2 = (real*)malloc_check((size_t)NH * D * K * sizeof(real));
+    real* b2 = (real*)malloc_check(NH * sizeof(real));
+    real* w1r = (real*)malloc_check((size_t)D * Cin * K * sizeof(real));
+    real* w2r = (real*)malloc_check((size_t)NH * D * K * sizeof(real));
+    for (int k = 0; k < D * Cin; k++) { w1[k] = 0.4 * random_normal(&rng); }
+    for (int k = 0; k < D; k++) { b1[k] = 0.4 * random_normal(&rng); }
+    for (int k = 0; k < NH * D; k++) { w2[k] = 0.3 * random_normal(&rng); }
+    for (int k = 0; k < NH; k++) { b2[k] = 0.3 * random_normal(&rng); }
+    DapeLayer mlp;
+    dape_layer_init(&mlp, w1, b1, w2, b2, 1, D, Cin, NH, C / NH, 1, w1r, w2r);
+    size_t n = (size_t)NH * T * T;
+    double* S = (double*)malloc_check(n * sizeof(double));
+    double* Bt = (double*)malloc_check(n * sizeof(double));
+    double* A = (double*)malloc_check(n * sizeof(double));
+    double* A2 = (double*)malloc_check(n * sizeof(double));
+    ref_scores_and_bias(S, Bt, &model, 0, 0, T);
+    dape_layer_rows(A, &model, &mlp, T);
+    double e = 0;
+    for (int i = 0; i < T; i++) {
+        for (int j = 0; j <= i; j++) {
+            double in[64], hid[DAPE_MAX_WIDTH];
+            for (int ch = 0; ch < Cin; ch++) { in[ch] = ch < NH ? S[((size_t)ch * T + i) * T + j] : Bt[((size_t)(ch - NH) * T + i) * T + j]; }
+            for (int d = 0; d < D; d++) {
+                double z = b1[d];
+                for (int ch = 0; ch < Cin; ch++) { z += w1[d * Cin + ch] * in[ch]; }
+                hid[d] = ref_lrelu(z);
+            }
+            for (int h = 0; h < NH; h++) {
+                double o = b2[h];
+                for (int d = 0; d < D; d++) { o += w2[h * D + d] * hid[d]; }
+                size_t at = ((size_t)h * T + i) * T + j;
+                e = fmax(e, fabs(A[at] - (S[at] + (bias ? Bt[at] : 0) + o)));
+            }
+        }
+    }
+    check(e < 1e-5, "k = 1 on the row path = an MLP per (i, j) (DAPE)", e, 1e-5);
+    // k > 1 with every tap but the centre zero: DAPE (MLP) with the centre taps
+    if (K > 1) {
+        const real* lw1 = model.params.dape_w1;
+        const real* lw2 = model.params.dape_w2;
+        real* w1k = (real*)calloc_check((size_t)D * Cin * K, sizeof(real));
+        real* w2k = (real*)calloc_check((size_t)NH * D * K, sizeof(real));
+        for (int k = 0; k < D * Cin; k++) { w1k[(size_t)k * K + p] = lw1[(size_t)k * K + p]; w1[k] = lw1[(size_t)k * K + p]; }
+        for (int k = 0; k < NH * D; k++) { w2k[(size_t)k * K + p] = lw2[(size_t)k * K + p]; w2[k] = lw2[(size_t)k * K + p]; }
+        real* w1rk = (real*)malloc_check((size_t)D * Cin * K * sizeof(real));
+        real* w2rk = (real*)malloc_check((size_t)NH * D * K * sizeof(real));
+        DapeLayer conv;
+        dape_layer_init(&conv, w1k, model.params.dape_b1, w2k, model.params.dape_b2, K, D, Cin, NH, C / NH, 1, w1rk, w2rk);
+        dape_layer_init(&mlp, w1, model.params.dape_b1, w2, model.params.dape_b2, 1, D, Cin, NH, C / NH, 1, w1r, w2r);
+        dape_layer_rows(A, &model, &conv, T);
+        dape_layer_rows(A2, &model, &mlp, T);
+        e = 0;
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < T; i++) {
+                for (int j = 0; j <= i; j++) { e = fmax(e, fabs(A[((size_t)h * T + i) * T + j] - A2[((size_t)h * T + i) * T + j])); }
+            }
+        }
+        snprintf(what, sizeof(what), "1 x %d, only centre taps = DAPE (MLP) with them", K);
+        check(e == 0, what, e, 0);
+        free(w1k); free(w2k); free(w1rk); free(w2rk);
+    }
+    free(S); free(Bt); free(A); free(A2);
+    free(w1); free(b1); free(w2); free(b2); free(w1r); free(w2r);
+    free(plain); free(lse); free(saved);
+    gpt2_free(&model);
+}
+
+static void test_dape_checkpoint(void) {
+    printf("DAPE in the checkpoint (words 9 and 10)\n");
+    GPT2Config cfg = tiny_config(16);
+    GPT2 model, loaded;
+    gpt2_build_from_config(&model, &cfg, 71);
+    char ckpt[512], bad[512], expect[256];
+    snprintf(ckpt, sizeof(ckpt), "%s/dape.bin", tmpdir);
+    gpt2_save_checkpoint(&model, ckpt);
+    FILE* f = fopen_check(ckpt, "rb");
+    int64_t size = file_size_check(f, ckpt);
+    unsigned char* buf = (unsigned char*)malloc_check(size);
+    fread_check(buf, 1, size, f, ckpt);
+    fclose(f);
+    int* h = (int*)buf;
+    check(h[9] == DAPE_ID && h[10] == DAPE_WIDTH, "word 9 = kernel width, word 10 = D", h[10], DAPE_WIDTH);
+    // the same base without DAPE, and another DAPE variant: one error naming both
+    int others[2] = {0, DAPE_ID == 1 ? 3 : 1};
+    for (int k = 0; k < 2; k++) {
+        snprintf(bad, sizeof(bad), "%s/dape_other%d.bin", tmpdir, k);
+        h[9] = others[k]; h[10] = others[k] ? DAPE_WIDTH : 0;
+        f = fopen_check(bad, "wb"); fwrite(buf, 1, size, f); fclose(f);
+        snprintf(expect, sizeof(expect), "trained with PE '%s' but this binary was built with PE '%s'",
+                 model_label(PE_ID, others[k]), model_label(PE_ID, DAPE_ID));
+        expect_failure(others[k] ? "checkpoint of another DAPE variant names both" : "checkpoint without DAPE names both",
+                       fail_load, bad, expect);
+    }
+    h[9] = DAPE_ID; h[10] = 0;
+    snprintf(bad, sizeof(bad), "%s/dape_width.bin", tmpdir);
+    f = fopen_check(bad, "wb"); fwrite(buf, 1, size, f); fclose(f);
+    expect_failure("checkpoint with DAPE width 0", fail_load, bad, "bad DAPE width 0");
+    // another width D is a size like C or L: read from the file
+    cfg.dape_width = 5;
+    GPT2 narrow;
+    gpt2_build_from_config(&narrow, &cfg, 72);
+    gpt2_save_checkpoint(&narrow, ckpt);
+    gpt2_build_from_checkpoint(&loaded, ckpt);
+    int same = loaded.config.dape_width == 5 && loaded.num_parameters == narrow.num_parameters
+            && memcmp(loaded.params_memory, narrow.params_memory, narrow.num_parameters * sizeof(real)) == 0;
+    check(same, "a D = 5 checkpoint loads as D = 5, bit-exact", loaded.config.dape_width, 5);
+    int x[16];
+    uint64_t rng = random_seed(73);
+    random_tokens(x, 16, cfg.vocab_size, &rng);
+    gpt2_forward(&loaded, x, x, 1, 16, 0);
+    check(isfinite(loaded.mean_loss), "and runs", loaded.mean_loss, 0);
+    free(buf);
+    gpt2_free(&model); gpt2_free(&narrow); gpt2_free(&loaded);
+}
+
+// ----------------------------------------------------------------------------
 // gradient checks (fp64 build): analytic gradients against central differences
 
 static double loss_at(GPT2* model, const int* x, const int* y, int B, int T) {
@@ -1029,28 +1539,71 @@ static double loss_at(GPT2* model, const int* x, const int* y, int B, int T) {
     return model->mean_loss;
 }
 
-static void test_gradients(void) {
+// DAPE's hidden units away from the LReLU's kink, where a finite difference is wrong by
+// construction (thousands of units, so some would lie within a step of it): b1 = +-(0.5..1)
+// and W1 so small that |W1 x| stays far below 0.5; both sides of the kink stay in use
+static void dape_away_from_kink(GPT2* model, uint64_t* rng) {
+    for (size_t i = 0; i < model->param_sizes[P_DAPE_B1]; i++) {
+        real v = 0.5 + 0.5 * random_f32(rng);
+        model->params.dape_b1[i] = random_f32(rng) < 0.5f ? -v : v;
+    }
+    for (size_t i = 0; i < model->param_sizes[P_DAPE_W1]; i++) { model->params.dape_w1[i] = 1e-3 * (2 * random_f32(rng) - 1); }
+}
+
+// the smallest |z| of DAPE's hidden pre-activations z (= h where h > 0, h / slope otherwise)
+// over every layer and row of the last training forward pass
+static double dape_min_preactivation(GPT2* model, int B, int T) {
+    GPT2Config* cfg = &model->config;
+    double least = INFINITY;
+    for (int l = 0; l < cfg->num_layers; l++) {
+        dape_layer_setup(model, l, 0);
+        PEBias pb;
+        pe_bias_setup(&pb, model, l, B, T, 0);
+        DapeRow* w = &model->dape->rows[0];
+        for (int b = 0; b < B; b++) {
+            for (int i = 0; i < T; i++) {
+                dape_row_logits(w, &model->dape->layer, model->acts.t.qkv + (size_t)l * model->acts_N * 3 * cfg->channels, &pb, b, i, T);
+                for (size_t e = 0; e < (size_t)dape_hidden_end(&model->dape->layer, i, T) * cfg->dape_width; e++) {
+                    double z = w->hid[e] > 0 ? w->hid[e] : w->hid[e] / DAPE_LRELU_SLOPE;
+                    least = fmin(least, fabs(z));
+                }
+            }
+        }
+    }
+    return least;
+}
+
+// edge_exact: DAPE's edge rule (llmc/dape.h) for the run
+static void test_gradients(int edge_exact) {
 #ifndef REAL_DOUBLE
     printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
+    (void)edge_exact;
     failures++;
 #else
-    printf("gradient checks against central finite differences (%s, fp64)\n", pe_name(PE_ID));
+    printf("gradient checks against central finite differences (%s, fp64%s)\n", model_label(PE_ID, DAPE_ID),
+           DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 13);
+    model.dape_edge_exact = edge_exact;
     uint64_t rng = random_seed(17);
     perturb_parameters(&model, 0.1, &rng);
 #if defined(PE_FIRE)
     model.params.fire_L[0] = 1.3;  // L = 15.6 of L0 = 12: both sides of max(L, i)
     model.params.fire_L[1] = -0.7; // L = 8.4, the sign of l through |l|
 #endif
+    if (cfg.dape != 0) { dape_away_from_kink(&model, &rng); }
     int x[48], y[48];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
     gpt2_zero_grad(&model);
     gpt2_forward(&model, x, y, B, T, 1);
     gpt2_backward(&model);
+    if (cfg.dape != 0) {
+        double z = dape_min_preactivation(&model, B, T);
+        check(z > 0.1, "DAPE: every hidden |z| away from the LReLU's kink", z, 0.1);
+    }
     real* grad = (real*)malloc_check(model.num_parameters * sizeof(real));
     memcpy(grad, model.grads_memory, model.num_parameters * sizeof(real));
     const double eps = 1e-5, atol = 1e-8, rtol = 1e-5;
@@ -1133,12 +1686,20 @@ static void test_gradients(void) {
 
 // `variant` (NULL: plain) names an evaluation variant (llmc/pe.h) that the whole reference
 // runs under, forward, backward and steps: a RoPE scaling method at s = 2 (a static factor
-// of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2
-static void write_debug_state(const char* prefix, const char* variant) {
+// of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2.
+// tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
+// (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full)
+static void write_debug_state(const char* prefix, const char* variant, int tiny) {
     GPT2Config cfg;
     cfg.num_layers = DEBUG_LAYERS; cfg.num_heads = DEBUG_HEADS; cfg.channels = DEBUG_CHANNELS;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = DEBUG_T; cfg.pe = PE_ID;
-    int B = DEBUG_B, T = DEBUG_T, Vp = cfg.padded_vocab_size;
+    int B = DEBUG_B, T = DEBUG_T;
+    if (tiny) {
+        cfg.num_heads = 2; cfg.channels = 64; cfg.vocab_size = 250; cfg.padded_vocab_size = 256;
+        B = 2; T = 37; cfg.max_seq_len = T;
+    }
+    gpt2_config_set_dape(&cfg);
+    int Vp = cfg.padded_vocab_size;
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 1234);
     uint64_t rng = random_seed(99);
@@ -1196,7 +1757,7 @@ static void write_debug_state(const char* prefix, const char* variant) {
     atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           pe_name(PE_ID), PE_EVAL_NAMES[e.variant], loss, losses[0], losses[DEBUG_STEPS - 1]);
+           model_label(PE_ID, DAPE_ID), PE_EVAL_NAMES[e.variant], loss, losses[0], losses[DEBUG_STEPS - 1]);
     free(x); free(y); free(logits); free(grads);
     gpt2_free(&model);
 }
@@ -1306,13 +1867,18 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {
-        write_debug_state(argv[2], argc > 3 ? argv[3] : NULL);
+        write_debug_state(argv[2], argc > 3 ? argv[3] : NULL, 0);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[1], "debug-state-tiny") == 0) {
+        write_debug_state(argv[2], NULL, 1);
         return 0;
     }
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());
     ensure_dir_writable(tmpdir);
     if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
-        test_gradients();
+        test_gradients(1);
+        if (DAPE_ID > 1) { test_gradients(0); } // the last k/2 rows by the other edge rule
     } else {
         test_reference_forward();
         test_identities();
@@ -1322,11 +1888,17 @@ int main(int argc, char** argv) {
         test_atomic_files();
         test_overfit();
         test_long_sequence_memory();
+        if (DAPE_ID != 0) {
+            test_dape_reference();
+            test_dape_edge();
+            test_dape_identities();
+            test_dape_checkpoint();
+        }
     }
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0) { printf("could not remove %s\n", tmpdir); }
-    if (failures == 0) { printf("all tests passed (%s)\n", pe_name(PE_ID)); }
-    else { printf("%d FAILURES (%s)\n", failures, pe_name(PE_ID)); }
+    if (failures == 0) { printf("all tests passed (%s)\n", model_label(PE_ID, DAPE_ID)); }
+    else { printf("%d FAILURES (%s)\n", failures, model_label(PE_ID, DAPE_ID)); }
     return failures == 0 ? 0 : 1;
 }

@@ -89,7 +89,7 @@ static void errors(const float* x, const float* ref, size_t n, double* rel, doub
 // the GPU path against the CPU path's debug state
 
 static void test_reference(const char* prefix) {
-    printf("GPU vs CPU reference %s (%s, %s)\n", prefix, pe_name(PE_ID), PRECISION_NAME);
+    printf("GPU vs CPU reference %s (%s, %s)\n", prefix, model_label(PE_ID, DAPE_ID), PRECISION_NAME);
     char path[1024];
     snprintf(path, sizeof(path), "%s_state.bin", prefix);
     FILE* f = fopen_check(path, "rb");
@@ -214,7 +214,8 @@ static void test_memory(void) {
     GPT2Config cfg;
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 256;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = T; cfg.pe = PE_ID;
-    printf("evaluation memory at T=%d (%s, %s, L=2 NH=4 C=256)\n", T, pe_name(PE_ID), PRECISION_NAME);
+    gpt2_config_set_dape(&cfg);
+    printf("evaluation memory at T=%d (%s, %s, L=2 NH=4 C=256)\n", T, model_label(PE_ID, DAPE_ID), PRECISION_NAME);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 7);
     cudaCheck(cudaDeviceSynchronize());
@@ -266,7 +267,7 @@ int main(int argc, char** argv) {
         test_attention();
         test_memory();
     }
-    if (failures == 0) { printf("all GPU tests passed (%s, %s)\n", pe_name(PE_ID), PRECISION_NAME); }
-    else { printf("%d FAILURES (%s, %s)\n", failures, pe_name(PE_ID), PRECISION_NAME); }
+    if (failures == 0) { printf("all GPU tests passed (%s, %s)\n", model_label(PE_ID, DAPE_ID), PRECISION_NAME); }
+    else { printf("%d FAILURES (%s, %s)\n", failures, model_label(PE_ID, DAPE_ID), PRECISION_NAME); }
     return failures == 0 ? 0 : 1;
 }

@@ -30,6 +30,7 @@ evaluation of 16k-token windows needs memory linear in the length.
 #include "llmc/multiprocess.h"
 #include "llmc/cuda_common.cuh"
 #include "llmc/attention_bias.cuh"
+#include "llmc/attention_dape.cuh"
 #ifdef USE_NCCL
 #include <nccl.h>
 #endif
@@ -165,6 +166,10 @@ struct TensorSet {
     T* fire_L;   // (L) the threshold's multiplier l: L = |l| * maxT // 2
     T* kpower_a; // (L, NH) Kerple-power
     T* kpower_p; // (L, NH)
+    T* dape_w1;  // (L, D, Cin, k) DAPE's first convolution (llmc/dape.h)
+    T* dape_b1;  // (L, D)
+    T* dape_w2;  // (L, NH, D, k) its second convolution
+    T* dape_b2;  // (L, NH)
 };
 
 // points the tensors into one allocation at the given element offsets
@@ -175,6 +180,7 @@ static void point_parameters(TensorSet<T>* t, T* memory, const size_t* offsets) 
         &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
         &t->cable_wb, &t->cable_bb, &t->cable_ww, &t->cable_bw, &t->t5_table, &t->kerple_r1, &t->kerple_r2,
         &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L, &t->kpower_a, &t->kpower_p,
+        &t->dape_w1, &t->dape_b1, &t->dape_w2, &t->dape_b2,
     };
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *(ptrs[i]) = memory + offsets[i]; }
 }
@@ -220,7 +226,9 @@ typedef struct {
     float* pe_dS;      // (N, NH) CABLE: dL/dS
     float* pe_dw;      // (N, NH) cable: dL/dw
     floatX* pe_dx;     // (N, NH) CABLE: the small layers' output gradient as a matmul input
-    float* pe_partials; // (B * NH * key blocks, PE_PAR_N) per-block PE parameter gradients
+    float* pe_partials; // (B * NH * key blocks, PE_PAR_N) per-block PE parameter gradients (DAPE: its slots)
+    float* dape_dkv;   // (N, 2C) DAPE: dk, dv in fp32
+    float* dape_partials; // (query blocks, DAPE's parameters of a layer) DAPE: per-block gradients
 } GradScratch;
 
 typedef struct {
@@ -1445,6 +1453,57 @@ static void pe_project(GPT2* model) { (void)model; }
 #endif
 
 // ============================================================================
+// DAPE (llmc/dape.h; the kernels in llmc/attention_dape.cuh, the definition in
+// train_gpt2.c's DAPE section): with DAPE on, every layer's attention is
+// dape_attention_forward / dape_attention_backward (all heads of a query tile per block),
+// the base's bias entering through the same PE hooks. This section hands the kernels a
+// layer's weights and sums the parameter gradients.
+// ============================================================================
+
+// layer l's DAPE weights and shape
+static DapeParams dape_layer(const GPT2* model, int l) {
+    const GPT2Config* cfg = &model->config;
+    DapeParams dp;
+    dp.K = cfg->dape; dp.D = cfg->dape_width; dp.NH = cfg->num_heads; dp.HS = cfg->channels / cfg->num_heads;
+    dp.Cin = dape_in_channels(cfg->pe, cfg->num_heads);
+    dp.edge_exact = DAPE_EDGE_EXACT;
+    dp.w1 = model->params.dape_w1 + (size_t)l * dp.D * dp.Cin * dp.K;
+    dp.b1 = model->params.dape_b1 + (size_t)l * dp.D;
+    dp.w2 = model->params.dape_w2 + (size_t)l * dp.NH * dp.D * dp.K;
+    dp.b2 = model->params.dape_b2 + (size_t)l * dp.NH;
+    return dp;
+}
+
+// The base's parameter gradients come from the dq pass as block partials in
+// pe_bias_reduce's layout, (b, h, key block) with attention_kv_blocks' key blocks per
+// (b, h): the DAPE blocks are numbered as if kv_blocks of them made one batch row, so
+// pe_bias_reduce over dape_pe_rows "batch rows" sums every block's partial (the slots
+// past the last block are zeroed first). The buffer holds one such batch row more than the
+// capacity needs: a shorter T can round up to one more.
+static int dape_kv_blocks(int T) { return attention_kv_blocks(1, T, 1); }
+static int dape_pe_rows(int B, int T) { return CEIL_DIV(dape_query_blocks(B, T), dape_kv_blocks(T)); }
+static size_t dape_pe_slots(int B, int T, int NH) { return (size_t)dape_pe_rows(B, T) * NH * dape_kv_blocks(T); }
+
+static void dape_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T) {
+    dape_attention_forward(out, lse, qkv, pb, dape_layer(model, l), B, T, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+}
+
+// dqkv written in full; DAPE's and the base's parameter gradients added
+static void dape_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                          const float* lse, PEBias* pb, int B, int T) {
+    DapeParams dp = dape_layer(model, l);
+    GradScratch* gs = &model->gs;
+    TensorSet<float>* g = &model->grads;
+    int NH = model->config.num_heads;
+    if (PE_PAR_N > 0) { cudaCheck(cudaMemsetAsync(gs->pe_partials, 0, dape_pe_slots(B, T, NH) * PE_PAR_N * sizeof(float), ctx.stream)); }
+    dape_attention_backward(dqkv, gs->att_D, gs->dape_dkv, gs->dape_partials,
+                            g->dape_w1 + (size_t)l * dp.D * dp.Cin * dp.K, g->dape_b1 + (size_t)l * dp.D,
+                            g->dape_w2 + (size_t)l * NH * dp.D * dp.K, g->dape_b2 + (size_t)l * NH,
+                            dout, qkv, out, lse, *pb, dp, B, T, dape_kv_blocks(T), ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+    pe_bias_reduce(pb, model, l, dape_pe_rows(B, T));
+}
+
+// ============================================================================
 // the model
 
 // parameter layout on the device: every tensor aligned, the total a multiple of the
@@ -1520,7 +1579,9 @@ void gpt2_build_from_config(GPT2* model, const GPT2Config* cfg, uint64_t seed) {
     memset(model, 0, sizeof(*model));
     model->config = *cfg;
     gpt2_config_check(cfg, "model configuration");
-    if (cfg->pe != PE_ID) { fatal("configuration asks for PE '%s' but this binary was built with PE '%s'", pe_name(cfg->pe), pe_name(PE_ID)); }
+    if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
+        fatal("configuration asks for PE '%s' but this binary was built with PE '%s'", model_label(cfg->pe, cfg->dape), model_label(PE_ID, DAPE_ID));
+    }
     gpt2_allocate(model);
     float* init = (float*)malloc_check(model->num_parameters * sizeof(float));
     gpt2_init_params(init, cfg, seed);
@@ -1650,11 +1711,14 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         void** gptrs[] = {
             (void**)&g->dres, (void**)&g->dbig, (void**)&g->dsmall, (void**)&g->att_D,
             (void**)&g->pe_dS, (void**)&g->pe_dw, (void**)&g->pe_dx, (void**)&g->pe_partials,
+            (void**)&g->dape_dkv, (void**)&g->dape_partials,
         };
         size_t gbytes[] = {
             N * C * X, N * 4 * C * X, N * C * X, N * NH * F,
             cable ? N * NH * F : 0, cfg->pe == PE_ID_CABLE ? N * NH * F : 0, cable ? N * NH * X : 0,
-            (size_t)attention_kv_blocks(B, T, NH) * PE_PAR_N * F,
+            (cfg->dape != 0 ? dape_pe_slots(B, T, NH) + (size_t)NH * dape_kv_blocks(T) : (size_t)attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
+            cfg->dape != 0 ? N * 2 * C * F : 0,
+            cfg->dape != 0 ? (size_t)dape_query_blocks(B, T) * dape_num_params(dape_layer(model, 0)) * F : 0,
         };
         model->gs_memory = carve(gptrs, gbytes, (int)(sizeof(gbytes) / sizeof(gbytes[0])), "the backward pass's buffers");
     }
@@ -1741,7 +1805,8 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         pe_layer_forward(model, l, B, T);
         PEBias pb;
         pe_bias_setup(&pb, model, l, B, T, 0);
-        attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T, NH, C / NH, st);
+        if (cfg->dape != 0) { dape_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T); }
+        else { attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T, NH, C / NH, st); }
         matmul_forward(a.proj, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C, NULL);
         residual_forward(l_residual2, residual, a.proj, (size_t)B * T * C);
         layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
@@ -1805,9 +1870,13 @@ void gpt2_backward(GPT2* model) {
                         d.dres, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C, 0);
         PEBias pb;
         pe_bias_setup(&pb, model, l, B, T, 1);
-        attention_backward(d.dbig, d.att_D, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
-                           pb, B, T, NH, C / NH, ctx.stream);
-        pe_bias_reduce(&pb, model, l, B);
+        if (cfg->dape != 0) {
+            dape_backward(model, l, d.dbig, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH, &pb, B, T);
+        } else {
+            attention_backward(d.dbig, d.att_D, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
+                               pb, B, T, NH, C / NH, ctx.stream);
+            pe_bias_reduce(&pb, model, l, B);
+        }
         pe_layer_backward(model, l, B, T);
         matmul_backward(d.dsmall, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C, part,
                         d.dbig, a.ln1 + o * C, p.qkvw + (size_t)l * 3 * C * C, B * T, C, 3 * C, PE_LAYER_DLN1);

@@ -8,19 +8,23 @@
 #
 #   dev/extrapolation.sh [--quick] [OUTDIR]     (default OUTDIR: out/extrapolation)
 #
-# --quick: 5 encodings, a few steps, short lengths (a smoke test; CI runs it and checks
+# --quick: 6 encodings, a few steps, short lengths (a smoke test; CI runs it and checks
 # that the CSVs have every expected row with finite numbers).
+#
+# An entry <base>_dape<variant> is the base with DAPE (llmc/dape.h; e.g. kerple_dape1x3 is
+# DAPE_1x3-Kerple), built as build/train_gpt2_<entry> (make ... PE=<base> DAPE=<variant>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
 OUT=${1:-out/extrapolation}
 if [ $QUICK -eq 1 ]; then
-    PES=(learned alibi cable rope xpos)
+    PES=(learned alibi cable rope xpos kerple_dape1x3)
     MODEL=nano; T=32; B=4; STEPS=30; K=512; LR=3e-3; WARMUP=5
     ROPE_SCALING=yarn,dynamic-ntk
 else
-    PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable)
+    PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable
+         kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3)
     MODEL=cpu; T=128; B=8; STEPS=${STEPS:-200}; K=${K:-4096}; LR=2e-3; WARMUP=20
 fi
 ROPE_SCALING=${ROPE_SCALING:-pi,ntk,yarn,dynamic-pi,dynamic-ntk,dynamic-yarn}

@@ -30,7 +30,7 @@ for ax, mode in zip(axes, modes):
     for n, pe in enumerate(pes):
         xs = [L for L in lengths if ppl.get((pe, L, mode), "n/a") != "n/a"]
         ys = [float(ppl[(pe, L, mode)]) for L in xs]
-        style = "-" if pe.startswith("cable") or pe == "kcable" else "--"
+        style = "-" if pe.startswith("cable") or pe == "kcable" else ":" if "_dape" in pe else "--"
         ax.plot(xs, ys, style, marker="o", color=colors[n % len(colors)], label=pe,
                 linewidth=2 if pe == "cable" else 1.2)
     ax.set_xscale("log", base=2)

@@ -68,6 +68,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     GPT2Config cfg;
     cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
     cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
+    gpt2_config_set_dape(&cfg);
     GPT2* m = &c->model;
     gpt2_build_from_config(m, &cfg, seed);
     // PE parameters with some weight: a T5 table of unit scale, FIRE's threshold inside the

@@ -838,7 +838,7 @@ static void write_positions(const EvalRow* rows, int n, const char* dir, int tra
             if (r->pos_tokens[k] == 0) { continue; }
             int lo = bucket_lo(k) > r->first_pos ? bucket_lo(k) : r->first_pos;
             int hi = bucket_hi(k) < r->eval_len ? bucket_hi(k) : r->eval_len;
-            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f\n", pe_name(PE_ID), train_len, r->eval_len,
+            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len,
                            r->mode, lo, hi, (long long)r->pos_tokens[k], r->pos_loss[k]);
             atomic_write(&af, line, 1, len);
         }
@@ -849,7 +849,7 @@ static void write_positions(const EvalRow* rows, int n, const char* dir, int tra
 static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a, int train_len, int step, int stride) {
     char modes[64] = "non-overlapping windows only";
     if (stride > 0) { snprintf(modes, sizeof(modes), "sliding stride %d", stride); }
-    printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", pe_name(PE_ID), train_len, step, modes);
+    printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", model_label(PE_ID, DAPE_ID), train_len, step, modes);
     for (int k = 0; k < a->num_eval_variants; k++) {
         int v = a->eval_variants[k];
         if (v == PE_EVAL_PI || v == PE_EVAL_NTK || v == PE_EVAL_YARN) { printf("static RoPE scaling factor s = %g\n", eval_rope_factor(a, train_len)); break; }
@@ -873,8 +873,8 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
     atomic_write(&af, line, 1, len);
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
-        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a\n", pe_name(PE_ID), train_len, r->eval_len, r->mode); }
-        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f\n", pe_name(PE_ID), train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss)); }
+        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len, r->mode); }
+        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss)); }
         atomic_write(&af, line, 1, len);
     }
     atomic_commit(&af);
@@ -1005,7 +1005,12 @@ static int train_main(int argc, char** argv) {
     if (mp.rank == 0) {
         printf("+-----------------------+----------------------------------------------------+\n");
         printf("| %-21s | %-50s |\n", "trainer", TRAINER_NAME);
-        printf("| %-21s | %-50s |\n", "positional encoding", pe_name(PE_ID));
+        printf("| %-21s | %-50s |\n", "positional encoding", model_label(PE_ID, DAPE_ID));
+        if (cfg->dape != 0) {
+            char dape[64];
+            snprintf(dape, 64, "kernel 1x%d, width D=%d, edge exact %d", cfg->dape, cfg->dape_width, DAPE_EDGE_EXACT);
+            printf("| %-21s | %-50s |\n", "DAPE", dape);
+        }
         printf("| %-21s | %-50s |\n", "model", resume_step >= 0 ? path : a.model);
         char cell[3][64]; // the rows made of several numbers, padded like the others
         snprintf(cell[0], 64, "L=%d NH=%d C=%d maxT=%d V=%d Vp=%d", cfg->num_layers, cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size);

@@ -5,8 +5,8 @@ tensors (llm.c's 16 GPT-2 tensors in llm.c's order, then the PE's tensors), whic
 of them take weight decay, the random initialization, and the checkpoint header.
 
 Checkpoint: int32 header[256] = {20240326, version (3 = fp32, 5 = bf16), maxT, V, L,
-NH, C, Vp, PE id, 0, 0, revision of the PE's definition (pe_revision), 0...}, then
-every parameter tensor in the order below. A tensor
+NH, C, Vp, PE id, DAPE variant, DAPE width, revision of the PE's definition (pe_revision),
+0...}, then every parameter tensor in the order below. A tensor
 that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`.
@@ -19,6 +19,7 @@ here as `learned`.
 #include <stdio.h>
 #include <string.h>
 #include "pe.h"
+#include "dape.h"
 #include "rand.h"
 #include "utils.h"
 
@@ -37,12 +38,14 @@ typedef struct {
     int num_heads;         // NH
     int channels;          // C
     int pe;                // PE id (llmc/pe.h)
+    int dape;              // DAPE variant = its kernel width k, 0 = none (llmc/dape.h)
+    int dape_width;        // DAPE's hidden width D (0 without DAPE)
 } GPT2Config;
 
 // ----------------------------------------------------------------------------
 // parameter tensors
 
-#define NUM_PARAMETER_TENSORS 31
+#define NUM_PARAMETER_TENSORS 35
 enum {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
     P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
@@ -51,6 +54,8 @@ enum {
     P_T5_TABLE, P_KERPLE_R1, P_KERPLE_R2,
     P_FIRE_W1, P_FIRE_B1, P_FIRE_W2, P_FIRE_B2, P_FIRE_C, P_FIRE_L,
     P_KPOWER_A, P_KPOWER_P,
+    // DAPE (llmc/dape.h), last: W1 (D, Cin, k), b1 (D), W2 (NH, D, k), b2 (NH) per layer
+    P_DAPE_W1, P_DAPE_B1, P_DAPE_W2, P_DAPE_B2,
 };
 
 static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
@@ -60,9 +65,11 @@ static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
     "t5_table", "kerple_r1", "kerple_r2",
     "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L",
     "kpower_a", "kpower_p",
+    "dape_w1", "dape_b1", "dape_w2", "dape_b2",
 };
 
-// weight decay applies to the matrices (2-D per layer) and to nothing else
+// weight decay applies to the matrices (2-D per layer) and to nothing else; DAPE's
+// weights decay and its biases do not (GPT-NeoX's rule in the official code)
 static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 1, 0, 0, 1, 0, 1, 0,
     0, 0, 1, 0, 1, 0, 0, 0,
@@ -70,6 +77,7 @@ static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 0, 0,
     1, 0, 1, 0, 0, 0,
     0, 0,
+    1, 0, 1, 0,
 };
 
 static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
@@ -108,6 +116,11 @@ static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
     sizes[P_FIRE_L] = pe == PE_ID_FIRE ? L : 0;
     sizes[P_KPOWER_A] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
     sizes[P_KPOWER_P] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
+    size_t k = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(pe, (int)NH);
+    sizes[P_DAPE_W1] = L * D * Cin * k;
+    sizes[P_DAPE_B1] = k > 0 ? L * D : 0;
+    sizes[P_DAPE_W2] = L * NH * D * k;
+    sizes[P_DAPE_B2] = k > 0 ? L * NH : 0;
 }
 
 static size_t count_parameters(const GPT2Config* cfg) {
@@ -142,6 +155,20 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     }
     if (c->max_seq_len < 1 || c->max_seq_len > (1 << 24)) { fatal("%s: bad max sequence length %d", what, c->max_seq_len); }
     if (c->pe < 0 || c->pe >= PE_NUM_IDS) { fatal("%s: unknown positional encoding id %d", what, c->pe); }
+    if (!dape_variant_known(c->dape)) { fatal("%s: unknown DAPE variant %d (0, 1, 3, 5 or 7)", what, c->dape); }
+    if (c->dape == 0 && c->dape_width != 0) { fatal("%s: DAPE width %d without DAPE", what, c->dape_width); }
+    if (c->dape != 0 && (c->dape_width < 1 || c->dape_width > DAPE_MAX_WIDTH)) {
+        fatal("%s: bad DAPE width %d (1..%d)", what, c->dape_width, DAPE_MAX_WIDTH);
+    }
+    if (c->dape != 0 && !dape_base_supported(c->pe)) {
+        fatal("%s: DAPE on PE '%s' (DAPE runs on nope, rope, alibi, kerple, fire)", what, pe_name(c->pe));
+    }
+}
+
+// DAPE as this binary is built (llmc/dape.h): variant and default width
+static void gpt2_config_set_dape(GPT2Config* c) {
+    c->dape = DAPE_ID;
+    c->dape_width = DAPE_ID != 0 ? DAPE_WIDTH : 0;
 }
 
 // Model presets by name: the papers' GPT-Tiny / Small / Medium, llm.c's dN
@@ -177,6 +204,7 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
     c->vocab_size = GPT2_VOCAB;
     c->padded_vocab_size = GPT2_PADDED_VOCAB;
     c->pe = pe;
+    gpt2_config_set_dape(c);
     return 1;
 }
 
@@ -242,6 +270,14 @@ static void gpt2_init_params(float* params, const GPT2Config* cfg, uint64_t seed
                 fill_uniform(p, n, 0.0f, 2.0f, &rng);
                 for (size_t j = 0; j < n; j++) { p[j] = fminf(fmaxf(p[j], KERPLE_POWER_MIN), KERPLE_POWER_P_MAX); }
                 break;
+            case P_DAPE_W1: case P_DAPE_B1: { // PyTorch's default Conv2d / Linear init: U(+-1/sqrt(fan_in))
+                float bound = 1.0f / sqrtf((float)dape_in_channels(cfg->pe, cfg->num_heads) * cfg->dape);
+                fill_uniform(p, n, -bound, bound, &rng); break;
+            }
+            case P_DAPE_W2: case P_DAPE_B2: {
+                float bound = 1.0f / sqrtf((float)cfg->dape_width * cfg->dape);
+                fill_uniform(p, n, -bound, bound, &rng); break;
+            }
             default: // biases
                 fill_const(p, n, 0.0f); break;
         }
@@ -264,6 +300,8 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[7] = cfg->padded_vocab_size;
     header[8] = cfg->pe;
     header[11] = pe_revision(cfg->pe);
+    header[9] = cfg->dape;
+    header[10] = cfg->dape_width;
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -286,10 +324,13 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->channels = header[6];
     cfg->padded_vocab_size = header[7];
     cfg->pe = header[8];
+    cfg->dape = header[9];
+    cfg->dape_width = header[10];
     gpt2_config_check(cfg, path);
-    if (cfg->pe != PE_ID) {
-        fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s)",
-              path, pe_name(cfg->pe), pe_name(PE_ID), pe_name(cfg->pe));
+    if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
+        fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s%s%s)",
+              path, model_label(cfg->pe, cfg->dape), model_label(PE_ID, DAPE_ID), pe_name(cfg->pe),
+              cfg->dape != 0 ? " DAPE=" : "", dape_make_name(cfg->dape));
     }
     if (header[11] != pe_revision(cfg->pe)) {
         fatal("%s holds revision %d of PE '%s', this binary implements revision %d (README: the encodings); "

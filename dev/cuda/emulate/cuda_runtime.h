@@ -63,12 +63,12 @@ enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpy
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 typedef int cudaDataType_t;
 enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
-struct cudaDeviceProp { char name[256]; int major, minor; };
+struct cudaDeviceProp { char name[256]; int major, minor; size_t sharedMemPerBlockOptin; };
 static inline const char* cudaGetErrorString(cudaError_t) { return "emulated error"; }
 static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { strcpy(p->name, "emulated"); p->major = 9; p->minor = 0; return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { strcpy(p->name, "emulated"); p->major = 9; p->minor = 0; p->sharedMemPerBlockOptin = 227 * 1024; return cudaSuccess; }
 static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = nullptr; return cudaSuccess; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
