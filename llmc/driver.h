@@ -917,6 +917,10 @@ static int train_main(int argc, char** argv) {
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every);
+    size_t used = strlen(desc); // the lists: -E, then -rs/-xb's variants and -rf
+    for (int k = 0; k < a.num_eval_lengths; k++) { used += snprintf(desc + used, sizeof(desc) - used, " E%d", a.eval_lengths[k]); }
+    for (int k = 0; k < a.num_eval_variants; k++) { used += snprintf(desc + used, sizeof(desc) - used, " V%d", a.eval_variants[k]); }
+    snprintf(desc + used, sizeof(desc) - used, " rf%g", a.rope_factor);
     mp_check_same(desc, strlen(desc), "configuration (flags)");
 
     // the output directory: locked for the whole run (its stale temporary files removed);

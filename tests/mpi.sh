@@ -29,14 +29,19 @@ awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { printf "max loss
 "$TEST" compare "$DIR/np1/model_00000010.bin" "$DIR/np2/model_00000010.bin" 1e-4 | tail -1
 "$TEST" compare "$DIR/np1/model_00000010.bin" "$DIR/np2/model_00000010.bin" 1e-4 > /dev/null || fail "final checkpoints differ"
 
-echo "=== $PE: ranks started with different flags"
-set +e
-timeout 60 "${MPIRUN[@]}" -np 2 bash -c 'exec "$0" "$@" -b $((2 + OMPI_COMM_WORLD_RANK))' "$BIN" "${ARGS[@]}" > "$DIR/mismatch.log" 2>&1
-rc=$?
-set -e
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mismatched flags: exit code $rc"
-grep -q "rank 1 was started with a different configuration" "$DIR/mismatch.log" || { cat "$DIR/mismatch.log"; fail "no message naming rank 1"; }
-echo "ok: stopped at start-up, naming rank 1"
+# a number (-b) and a list (-E: its items, not only their count) that differ on rank 1
+for flag in "-b" "-E"; do
+    echo "=== $PE: ranks started with a different $flag"
+    set +e
+    FLAG=$flag timeout 60 "${MPIRUN[@]}" -x FLAG -np 2 bash -c \
+        'r=$OMPI_COMM_WORLD_RANK; if [ "$FLAG" = -b ]; then v=$((2 + r)); else v=64,$((128 * (1 + r))); fi; exec "$0" "$@" "$FLAG" "$v"' \
+        "$BIN" "${ARGS[@]}" -b 2 > "$DIR/mismatch.log" 2>&1
+    rc=$?
+    set -e
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mismatched $flag: exit code $rc"
+    grep -q "rank 1 was started with a different configuration" "$DIR/mismatch.log" || { cat "$DIR/mismatch.log"; fail "no message naming rank 1"; }
+    echo "ok: stopped at start-up, naming rank 1"
+done
 
 echo "=== $PE: a rank reads a bad token"
 # rank 1 alone reads tokens 64..128 of the first batch (B=2, T=32 per rank)
