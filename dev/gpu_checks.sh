@@ -34,6 +34,8 @@ STAGES="${*:-test dev bench}"
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
 PES=$(sed -n 's/^PE_LIST := //p' Makefile) # every encoding the Makefile knows
+# the test stage also runs the DAPE combinations that make test-dape builds (their own kernels)
+TEST_PES="$PES $(sed -n 's/^DAPE_CUDA_TESTS := //p' Makefile)"
 SUMMARY="$OUT/summary.md"
 export PATH="$PATH:/usr/local/cuda/bin"
 
@@ -54,25 +56,25 @@ if [[ " $STAGES " == *" test "* ]]; then
     stage "test: build CPU tests and CUDA tests (bf16, fp32)"
     mkdir -p "$OUT/test"
     targets=""
-    for pe in $PES; do targets="$targets build/test_gpt2_$pe build/test_gpt2cu_$pe build/test_gpt2cu_${pe}_fp32"; done
+    for pe in $TEST_PES; do targets="$targets build/test_gpt2_$pe build/test_gpt2cu_$pe build/test_gpt2cu_${pe}_fp32"; done
     t0=$(date +%s)
     make $MK -j"$JOBS" $targets > "$OUT/test/build.log" 2>&1 || { tail -n 30 "$OUT/test/build.log"; exit 1; }
     echo "built in $(( $(date +%s) - t0 )) s"
 
     stage "test: CPU references (./test_gpt2 debug-state), in parallel"
     pids=""
-    for pe in $PES; do
+    for pe in $TEST_PES; do
         OMP_NUM_THREADS=2 build/test_gpt2_$pe debug-state "build/ref_$pe" > "$OUT/test/ref_$pe.log" 2>&1 &
         pids="$pids $!"
     done
     for pid in $pids; do wait "$pid" || { echo "a CPU reference failed (logs: $OUT/test/ref_*.log)"; exit 1; }; done
-    for pe in $PES; do tail -n 1 "$OUT/test/ref_$pe.log"; done
+    for pe in $TEST_PES; do tail -n 1 "$OUT/test/ref_$pe.log"; done
 
     stage "test: GPU vs CPU, attention alone, evaluation memory"
     { echo; echo "## test_gpt2cu (GPU vs CPU reference, attention kernels at T=4096, memory at 16k)"; echo;
       echo "| encoding | bf16 | fp32 |"; echo "|---|---|---|"; } >> "$SUMMARY"
     fails=0
-    for pe in $PES; do
+    for pe in $TEST_PES; do
         row="| $pe"
         for suffix in "" _fp32; do
             log="$OUT/test/test_gpt2cu_${pe}${suffix}.log"
