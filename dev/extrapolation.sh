@@ -80,7 +80,7 @@ echo "ok: $rows rows, all finite; $elapsed s for ${#PES[@]} encodings ($MODEL, T
 awk -F, -v S=$STRIDE '
 FNR == 1 { next }
 FILENAME == ARGV[1] { if ($5 > 0) { key = $1 "," $3 "," $4; total[key] = $5; L[key] = $3
-                                    first[key] = $4 == "sliding" && S < $3 ? $3 - S : 0; next_lo[key] = first[key] }
+                                    first[key] = $4 ~ /^sliding/ && S < $3 ? $3 - S : 0; next_lo[key] = first[key] }
                       next }
 {   key = $1 "," $3 "," $4
     if (!(key in total)) { bad = bad " " key "(unexpected)"; next }

@@ -31,7 +31,7 @@ pes = list(dict.fromkeys(r["pe"] for r in rows))
 train_lens = sorted({int(r["train_len"]) for r in rows})
 longest = max(int(r["eval_len"]) for r in rows)
 
-colors = plt.get_cmap("tab20").colors  # 12 encodings: no two lines share a color
+colors = plt.get_cmap("tab20").colors  # up to 20 encodings: no two lines share a color
 fig, ax = plt.subplots(figsize=(10, 5.5))
 drawn = []
 for n, pe in enumerate(pes):
@@ -42,7 +42,7 @@ for n, pe in enumerate(pes):
         continue
     edges = [max(lo, 0.5) for lo, _, _ in buckets] + [buckets[-1][1]]
     drawn += [loss for _, _, loss in buckets]
-    style = "-" if pe.startswith("cable") or pe == "kcable" else "--"
+    style = "-" if pe.startswith("cable") or pe == "kcable" else ":" if "_dape" in pe else "--"
     label = pe if L == longest else "%s (%d)" % (pe, L)
     ax.stairs([loss for _, _, loss in buckets], edges, baseline=None, linestyle=style,
               color=colors[(2 * n) % 20 + (2 * n) // 20], label=label, linewidth=2 if pe == "cable" else 1.2)
