@@ -1,6 +1,6 @@
 """Draws the papers' figure from extrapolation.csv: perplexity against evaluation
 length, one line per encoding, log-scaled x, one panel per evaluation mode; and
-writes the numbers as markdown tables (rows: length, columns: encoding). Rows of an
+writes the numbers as markdown tables (rows: encoding, columns: length). Rows of an
 evaluation variant (mode "nonoverlap+yarn": RoPE scaling, xPos's "bca") are drawn as an
 encoding of their own, "rope+yarn".
 
@@ -50,11 +50,11 @@ with open(md_path, "w") as f:
     f.write(caption + "\n")
     for mode in modes:
         f.write("\n%s perplexity\n\n" % mode)
-        f.write("| length | " + " | ".join(pes) + " |\n")
-        f.write("|---:|" + "---:|" * len(pes) + "\n")
-        for L in lengths:
+        f.write("| encoding | " + " | ".join(str(L) for L in lengths) + " |\n")
+        f.write("|---|" + "---:|" * len(lengths) + "\n")
+        for pe in pes:
             cells = []
-            for pe in pes:
+            for L in lengths:
                 v = ppl.get((pe, L, mode), "n/a")
                 cells.append(v if v == "n/a" else "%.1f" % float(v))
-            f.write("| %d | %s |\n" % (L, " | ".join(cells)))
+            f.write("| %s | %s |\n" % (pe, " | ".join(cells)))
