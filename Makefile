@@ -92,11 +92,14 @@ test_gpt2: $(BUILD)/test_gpt2_$(STEM)
 
 test-builds: $(foreach pe,$(PE_LIST),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe) $(BUILD)/gradcheck_$(pe))
 
-test-cpu: test-builds
-	@for pe in $(PE_LIST); do \
-	  echo "=== $$pe: tests (fp32) ==="; $(BUILD)/test_gpt2_$$pe || exit 1; \
-	  echo "=== $$pe: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$pe gradcheck || exit 1; \
+# the CPU tests (fp32) and the gradient checks (fp64) of the binaries of the stems $(1)
+cpu_tests = for s in $(1); do \
+	  echo "=== $$s: tests (fp32) ==="; $(BUILD)/test_gpt2_$$s || exit 1; \
+	  echo "=== $$s: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$s gradcheck || exit 1; \
 	done
+
+test-cpu: test-builds
+	@$(call cpu_tests,$(PE_LIST))
 
 # DAPE (llmc/dape.h): every variant and every base at least once, the CPU tests and the
 # fp64 gradient checks (with both edge rules); the CUDA trainer (bf16) and GPU test (fp32)
@@ -106,17 +109,8 @@ DAPE_TESTS := kerple_dapemlp kerple_dape1x3 kerple_dape1x5 kerple_dape1x7 nope_d
 DAPE_CUDA_TESTS := kerple_dape1x3 nope_dapemlp
 test-dape: $(foreach s,$(DAPE_TESTS),$(BUILD)/train_gpt2_$(s) $(BUILD)/test_gpt2_$(s) $(BUILD)/gradcheck_$(s)) \
            $(foreach s,$(DAPE_CUDA_TESTS),$(BUILD)/train_gpt2cu_$(s) $(BUILD)/test_gpt2cu_$(s)_fp32 $(BUILD)/test_gpt2_$(s))
-	@for s in $(DAPE_TESTS); do \
-	  echo "=== $$s: tests (fp32) ==="; $(BUILD)/test_gpt2_$$s || exit 1; \
-	  echo "=== $$s: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$s gradcheck || exit 1; \
-	done
-	@for s in $(DAPE_CUDA_TESTS); do \
-	  echo "=== $$s: GPU vs CPU (fp32) ==="; \
-	  if $(BUILD)/test_gpt2cu_$${s}_fp32 device >/dev/null 2>&1; then \
-	    $(BUILD)/test_gpt2_$$s debug-state $(BUILD)/ref_$$s || exit 1; \
-	  fi; \
-	  $(BUILD)/test_gpt2cu_$${s}_fp32 $(BUILD)/ref_$$s || exit 1; \
-	done
+	@$(call cpu_tests,$(DAPE_TESTS))
+	@$(call gpu_vs_cpu,$(DAPE_CUDA_TESTS))
 	@echo "=== kerple_dape1x3: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
 	$(MAKE) emulate-tiny PE=kerple DAPE=1x3
 

@@ -69,14 +69,16 @@ test-cuda-builds: $(foreach pe,$(PE_LIST),$(BUILD)/train_gpt2cu_$(pe) $(BUILD)/t
 
 # every encoding: the CPU path writes the reference (llmc/debug_state.h), the CUDA path
 # is compared with it; without a GPU each test prints its skip line and succeeds
-test-cuda-run: test-cuda-builds $(foreach pe,$(PE_LIST),$(BUILD)/test_gpt2_$(pe))
-	@for pe in $(PE_LIST); do \
-	  echo "=== $$pe: GPU vs CPU (fp32) ==="; \
-	  if $(BUILD)/test_gpt2cu_$${pe}_fp32 device >/dev/null 2>&1; then \
-	    $(BUILD)/test_gpt2_$$pe debug-state $(BUILD)/ref_$$pe || exit 1; \
+# (gpu_vs_cpu: that comparison for the stems $(1); make test-dape uses it too)
+gpu_vs_cpu = for s in $(1); do \
+	  echo "=== $$s: GPU vs CPU (fp32) ==="; \
+	  if $(BUILD)/test_gpt2cu_$${s}_fp32 device >/dev/null 2>&1; then \
+	    $(BUILD)/test_gpt2_$$s debug-state $(BUILD)/ref_$$s || exit 1; \
 	  fi; \
-	  $(BUILD)/test_gpt2cu_$${pe}_fp32 $(BUILD)/ref_$$pe || exit 1; \
+	  $(BUILD)/test_gpt2cu_$${s}_fp32 $(BUILD)/ref_$$s || exit 1; \
 	done
+test-cuda-run: test-cuda-builds $(foreach pe,$(PE_LIST),$(BUILD)/test_gpt2_$(pe))
+	@$(call gpu_vs_cpu,$(PE_LIST))
 
 # ---------------------------------------------------------------------------
 # the CUDA path on the CPU (dev/cuda/emulate): the sources are copied with their kernel
