@@ -50,8 +50,13 @@ endif
 nvcc-check:
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA toolkit (or put nvcc on PATH) to build the CUDA path" >&2; exit 1; }
 
+# the trainer; ptxas's report of every kernel's registers, local and shared memory goes to
+# $@.ptxas (make test-cuda-resources reads it), everything else nvcc says to the terminal
 $(BUILD)/train_gpt2cu_%: train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
-	$(NVCC) $(NVCC_FLAGS) $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) $(CU_MPI_FLAGS) -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS)
+	$(NVCC) $(NVCC_FLAGS) --resource-usage $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) $(CU_MPI_FLAGS) \
+	  -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS) > $@.ptxas.tmp 2>&1; \
+	  status=$$?; grep -v -e '^ptxas info' -e '^    [0-9]* bytes stack frame' $@.ptxas.tmp >&2; \
+	  if [ $$status -eq 0 ]; then mv $@.ptxas.tmp $@.ptxas; else rm -f $@.ptxas.tmp; exit $$status; fi
 
 # the test runs on one GPU (no MPI); its CPU reference uses OpenMP
 $(BUILD)/test_gpt2cu_%: test_gpt2.cu train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
