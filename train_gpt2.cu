@@ -709,10 +709,14 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // the row left out of pe_bias because it cancels in the softmax; the kernels add it to the
 // log-sum-exp); a block without it writes pe_bias(pb, b, h, i, j) and
 // pe_bias_backward(pb, g, side, b, h, i, j, ds) as train_gpt2.c does, and PERow is
-// (b, h, i). PE_PAR_N is the number of parameter-gradient
-// accumulators of the bias (each attention backward block reduces its own into a
-// partial, pe_bias_reduce sums the partials: no atomics, deterministic). PE_LAYER_DLN1
-// says pe_layer_backward has written a gradient into dln1 (the qkv backward then adds).
+// (b, h, i). The kernels call pe_bias_backward_warp(pb, g, side, r, j, ds, valid) with every
+// lane of a warp at once (valid: whether the lane's pair counts); it is pe_bias_backward of the
+// valid pairs, except in a block that defines PE_BIAS_WARP (t5, fire): their column side
+// reduces over the warp, and PEGrad holds the lane's share (per_lane). PE_PAR_N is the number
+// of parameter-gradient accumulators of the bias (each attention backward block reduces its
+// own into a partial, pe_bias_reduce sums the partials: no atomics, deterministic).
+// PE_LAYER_DLN1 says pe_layer_backward has written a gradient into dln1 (the qkv backward
+// then adds).
 // ============================================================================
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
@@ -727,6 +731,30 @@ __device__ __forceinline__ void flush_param_partials(float* partials, const floa
         float s = block_sum(d[k]);
         if (threadIdx.x == 0) { partials[(size_t)slot * N + k] = s; }
     }
+}
+
+// pe_bias_flush of the PE_BIAS_WARP encodings (t5, fire): accumulator q of the block's
+// partial is the block's sum of value(q), this thread's share of it (its lane's sums)
+template<class F>
+__device__ __forceinline__ void flush_lane_partials(float* partials, int n, int side, int slot, F value) {
+    if (side != PE_SIDE_COL) { return; }
+    #pragma unroll 1
+    for (int q = 0; q < n; q++) {
+        float s = block_sum(value(q));
+        if (threadIdx.x == 0) { partials[(size_t)slot * n + q] = s; }
+    }
+}
+
+// the most threads of a block that calls pe_bias_backward_warp (the fp32 dk/dv kernel at
+// HS = 128): the PE_BIAS_WARP encodings stage their lanes' pairs in shared memory of this size
+#define PE_WARP_THREADS 512
+
+// true on every lane of the warp when v is on one of them (every lane calls it)
+__device__ __forceinline__ bool warp_any(bool v) {
+    int x = v;
+    #pragma unroll
+    for (int off = 1; off < WARP_SIZE; off <<= 1) { x |= __shfl_xor_sync(0xffffffffu, x, off); }
+    return x != 0;
 }
 
 #if defined(PE_KERPLE) || defined(PE_KERPLE_POWER)
@@ -944,12 +972,17 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (v
 
 #elif defined(PE_T5)
 // t5: a learned scalar per head and distance bucket, b(i, j) = table[h][bucket(i - j)];
-// the buckets of distances below 128 come from llmc/pe.h's t5_bucket() on the host
+// the buckets of distances below 128 come from llmc/pe.h's t5_bucket() on the host.
+// Gradient (column side): a distance of 128 or more is bucket 31, summed per thread; the
+// nearer pairs of a warp are staged in shared memory and lane k sums bucket k's (a bucket
+// per lane, no dynamically indexed array)
 #define PE_BIAS
 #define PE_ROW
+#define PE_BIAS_WARP
 #define PE_PAR_N T5_NUM_BUCKETS
+static_assert(T5_NUM_BUCKETS == WARP_SIZE, "t5: a bucket per lane");
 __constant__ unsigned char t5_bucket_of[T5_MAX_DISTANCE];
-struct PEGrad { float d[T5_NUM_BUCKETS]; };
+struct PEGrad { float bucket, far; static constexpr bool per_lane = true; }; // lane k: bucket k; far: this thread's bucket-31 pairs
 struct PEBias { typedef PEGrad Grad; const floatX* table; float* partials; };
 struct PERow { const floatX* table; int i; float shift; }; // the table's row of head h
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
@@ -970,11 +1003,29 @@ __device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int
     return {pb.table + h * T5_NUM_BUCKETS, i, 0.0f};
 }
 __device__ __forceinline__ float pe_bias(const PEBias&, const PERow& r, int j) { return (float)r.table[pe_t5_bucket(r.i - j)]; }
-__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad& g, int side, const PERow& r, int j, float ds) {
-    if (side == PE_SIDE_COL) { g.d[pe_t5_bucket(r.i - j)] += ds; }
+__device__ __forceinline__ void pe_bias_backward_warp(const PEBias&, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
+    if (side != PE_SIDE_COL) { return; }
+    int n = r.i - j;
+    bool near = valid && n < T5_MAX_DISTANCE;
+    if (valid && !near) { g.far += ds; }
+    if (!warp_any(near)) { return; }
+    __shared__ float2 stage[PE_WARP_THREADS]; // (bucket, ds) of each lane's pair, ds = 0 if not near
+    int lane = threadIdx.x % WARP_SIZE, first = threadIdx.x - lane;
+    stage[threadIdx.x] = make_float2(near ? (float)pe_t5_bucket(n) : -1.0f, near ? ds : 0.0f);
+    __syncwarp();
+    float sum = 0.0f;
+    for (int l = 0; l < WARP_SIZE; l++) {
+        float2 v = stage[first + l];
+        if (v.x == (float)lane) { sum += v.y; }
+    }
+    g.bucket += sum;
+    __syncwarp(); // the stage is rewritten by the next pair
 }
 __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
-    flush_param_partials(pb.partials, g.d, side, slot);
+    int lane = threadIdx.x % WARP_SIZE;
+    flush_lane_partials(pb.partials, T5_NUM_BUCKETS, side, slot, [&](int q) {
+        return (q == lane ? g.bucket : 0.0f) + (q == T5_NUM_BUCKETS - 1 ? g.far : 0.0f);
+    });
 }
 // dtable[h][k] += the partials of every (b, key block) of head h
 __global__ void t5_bias_reduce_kernel(float* dtable, const float* partials, int B, int NH, int blocks) {
@@ -1038,17 +1089,28 @@ static void pe_project(GPT2* model) {
 #elif defined(PE_FIRE)
 // fire (the FIRE class of the DAPE repo): b(i, j) = f(psi(i - j) / (psi(max(L, i)) + eps)),
 // i counted from 0, psi(x) = log(|c| x + 1), f an MLP 1 -> 32 (ReLU) -> NH shared by the
-// heads of a layer, L = |l| * L0 with l learned and L0 = maxT // 2 fixed. The MLP is
-// evaluated per pair inside the attention kernels (FIRE costs more than the other biases);
-// its gradients go through per-thread accumulators and block partials.
+// heads of a layer, L = |l| * L0 with l learned and L0 = maxT // 2 fixed. The row's
+// denominator and the row constants of the gradients of c and l are computed once per row
+// (PERow); the MLP is evaluated per pair inside the attention kernels (FIRE costs more than
+// the other biases). Gradient (column side): the pairs of a warp are staged in shared
+// memory and lane k sums hidden unit k's gradients over them (no per-thread array of the
+// 99 parameters).
 #define PE_BIAS
+#define PE_ROW
+#define PE_BIAS_WARP
 #define PE_PAR_N (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, l
-struct PEGrad { float d[PE_PAR_N]; };
+static_assert(FIRE_HIDDEN == WARP_SIZE, "fire: a hidden unit per lane");
+// lane k's sums for hidden unit k over the pairs where it is active (dw1, db1 with w2[h][k]
+// folded in, dc and dl with w2[h][k] w1[k]); db2: this thread's own pairs
+struct PEGrad { float dw1, db1, dw2, dc, dl, db2; static constexpr bool per_lane = true; };
 struct PEBias {
     typedef PEGrad Grad;
     const floatX* w1; const floatX* b1; const floatX* w2; const floatX* b2; const floatX* c; const floatX* l; float L0;
     float* partials;
 };
+// query row i of head h: |c|; pd = psi(max(L, i)) + eps; u's derivatives in |c| and |l|
+// are du/d|c| = n / ((|c| n + 1) pd) - u rho and du/d|l| = -u kappa (kappa = 0 while L <= i)
+struct PERow { int i, h; float c, pd, rho, kappa, shift; };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     (void)B; (void)T; (void)backward;
     int NH = model->config.num_heads;
@@ -1061,60 +1123,64 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
     pb->L0 = (float)(model->config.max_seq_len / 2);
     pb->partials = model->gs.pe_partials;
 }
-// the MLP's input u = psi(i - j) / (psi(max(L, i)) + eps); also psi's two values and max(L, i)
-__device__ __forceinline__ float fire_input(const PEBias& pb, int i, int j, float* psi_num, float* psi_den, float* lpos) {
+__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
+    (void)b;
     float c = fabsf((float)pb.c[0]);
     float L = fabsf((float)pb.l[0]) * pb.L0;
-    *lpos = L > i ? L : (float)i;
-    *psi_num = logf(c * (i - j) + 1.0f);
-    *psi_den = logf(c * *lpos + 1.0f) + FIRE_EPS;
-    return *psi_num / *psi_den;
+    float lp = L > i ? L : (float)i;
+    float pd = logf(c * lp + 1.0f) + FIRE_EPS;
+    float rho = lp / ((c * lp + 1.0f) * pd);
+    float kappa = L > i ? c * pb.L0 / ((c * lp + 1.0f) * pd) : 0.0f;
+    return {i, h, c, pd, rho, kappa, 0.0f};
 }
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
-    (void)b;
-    float pn, pd, lp;
-    float u = fire_input(pb, i, j, &pn, &pd, &lp);
-    const floatX* w2 = pb.w2 + h * FIRE_HIDDEN;
-    float out = (float)pb.b2[h];
+// the MLP's input u = psi(i - j) / pd
+__device__ __forceinline__ float fire_input(const PERow& r, int j) { return logf(r.c * (r.i - j) + 1.0f) / r.pd; }
+__device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) {
+    float u = fire_input(r, j);
+    const floatX* w2 = pb.w2 + r.h * FIRE_HIDDEN;
+    float out = (float)pb.b2[r.h];
     for (int k = 0; k < FIRE_HIDDEN; k++) {
         float hid = (float)pb.w1[k] * u + (float)pb.b1[k];
         if (hid > 0.0f) { out += (float)w2[k] * hid; }
     }
     return out;
 }
-__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
-    (void)b;
+__device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
     if (side != PE_SIDE_COL) { return; }
-    float pn, pd, lp;
-    float u = fire_input(pb, i, j, &pn, &pd, &lp);
-    const floatX* w2 = pb.w2 + h * FIRE_HIDDEN;
-    float du = 0.0f;
-    for (int k = 0; k < FIRE_HIDDEN; k++) {
-        float w1k = (float)pb.w1[k];
-        float hid = w1k * u + (float)pb.b1[k];
-        if (hid > 0.0f) {
-            g.d[2 * FIRE_HIDDEN + k] += ds * hid;
-            float dhid = ds * (float)w2[k];
-            g.d[k] += dhid * u;
-            g.d[FIRE_HIDDEN + k] += dhid;
-            du += dhid * w1k;
-        }
+    __shared__ float4 stage[PE_WARP_THREADS]; // each lane's pair: u, ds, ds du/d|c|, ds du/d|l|
+    float4 mine = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (valid) {
+        float n = (float)(r.i - j);
+        float u = fire_input(r, j);
+        mine = make_float4(u, ds, ds * (n / ((r.c * n + 1.0f) * r.pd) - u * r.rho), -ds * u * r.kappa);
+        g.db2 += ds;
     }
-    g.d[3 * FIRE_HIDDEN] += ds; // b2
-    // u = pn / pd with pn = log(|c| n + 1), pd = log(|c| lp + 1) + eps
-    float cv = (float)pb.c[0], lv = (float)pb.l[0];
-    float c = fabsf(cv), sc = cv >= 0.0f ? 1.0f : -1.0f;
-    float n = (float)(i - j);
-    float dpn = du / pd, dpd = -du * pn / (pd * pd);
-    float dc = dpn * n / (c * n + 1.0f) + dpd * lp / (c * lp + 1.0f);
-    g.d[3 * FIRE_HIDDEN + 1] += dc * sc;
-    if (fabsf(lv) * pb.L0 > i) { // the threshold is active: lp = |l| L0
-        float sl = lv >= 0.0f ? 1.0f : -1.0f;
-        g.d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1.0f) * pb.L0 * sl;
+    int k = threadIdx.x % WARP_SIZE, first = threadIdx.x - k;
+    stage[threadIdx.x] = mine;
+    __syncwarp();
+    float w1 = (float)pb.w1[k], b1 = (float)pb.b1[k], w2 = (float)pb.w2[r.h * FIRE_HIDDEN + k];
+    float su = 0.0f, sds = 0.0f, shid = 0.0f, sc = 0.0f, sl = 0.0f;
+    for (int l = 0; l < WARP_SIZE; l++) {
+        float4 v = stage[first + l];
+        float hid = w1 * v.x + b1;
+        if (hid > 0.0f) { su += v.y * v.x; sds += v.y; shid += v.y * hid; sc += v.z; sl += v.w; }
     }
+    g.dw1 += w2 * su;
+    g.db1 += w2 * sds;
+    g.dw2 += shid;
+    g.dc += w2 * w1 * sc;
+    g.dl += w2 * w1 * sl;
+    __syncwarp(); // the stage is rewritten by the next pair
 }
+// the partial in the order of PE_PAR_N: w1, b1, w2 (lane k holds unit k), b2, c, l; the
+// signs of c and l applied (the MLP sees |c| and |l|)
 __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
-    flush_param_partials(pb.partials, g.d, side, slot);
+    int k = threadIdx.x % WARP_SIZE;
+    float sc = (float)pb.c[0] >= 0.0f ? 1.0f : -1.0f, sl = (float)pb.l[0] >= 0.0f ? 1.0f : -1.0f;
+    flush_lane_partials(pb.partials, PE_PAR_N, side, slot, [&](int q) {
+        if (q < 3 * FIRE_HIDDEN) { return q % FIRE_HIDDEN != k ? 0.0f : q < FIRE_HIDDEN ? g.dw1 : q < 2 * FIRE_HIDDEN ? g.db1 : g.dw2; }
+        return q == 3 * FIRE_HIDDEN ? g.db2 : q == 3 * FIRE_HIDDEN + 1 ? g.dc * sc : g.dl * sl;
+    });
 }
 // one thread per accumulator: sums the partials of every (b, key block), per head for
 // the head's own w2 row and b2, over the heads as well for the shared w1, b1, c, L
@@ -1443,6 +1509,11 @@ __device__ __forceinline__ PERow pe_bias_row(const PEBias&, int b, int h, int i)
 __device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) { return pe_bias(pb, r.b, r.h, r.i, j); }
 __device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds) {
     pe_bias_backward(pb, g, side, r.b, r.h, r.i, j, ds);
+}
+#endif
+#ifndef PE_BIAS_WARP
+__device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
+    if (valid) { pe_bias_backward(pb, g, side, r, j, ds); }
 }
 #endif
 #ifndef PE_PROJECT

@@ -22,6 +22,10 @@ per encoding, train_gpt2.cu "positional encodings"):
       accumulates dL/dbias(i, j) = ds into the thread's accumulators g: side PE_SIDE_ROW is
       called by the thread that owns query i (the dq pass), side PE_SIDE_COL by the thread
       that owns key j (the dk/dv pass); each pair is seen once from each side
+  void pe_bias_backward_warp(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds, bool valid)
+      what the kernels call: pe_bias_backward of the pair where valid, called by every lane of
+      a warp at once on the column side; an encoding whose column side reduces over the warp
+      (t5, fire) keeps the lane's share of the reduction in g and marks PE::Grad per_lane
   void pe_bias_flush(const PE& pb, PE::Grad& g, int side, int b, int h, int t, bool valid, int slot)
       called once by every thread at the end of a backward kernel, with the sums of the
       pairs of its token t (valid: t is one, and < T): writes per-token gradients, or
@@ -63,7 +67,13 @@ shared memory per block at most (HS = 128).
 #ifndef LLMC_ATTENTION_BIAS_CUH
 #define LLMC_ATTENTION_BIAS_CUH
 
+#include <type_traits>
 #include "cuda_common.cuh"
+
+// whether a PE::Grad holds its lane's share of a warp's reduction (static constexpr bool
+// per_lane = true): the kernels then keep it with its lane
+template<class G, class = void> struct GradPerLane { static constexpr bool value = false; };
+template<class G> struct GradPerLane<G, std::void_t<decltype(G::per_lane)>> { static constexpr bool value = G::per_lane; };
 
 #define ATT_DPT 16   // head dimensions per thread
 #define ATT_BQ 64    // query rows per block (forward, dq pass)
@@ -258,7 +268,7 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
                 float pij = expf(dot * scale + bias[r][jj] - row_lse);
                 float ds = pij * (dp - Di);
                 attention_axpy<HS, TPR>(dq, ds * scale, ks, jj, p);
-                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_ROW, pr, j, ds); }
+                if (p == 0) { pe_bias_backward_warp(pb, acc, PE_SIDE_ROW, pr, j, ds, true); }
             }
         }
     }
@@ -312,13 +322,15 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(k, qs, ii, p));
             float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(v, gs, ii, p));
             int i = i0 + ii;
-            if (j <= i && i < T) {
+            bool valid = j <= i && i < T;
+            float ds = 0.0f;
+            if (valid) {
                 float pij = expf(dot * scale + bias[r][ii] - lses[ii]);
-                float ds = pij * (dp - Ds[ii]);
+                ds = pij * (dp - Ds[ii]);
                 attention_axpy<HS, TPR>(dv, pij, gs, ii, p);
                 attention_axpy<HS, TPR>(dk, ds * scale, qs, ii, p);
-                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_COL, rows[ii], j, ds); }
             }
+            pe_bias_backward_warp(pb, acc, PE_SIDE_COL, rows[ii], j, ds, valid && p == 0);
         }
     }
     if (j < T) {

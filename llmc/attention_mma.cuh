@@ -4,8 +4,8 @@ FlashAttention-2's algorithm with bf16 q, k, v, out and dout, fp32 scores, softm
 statistics and gradients in registers, mma.sync m16n8k16 (llmc/mma.cuh), ldmatrix, and
 cp.async double buffering. The bf16 trainer's attention (llmc/attention_bias.cuh holds the
 fp32 kernels and the hook interface, which these kernels share: pe_bias_row once per
-query row, pe_bias and pe_bias_backward per pair, pe_bias_flush at the end of a backward
-block). Head sizes 32, 64, 128.
+query row, pe_bias and pe_bias_backward_warp per pair, pe_bias_flush at the end of a
+backward block). Head sizes 32, 64, 128.
 
 Layout of the work. A warp owns 16 rows of the block's tile and computes with the
 fragment layouts of mma.m16n8k16 (PTX ISA, dev/cuda/emulate/mma.h): in an accumulator of
@@ -155,12 +155,20 @@ __device__ __forceinline__ void store_rows(floatX* dst, const float (&acc)[N][4]
 
 // the per-row bias-gradient accumulators acc[r] (rows g, g + 8) summed over the quad that
 // shares the rows: lane tig 0 ends with row g's sum, tig 1 with row g + 8's, the others with
-// zeros, so that each thread flushes one token (PE::Grad is a struct of floats)
+// zeros, so that each thread flushes one token (PE::Grad is a struct of floats); a per_lane
+// PE::Grad stays with its lane
 template<class G>
 __device__ __forceinline__ G quad_gather(const G (&acc)[2], int tig) {
     constexpr int N = sizeof(G) / sizeof(float);
     G out = {};
-    if constexpr (N > 0) {
+    if constexpr (GradPerLane<G>::value) { // the lane's own share (t5, fire): its two rows added
+        float v[2][N], o[N];
+        memcpy(v[0], &acc[0], sizeof(G));
+        memcpy(v[1], &acc[1], sizeof(G));
+        #pragma unroll
+        for (int k = 0; k < N; k++) { o[k] = v[0][k] + v[1][k]; }
+        memcpy(&out, o, sizeof(G));
+    } else if constexpr (N > 0) {
         float v[2][N], o[N];
         memcpy(v[0], &acc[0], sizeof(G));
         memcpy(v[1], &acc[1], sizeof(G));
@@ -366,12 +374,13 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int r = e / 2, i = row0 + 8 * r, j = j0 + 8 * n + 2 * tig + e % 2;
+                bool valid = full || (j <= i && i < T);
                 float ds = 0.0f;
-                if (full || (j <= i && i < T)) {
+                if (valid) {
                     float p = expf(s[n][e] * scale + pe_bias(pb, pr[r], j) - rlse[r]);
                     ds = p * (dp[n][e] - Di[r]);
-                    pe_bias_backward(pb, acc[r], PE_SIDE_ROW, pr[r], j, ds);
                 }
+                pe_bias_backward_warp(pb, acc[r], PE_SIDE_ROW, pr[r], j, ds, valid);
                 s[n][e] = ds;
             }
         }
@@ -456,12 +465,13 @@ attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int r = e / 2, j = col0 + 8 * r, ii = 8 * n + 2 * tig + e % 2, i = i0 + ii;
+                bool valid = full || (j <= i && i < T);
                 float p = 0.0f, ds = 0.0f;
-                if (full || (j <= i && i < T)) {
+                if (valid) {
                     p = expf(s[n][e] * scale + pe_bias(pb, rows[ii], j) - rlse[ii]);
                     ds = p * (dp[n][e] - rD[ii]);
-                    pe_bias_backward(pb, acc[r], PE_SIDE_COL, rows[ii], j, ds);
                 }
+                pe_bias_backward_warp(pb, acc[r], PE_SIDE_COL, rows[ii], j, ds, valid);
                 s[n][e] = p;
                 dp[n][e] = ds;
             }

@@ -3,7 +3,7 @@ Causal attention with the positional encoding's bias computed on the fly, forwar
 backward, in versions selected on the command line; each is checked against the CPU
 reference (llmc/attention_check.cuh: double precision, the bias from the encodings'
 definitions) and timed with cudaEvents. The encoding is a compile-time switch, as in
-the trainer, whose PE hooks (pe_bias, pe_bias_backward, pe_bias_flush) every version
+the trainer, whose PE hooks (pe_bias, pe_bias_backward_warp, pe_bias_flush) every version
 calls.
 
   make -C dev/cuda attention_bias PE=cable [PRECISION=FP32]
@@ -96,7 +96,7 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
             float p = expf(dot * scale + pe_bias(pb, pr, j) - row_lse);
             float ds = p * (dp - Di);
             for (int e = 0; e < HS; e++) { dq[e] += ds * scale * (float)k[e]; }
-            pe_bias_backward(pb, acc, PE_SIDE_ROW, pr, j, ds);
+            pe_bias_backward_warp(pb, acc, PE_SIDE_ROW, pr, j, ds, true);
         }
         floatX* dst = dqkv + ((size_t)b * T + i) * C3 + h * HS;
         for (int e = 0; e < HS; e++) { dst[e] = (floatX)dq[e]; }
@@ -105,7 +105,8 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
 }
 
 // attention_backward_kv_naive_kernel: one thread per key j: dk_j, dv_j and the column side of
-// the bias gradient over the queries i >= j (needs D from the dq pass)
+// the bias gradient over the queries i >= j (needs D from the dq pass); the threads of a block
+// walk the queries together, from the block's first key on (pe_bias_backward_warp)
 template<class PE>
 __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                                    const float* D, const PE pb, int T, int NH, int HS) {
@@ -113,22 +114,26 @@ __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* d
     int C = NH * HS, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
     typename PE::Grad acc = {};
-    if (j < T) {
-        const floatX* k = qkv + ((size_t)b * T + j) * C3 + C + h * HS;
-        const floatX* v = k + C;
-        float dk[NAIVE_MAX_HS], dv[NAIVE_MAX_HS];
-        for (int e = 0; e < HS; e++) { dk[e] = 0.0f; dv[e] = 0.0f; }
-        for (int i = j; i < T; i++) {
+    const floatX* k = qkv + ((size_t)b * T + min(j, T - 1)) * C3 + C + h * HS;
+    const floatX* v = k + C;
+    float dk[NAIVE_MAX_HS], dv[NAIVE_MAX_HS];
+    for (int e = 0; e < HS; e++) { dk[e] = 0.0f; dv[e] = 0.0f; }
+    for (int i = blockIdx.x * blockDim.x; i < T; i++) {
+        bool valid = j <= i;
+        float ds = 0.0f;
+        PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
+        if (valid) {
             const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
             const floatX* g = dout + ((size_t)b * T + i) * C + h * HS;
             float dot = 0.0f, dp = 0.0f;
             for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; dp += (float)g[e] * (float)v[e]; }
-            PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
             float p = expf(dot * scale + pe_bias(pb, pr, j) - (lse[((size_t)b * NH + h) * T + i] - pr.shift));
-            float ds = p * (dp - D[((size_t)b * NH + h) * T + i]);
+            ds = p * (dp - D[((size_t)b * NH + h) * T + i]);
             for (int e = 0; e < HS; e++) { dv[e] += p * (float)g[e]; dk[e] += ds * scale * (float)q[e]; }
-            pe_bias_backward(pb, acc, PE_SIDE_COL, pr, j, ds);
         }
+        pe_bias_backward_warp(pb, acc, PE_SIDE_COL, pr, min(j, T - 1), ds, valid);
+    }
+    if (j < T) {
         floatX* dst = dqkv + ((size_t)b * T + j) * C3 + h * HS;
         for (int e = 0; e < HS; e++) { dst[C + e] = (floatX)dk[e]; dst[2 * C + e] = (floatX)dv[e]; }
     }

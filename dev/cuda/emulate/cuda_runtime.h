@@ -84,6 +84,10 @@ static inline cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t
 static inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { *f = 1ull << 34; *t = 1ull << 35; return cudaSuccess; }
 template<class T> static cudaError_t cudaMemcpyToSymbol(T& sym, const void* src, size_t n) { memcpy(&sym, src, n); return cudaSuccess; }
 template<class F> static cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) { return cudaSuccess; }
+// the emulation has no compiled image: a kernel's static shared memory is not counted, its
+// code is sm_90's
+struct cudaFuncAttributes { size_t sharedSizeBytes; int binaryVersion, ptxVersion; };
+template<class F> static cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, F*) { *a = {0, 90, 90}; return cudaSuccess; }
 static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = nullptr; return cudaSuccess; }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
 static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
