@@ -5,6 +5,10 @@
 #   make test_gpt2cu PE=<name> [PRECISION=...]          GPU-vs-CPU test (./test_gpt2cu)
 #   make test-cuda-builds    every encoding's trainer (bf16) and test (fp32) compile
 #   make test-cuda-run       every encoding's GPU-vs-CPU test (skips without a GPU)
+#   make test-cuda-flags     MPI's and NCCL's flags with fake MPI wrappers (make cuda-flags
+#                            prints them)
+#   make test-cuda-resources the attention kernels' registers and local memory (ptxas) held
+#                            to a budget; dev/cuda/resources_table.sh writes the full table
 #   make test-cuda-emulate   the tensor-core attention of every encoding on the CPU
 #                            (dev/cuda/emulate), and mutants that must fail
 #   make emulate PE=<name> [DAPE=<variant>]   the whole CUDA path on the CPU: test_gpt2cu's
@@ -32,27 +36,50 @@ CU_SUFFIX := $(if $(filter FP32,$(PRECISION)),_fp32,)
 cu_pe = $(patsubst %_fp32,%,$(1))
 cu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16 --use_fast_math)
 
-# multi-GPU: MPI (unless NO_MPI=1), and NCCL on top of it when its header is there
+# multi-GPU: MPI (unless NO_MPI=1), its flags from the wrapper $(MPICC) through
+# dev/cuda/mpi_flags.sh (OpenMPI's --showme, MPICH's -compile_info/-link_info; what nvcc does not
+# take itself through -Xcompiler/-Xlinker); a wrapper that names no library: no MPI, and the
+# build says so. NCCL on top of MPI where its header and its library are both found under one
+# of NCCL_DIRS (default: the CUDA toolkit's and the system's).
+NCCL_DIRS ?= $(abspath $(dir $(NVCC))..) /usr
+nccl_lib = $(firstword $(wildcard $(1)/lib64/libnccl.so $(1)/lib/libnccl.so $(1)/lib/*-linux-gnu/libnccl.so))
 CU_MPI_FLAGS :=
 CU_MPI_LIBS :=
+CU_MPI_NOTE :=
 ifneq ($(NO_MPI),1)
   ifneq ($(MPICC),)
-    CU_MPI_FLAGS := -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell $(MPICC) --showme:compile 2>/dev/null)
-    CU_MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
-    ifneq ($(wildcard $(dir $(NVCC))../include/nccl.h /usr/include/nccl.h),)
-      CU_MPI_FLAGS += -DUSE_NCCL
-      CU_MPI_LIBS += -lnccl
+    CU_MPI_LIBS := $(shell sh dev/cuda/mpi_flags.sh link $(MPICC))
+    ifneq ($(CU_MPI_LIBS),)
+      CU_MPI_FLAGS := -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell sh dev/cuda/mpi_flags.sh compile $(MPICC))
+      CU_NCCL_DIR := $(firstword $(foreach d,$(NCCL_DIRS),$(if $(and $(wildcard $(d)/include/nccl.h),$(call nccl_lib,$(d))),$(d))))
+      ifneq ($(CU_NCCL_DIR),)
+        CU_MPI_FLAGS += -DUSE_NCCL $(if $(filter /usr,$(CU_NCCL_DIR)),,-I$(CU_NCCL_DIR)/include)
+        CU_MPI_LIBS += -L$(patsubst %/,%,$(dir $(call nccl_lib,$(CU_NCCL_DIR)))) -lnccl
+      endif
+    else
+      CU_MPI_NOTE := note: $(MPICC) names no MPI library (neither OpenMPI's --showme:libs nor MPICH's -link_info): the CUDA trainer is built without MPI
     endif
   endif
 endif
 
-.PHONY: train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-emulate emulate emulate-tiny nvcc-check
+.PHONY: cuda-flags test-cuda-flags train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-resources test-cuda-emulate emulate emulate-tiny nvcc-check
 nvcc-check:
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA toolkit (or put nvcc on PATH) to build the CUDA path" >&2; exit 1; }
+
+# the flags derived above (tests/mpi_flags.sh checks them with fake MPI wrappers)
+cuda-flags:
+	@echo "compile: $(strip $(CU_MPI_FLAGS))"
+	@echo "link: $(strip $(CU_MPI_LIBS))"
+	@echo "$(CU_MPI_NOTE)"
+
+# CI: those flags for fake MPI wrappers of each style and fake NCCL installs
+test-cuda-flags:
+	bash tests/mpi_flags.sh
 
 # the trainer; ptxas's report of every kernel's registers, local and shared memory goes to
 # $@.ptxas (make test-cuda-resources reads it), everything else nvcc says to the terminal
 $(BUILD)/train_gpt2cu_%: train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
+	$(if $(CU_MPI_NOTE),@echo "$(CU_MPI_NOTE)" >&2)
 	$(NVCC) $(NVCC_FLAGS) --resource-usage $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) $(CU_MPI_FLAGS) \
 	  -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS) > $@.ptxas.tmp 2>&1; \
 	  status=$$?; grep -v -e '^ptxas info' -e '^    [0-9]* bytes stack frame' $@.ptxas.tmp >&2; \
@@ -84,6 +111,16 @@ gpu_vs_cpu = for s in $(1); do \
 	done
 test-cuda-run: test-cuda-builds $(foreach pe,$(PE_LIST),$(BUILD)/test_gpt2_$(pe))
 	@$(call gpu_vs_cpu,$(PE_LIST))
+
+# CI (nvcc, no GPU): ptxas's report of every encoding's bf16 trainer (the builds above, which
+# also hold DAPE's kernels with the encoding's hooks) against dev/cuda/resources.py's budget: no
+# local memory (stack frame, spills) in the tensor-core attention kernels at head sizes 32 and 64
+# nor in DAPE's, registers x threads per block within an SM's 65,536; the threads and dynamic
+# shared memory as the launchers ask for them, printed by the emulated dev/cuda/attention_bias
+# (make test-cuda-emulate builds it)
+test-cuda-resources: $(foreach pe,$(PE_LIST),$(BUILD)/train_gpt2cu_$(pe) $(EMU)/attention_$(pe))
+	@for pe in $(PE_LIST); do $(EMU)/attention_$$pe launches > $(BUILD)/launches_$$pe.txt || exit 1; done
+	python3 dev/cuda/resources.py check $(foreach pe,$(PE_LIST),$(BUILD)/launches_$(pe).txt $(BUILD)/train_gpt2cu_$(pe).ptxas)
 
 # ---------------------------------------------------------------------------
 # the CUDA path on the CPU (dev/cuda/emulate): the sources are copied with their kernel

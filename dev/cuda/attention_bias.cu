@@ -9,6 +9,9 @@ calls.
   make -C dev/cuda attention_bias PE=cable [PRECISION=FP32]
   ./dev/cuda/attention_bias_cable VERSION [T B NH HS]     (default 1024 2 12 64)
   ./dev/cuda/attention_bias_cable check                    (every shape below, no timing)
+  ./dev/cuda/attention_bias_cable launches                 (bf16: the tensor-core and DAPE
+                                                           kernels' threads and dynamic shared
+                                                           memory, for dev/cuda/resources.py)
 
 version 1  one thread per query row (forward, dq pass) or key (dk/dv pass), every
            operand read from global memory, each row's scores computed twice (max, then
@@ -209,7 +212,35 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
     return fails;
 }
 
+#if !defined(ENABLE_FP32)
+// `launches`: threads per block and dynamic shared memory of the bf16 build's attention kernels
+// as their launchers ask for them, one line per kernel and head size, for dev/cuda/resources.py
+// (beside ptxas's report); DAPE's at GPT-2 small's shape (12 heads of 64, D = DAPE_WIDTH, k = 3)
+template<int HS>
+static void print_mma_launches() {
+    printf("attention_forward_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_forward_smem<HS>());
+    printf("attention_backward_q_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_backward_q_smem<HS>());
+    printf("attention_backward_kv_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_backward_kv_smem<HS, PEBias>());
+}
+static int print_launches() {
+    print_mma_launches<32>();
+    print_mma_launches<64>();
+    print_mma_launches<128>();
+    DapeParams dp = {};
+    dp.K = 3; dp.D = DAPE_WIDTH; dp.NH = 12; dp.HS = 64; dp.Cin = dape_in_channels(PE_ID, dp.NH);
+    const char* names[3] = {"dape_attention_forward_kernel", "dape_attention_backward_q_kernel", "dape_attention_backward_kv_kernel"};
+    const int kinds[3] = {DAPE_FORWARD, DAPE_BACKWARD_Q, DAPE_BACKWARD_KV};
+    for (int k = 0; k < 3; k++) {
+        printf("%s - %d %zu\n", names[k], DAPE_THREADS, dape_smem_layout<PEBias>(NULL, NULL, dp, kinds[k]) * sizeof(float));
+    }
+    return 0;
+}
+#endif
+
 int main(int argc, char** argv) {
+#if !defined(ENABLE_FP32)
+    if (argc > 1 && strcmp(argv[1], "launches") == 0) { return print_launches(); }
+#endif
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("attention_bias: no CUDA device, skipped\n");
