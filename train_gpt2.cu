@@ -71,6 +71,19 @@ static CudaContext ctx;
 // ZeRO stage (-z): the driver checks the flag but keeps it; main() reads it for the model
 static int zero_stage_flag = 0;
 
+// arch_probe_kernel: does nothing; cudaFuncGetAttributes on it fails where the binary holds no
+// code this GPU runs (machine code of its architecture, or PTX the driver can compile for it)
+__global__ void arch_probe_kernel() {}
+
+// the architectures this binary was built for (nvcc's __CUDA_ARCH_LIST__, e.g. 900)
+#define CUDA_STR_(x) #x
+#define CUDA_STR(x) CUDA_STR_(x)
+#if defined(__CUDA_ARCH_LIST__)
+#define BUILT_ARCHS CUDA_STR(__CUDA_ARCH_LIST__)
+#else
+#define BUILT_ARCHS "?"
+#endif
+
 static void cuda_context_init(void) {
     if (ctx.initialized) { return; }
     ctx.rank = 0;
@@ -85,6 +98,10 @@ static void cuda_context_init(void) {
 #endif
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaErrorInsufficientDriver) {
+        fatal("the NVIDIA driver is older than the CUDA runtime this binary was built with (%s): build with the "
+              "CUDA toolkit the driver supports, make ... NVCC=/usr/local/cuda-12.x/bin/nvcc (docs/cuda.md)", cudaGetErrorString(err));
+    }
     if (err != cudaSuccess || count == 0) {
         fatal("no CUDA device available (%s): the CUDA trainer needs an NVIDIA GPU",
               err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
@@ -99,6 +116,13 @@ static void cuda_context_init(void) {
     if (ctx.prop.major < 8) {
         fatal("GPU %s has compute capability %d.%d; the CUDA trainer needs 8.0 or newer (bf16)",
               ctx.prop.name, ctx.prop.major, ctx.prop.minor);
+    }
+    cudaFuncAttributes probe;
+    if (cudaFuncGetAttributes(&probe, arch_probe_kernel) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fatal("this binary was built for compute capability %s, which GPU %s (%d.%d) cannot run: rebuild with "
+              "make ... CUDA_ARCH=\"-gencode arch=compute_%d%d,code=sm_%d%d\"", BUILT_ARCHS,
+              ctx.prop.name, ctx.prop.major, ctx.prop.minor, ctx.prop.major, ctx.prop.minor, ctx.prop.major, ctx.prop.minor);
     }
     cudaCheck(cudaStreamCreate(&ctx.stream));
     cublasCheck(cublasLtCreate(&ctx.lt));
@@ -281,10 +305,14 @@ typedef struct {
 // cuBLASLt's descriptors, layouts and chosen algorithm for one kind of matmul, made on its
 // first use and kept: the heuristic query costs more than a small matmul. The bias and
 // pre-GELU pointers change from call to call and are set on the kept descriptor. The
-// algorithm is asked for the alignment the call's pointers have (16 to 256 bytes), which
-// is part of the key, so a plan is only used with pointers at least as aligned.
+// algorithm is chosen for the alignments of the first call's pointers (16 to 256 bytes each:
+// A, B and D as preferences, the bias and pre-GELU pointers on the descriptor), so each
+// pointer's alignment is part of the key and a plan is used only with pointers aligned as
+// those it was chosen for.
+enum { ALIGN_A, ALIGN_B, ALIGN_D, ALIGN_BIAS, ALIGN_GELU, ALIGN_N };
 typedef struct {
-    int m, n, k, transA, transB, d_fp32, bias, gelu, align;
+    int m, n, k, transA, transB, d_fp32, bias, gelu;
+    int align[ALIGN_N];
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
@@ -308,17 +336,19 @@ static void matmul_plans_free(void) {
 
 // the kept plan for this kind of matmul, made (and the oldest one replaced when all
 // MATMUL_PLANS are taken) if there is none; the pointers are those of the first call
-static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int d_fp32, const floatX* bias_ptr, floatX* gelu_ptr, int align) {
+static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int d_fp32, const floatX* bias_ptr, floatX* gelu_ptr,
+                               const int (&align)[ALIGN_N]) {
     int bias = bias_ptr != NULL, gelu = gelu_ptr != NULL;
     for (int i = 0; i < matmul_plan_count; i++) {
         MatmulPlan* p = &matmul_plans[i];
         if (p->m == m && p->n == n && p->k == k && p->transA == transA && p->transB == transB && p->d_fp32 == d_fp32
-            && p->bias == bias && p->gelu == gelu && p->align == align) { return p; }
+            && p->bias == bias && p->gelu == gelu && memcmp(p->align, align, sizeof(align)) == 0) { return p; }
     }
     MatmulPlan* p;
     if (matmul_plan_count < MATMUL_PLANS) { p = &matmul_plans[matmul_plan_count++]; }
     else { p = &matmul_plans[matmul_plan_next]; matmul_plan_next = (matmul_plan_next + 1) % MATMUL_PLANS; matmul_plan_destroy(p); }
-    p->m = m; p->n = n; p->k = k; p->transA = transA; p->transB = transB; p->d_fp32 = d_fp32; p->bias = bias; p->gelu = gelu; p->align = align;
+    p->m = m; p->n = n; p->k = k; p->transA = transA; p->transB = transB; p->d_fp32 = d_fp32; p->bias = bias; p->gelu = gelu;
+    memcpy(p->align, align, sizeof(align));
     cublasCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
@@ -340,18 +370,20 @@ static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int 
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &ctx.workspace_size, sizeof(ctx.workspace_size)));
-    uint32_t a = (uint32_t)align;
     const int align_attrs[4] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t align_values[4] = {(uint32_t)align[ALIGN_A], (uint32_t)align[ALIGN_B], (uint32_t)align[ALIGN_D], (uint32_t)align[ALIGN_D]}; // C is D
     for (int i = 0; i < 4; i++) {
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)align_attrs[i], &a, sizeof(a)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)align_attrs[i], &align_values[i],
+                                                         sizeof(align_values[i])));
     }
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heuristic, &found);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d, %d-byte aligned; status %d)",
-              m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME, bias, gelu, align, (int)st);
+        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d, "
+              "alignments A %d B %d D %d bias %d pre-GELU %d bytes; status %d)", m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME,
+              bias, gelu, align[ALIGN_A], align[ALIGN_B], align[ALIGN_D], align[ALIGN_BIAS], align[ALIGN_GELU], (int)st);
     }
     p->algo = heuristic.algo;
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
@@ -363,10 +395,14 @@ static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int 
 // A and B are floatX, D is floatX or fp32 (d_fp32: gradients and fp32 results)
 static void matmul_cublaslt(void* d, int d_fp32, const floatX* a, const floatX* b, const floatX* bias,
                             int m, int n, int k, int transA, int transB, int accumulate, floatX* pre_gelu) {
-    uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)d | (uintptr_t)bias | (uintptr_t)pre_gelu;
-    if (bits % 16 != 0) { fatal("matmul: cuBLASLt pointers must be 16-byte aligned (m=%d n=%d k=%d)", m, n, k); }
-    int align = 16;
-    while (align < 256 && bits % (2 * align) == 0) { align *= 2; }
+    const void* ptrs[ALIGN_N] = {a, b, d, bias, pre_gelu};
+    int align[ALIGN_N];
+    for (int i = 0; i < ALIGN_N; i++) { // 16 to 256 bytes; 256 for a pointer not given
+        uintptr_t bits = (uintptr_t)ptrs[i];
+        if (bits % 16 != 0) { fatal("matmul: cuBLASLt pointers must be 16-byte aligned (m=%d n=%d k=%d)", m, n, k); }
+        align[i] = 16;
+        while (align[i] < 256 && bits % (2 * align[i]) == 0) { align[i] *= 2; }
+    }
     MatmulPlan* p = matmul_plan(m, n, k, transA, transB, d_fp32, bias, pre_gelu, align);
     if (bias != NULL) { cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
     if (pre_gelu != NULL) {
@@ -1014,6 +1050,7 @@ __device__ __forceinline__ void pe_bias_backward_warp(const PEBias&, PEGrad& g, 
     stage[threadIdx.x] = make_float2(near ? (float)pe_t5_bucket(n) : -1.0f, near ? ds : 0.0f);
     __syncwarp();
     float sum = 0.0f;
+    #pragma unroll 1
     for (int l = 0; l < WARP_SIZE; l++) {
         float2 v = stage[first + l];
         if (v.x == (float)lane) { sum += v.y; }
@@ -1110,7 +1147,7 @@ struct PEBias {
 };
 // query row i of head h: |c|; pd = psi(max(L, i)) + eps; u's derivatives in |c| and |l|
 // are du/d|c| = n / ((|c| n + 1) pd) - u rho and du/d|l| = -u kappa (kappa = 0 while L <= i)
-struct PERow { int i, h; float c, pd, rho, kappa, shift; };
+struct PERow { int i, h; float pd, rho, kappa, shift; };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     (void)B; (void)T; (void)backward;
     int NH = model->config.num_heads;
@@ -1131,14 +1168,15 @@ __device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int
     float pd = logf(c * lp + 1.0f) + FIRE_EPS;
     float rho = lp / ((c * lp + 1.0f) * pd);
     float kappa = L > i ? c * pb.L0 / ((c * lp + 1.0f) * pd) : 0.0f;
-    return {i, h, c, pd, rho, kappa, 0.0f};
+    return {i, h, pd, rho, kappa, 0.0f};
 }
 // the MLP's input u = psi(i - j) / pd
-__device__ __forceinline__ float fire_input(const PERow& r, int j) { return logf(r.c * (r.i - j) + 1.0f) / r.pd; }
+__device__ __forceinline__ float fire_input(const PEBias& pb, const PERow& r, int j) { return logf(fabsf((float)pb.c[0]) * (r.i - j) + 1.0f) / r.pd; }
 __device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) {
-    float u = fire_input(r, j);
+    float u = fire_input(pb, r, j);
     const floatX* w2 = pb.w2 + r.h * FIRE_HIDDEN;
     float out = (float)pb.b2[r.h];
+    #pragma unroll 2 // the weights from memory in each pair's loop, not all kept in registers
     for (int k = 0; k < FIRE_HIDDEN; k++) {
         float hid = (float)pb.w1[k] * u + (float)pb.b1[k];
         if (hid > 0.0f) { out += (float)w2[k] * hid; }
@@ -1150,9 +1188,9 @@ __device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& 
     __shared__ float4 stage[PE_WARP_THREADS]; // each lane's pair: u, ds, ds du/d|c|, ds du/d|l|
     float4 mine = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (valid) {
-        float n = (float)(r.i - j);
-        float u = fire_input(r, j);
-        mine = make_float4(u, ds, ds * (n / ((r.c * n + 1.0f) * r.pd) - u * r.rho), -ds * u * r.kappa);
+        float n = (float)(r.i - j), c = fabsf((float)pb.c[0]);
+        float u = fire_input(pb, r, j);
+        mine = make_float4(u, ds, ds * (n / ((c * n + 1.0f) * r.pd) - u * r.rho), -ds * u * r.kappa);
         g.db2 += ds;
     }
     int k = threadIdx.x % WARP_SIZE, first = threadIdx.x - k;
@@ -1160,6 +1198,7 @@ __device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& 
     __syncwarp();
     float w1 = (float)pb.w1[k], b1 = (float)pb.b1[k], w2 = (float)pb.w2[r.h * FIRE_HIDDEN + k];
     float su = 0.0f, sds = 0.0f, shid = 0.0f, sc = 0.0f, sl = 0.0f;
+    #pragma unroll 1
     for (int l = 0; l < WARP_SIZE; l++) {
         float4 v = stage[first + l];
         float hid = w1 * v.x + b1;

@@ -14,7 +14,7 @@ tabled for docs/cuda.md. One parse serves both.
   resources.py table LAUNCHES PTXAS...      the markdown table (stdout): every attention
                                             kernel, encoding, head size and architecture
 
-PTXAS: logs named train_gpt2cu_<stem>[.<arch>].ptxas (no arch: sm_90). LAUNCHES: files of
+PTXAS: reports named train_gpt2cu_<stem>.ptxas, of one architecture each. LAUNCHES: files of
 lines `<kernel> <head size or -> <threads per block> <dynamic shared memory bytes>`, as
 dev/cuda/attention_bias.cu's `launches` mode prints them from the launchers' own sizes,
 named launches_<stem>.txt (they do not depend on the architecture).
@@ -51,15 +51,19 @@ def kernel_of(mangled):
 
 
 def parse_ptxas(path):
-    """every entry function of one ptxas report: {(kernel, hs): dict(regs, stack, spill_st,
-    spill_ld, smem)}"""
+    """the architecture and every entry function of one ptxas report: (arch, {(kernel, hs):
+    dict(regs, stack, spill_st, spill_ld, smem)})"""
     kernels = {}
     current = None
     props_for = None
+    arch = None
     with open(path) as f:
         for line in f:
-            m = re.search(r"Compiling entry function '([^']+)'", line)
+            m = re.search(r"Compiling entry function '([^']+)' for '(sm_\d+)'", line)
             if m:
+                if arch not in (None, m.group(2)):
+                    sys.exit(f"resources.py: {path}: more than one architecture ({arch}, {m.group(2)})")
+                arch = m.group(2)
                 current = kernel_of(m.group(1))
                 kernels[current] = dict(regs=0, stack=0, spill_st=0, spill_ld=0, smem=0)
                 continue
@@ -78,16 +82,17 @@ def parse_ptxas(path):
                 k["regs"] = int(m.group(1))
                 s = re.search(r"(\d+) bytes smem", line)
                 k["smem"] = int(s.group(1)) if s else 0
-    return kernels
+    if arch not in SM_LIMITS:
+        sys.exit(f"resources.py: {path}: no kernel compiled for {' or '.join(SM_LIMITS)}")
+    return arch, kernels
 
 
-def stem_arch(path):
-    """(stem, arch) of build/train_gpt2cu_<stem>[.<arch>].ptxas"""
-    base = os.path.basename(path)
-    m = re.fullmatch(r"train_gpt2cu_(\w+?)(?:\.(sm_\d+))?\.ptxas", base)
+def stem_of(path):
+    """<stem> of build/.../train_gpt2cu_<stem>.ptxas"""
+    m = re.fullmatch(r"train_gpt2cu_(\w+)\.ptxas", os.path.basename(path))
     if not m:
-        sys.exit(f"resources.py: {path}: not a train_gpt2cu_<stem>[.<arch>].ptxas report")
-    return m.group(1), m.group(2) or "sm_90"
+        sys.exit(f"resources.py: {path}: not a train_gpt2cu_<stem>.ptxas report")
+    return m.group(1)
 
 
 def parse_launches(paths):
@@ -127,8 +132,9 @@ def rows(launch_paths, ptxas_paths):
     launches = parse_launches(launch_paths)
     out = []
     for path in ptxas_paths:
-        stem, arch = stem_arch(path)
-        for (kernel, hs), r in sorted(parse_ptxas(path).items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        stem = stem_of(path)
+        arch, kernels = parse_ptxas(path)
+        for (kernel, hs), r in sorted(kernels.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
             if kernel not in ATTENTION:
                 continue
             if stem not in launches or (kernel, hs) not in launches[stem]:

@@ -57,6 +57,7 @@ static uint3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
 typedef int cudaError_t;
 enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
+enum { cudaErrorInsufficientDriver = 35 }; // the trainer's start-up names it (never returned here)
 typedef void* cudaStream_t;
 typedef void* cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyHostToHost };
