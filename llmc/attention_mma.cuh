@@ -64,9 +64,6 @@ its gradients, the accumulators of O, dQ, dK, dV) is fp32.
 template<int HS> struct MmaTiles {
     static constexpr int DQ_BC = HS == 128 ? 32 : 64;    // keys per tile, dq pass
     static constexpr int KV_BR = HS == 128 ? 32 : 64;    // query rows per tile, dk/dv pass
-    // resident blocks per SM the forward asks ptxas for (__launch_bounds__): 4 of 128 threads
-    // allow 128 registers, where HS <= 64 needs about that; at HS = 128 the registers decide
-    static constexpr int FWD_BLOCKS = HS <= 64 ? 4 : 1;
 };
 
 // element (r, c) of a shared-memory tile of rows of HS bf16 values
@@ -204,7 +201,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 // attention_forward_mma_kernel: out_i = softmax_j(q_i.k_j / sqrt(HS) + b(i, j)) v over j <= i
 // for the 64 query rows of this block, and lse_i
 template<int HS, class PE>
-__global__ void __launch_bounds__(MMA_THREADS, MmaTiles<HS>::FWD_BLOCKS)
+__global__ void __launch_bounds__(MMA_THREADS)
 attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, int T, int NH) {
     constexpr int NK = HS / 16, NS = MMA_BC / 8, NO = HS / 8;
     floatX* sq = reinterpret_cast<floatX*>(DYNAMIC_SMEM);
