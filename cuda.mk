@@ -112,16 +112,6 @@ gpu_vs_cpu = for s in $(1); do \
 test-cuda-run: test-cuda-builds $(foreach pe,$(PE_LIST),$(BUILD)/test_gpt2_$(pe))
 	@$(call gpu_vs_cpu,$(PE_LIST))
 
-# CI (nvcc, no GPU): ptxas's report of every encoding's bf16 trainer (the builds above, which
-# also hold DAPE's kernels with the encoding's hooks) against dev/cuda/resources.py's budget: no
-# local memory (stack frame, spills) in the tensor-core attention kernels at head sizes 32 and 64
-# nor in DAPE's, registers x threads per block within an SM's 65,536; the threads and dynamic
-# shared memory as the launchers ask for them, printed by the emulated dev/cuda/attention_bias
-# (make test-cuda-emulate builds it)
-test-cuda-resources: $(foreach pe,$(PE_LIST),$(BUILD)/train_gpt2cu_$(pe) $(EMU)/attention_$(pe))
-	@for pe in $(PE_LIST); do $(EMU)/attention_$$pe launches > $(BUILD)/launches_$$pe.txt || exit 1; done
-	python3 dev/cuda/resources.py check $(foreach pe,$(PE_LIST),$(BUILD)/launches_$(pe).txt $(BUILD)/train_gpt2cu_$(pe).ptxas)
-
 # ---------------------------------------------------------------------------
 # the CUDA path on the CPU (dev/cuda/emulate): the sources are copied with their kernel
 # launches rewritten (prepare.py, once for every encoding) and compiled by g++ against
@@ -148,6 +138,16 @@ $(EMU)/attention_%: $(EMU_SRC)/.prepared
 
 $(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/test_gpt2.cu
+
+# CI (nvcc, no GPU): ptxas's report of every encoding's bf16 trainer (the builds above, which
+# also hold DAPE's kernels with the encoding's hooks) against dev/cuda/resources.py's budget: no
+# local memory (stack frame, spills) in the tensor-core attention kernels at head sizes 32 and 64
+# nor in DAPE's, registers x threads per block within an SM's 65,536; the threads and dynamic
+# shared memory as the launchers ask for them, printed by the emulated dev/cuda/attention_bias
+# (make test-cuda-emulate builds it)
+test-cuda-resources: $(foreach pe,$(PE_LIST),$(BUILD)/train_gpt2cu_$(pe) $(EMU)/attention_$(pe))
+	@for pe in $(PE_LIST); do $(EMU)/attention_$$pe launches > $(BUILD)/launches_$$pe.txt || exit 1; done
+	python3 dev/cuda/resources.py check $(foreach pe,$(PE_LIST),$(BUILD)/launches_$(pe).txt $(BUILD)/train_gpt2cu_$(pe).ptxas)
 
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,

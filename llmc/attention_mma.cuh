@@ -17,7 +17,9 @@ sums are reduced over the quad with two shuffles.
 
   forward   block = 64 query rows (16 per warp); key tiles of 64 stream through shared
             memory, two stages (cp.async of tile j + 1 while tile j is used); Q stays in
-            registers as A fragments. S = Q K^T (K rows give the B fragments by ldmatrix),
+            shared memory and is read into A fragments for each tile (kept in registers, its
+            16 registers at HS = 64 would make the forward spill at the 128 registers of 4
+            blocks per SM). S = Q K^T (K rows give the B fragments by ldmatrix),
             online softmax per row (running max m and sum l, one rescale of O per tile),
             P rounded to bf16 becomes the A fragment of O += P V directly from the
             accumulator layout (V by ldmatrix.trans). Writes out and lse_i = m + log(l)
@@ -222,7 +224,6 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const P
     #pragma unroll
     for (int r = 0; r < 2; r++) { pr[r] = pe_bias_row(pb, b, h, min(row0 + 8 * r, T - 1)); m[r] = -INFINITY; l[r] = 0.0f; }
     float o[NO][4] = {};
-    uint32_t qa[NK][4];
     for (int jt = 0; jt < ntiles; jt++) {
         if (jt + 1 < ntiles) { // the next tile into the other stage
             floatX* next = skv + ((jt + 1) % 2) * 2 * MMA_BC * HS;
@@ -234,10 +235,9 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const P
         __syncthreads();    // tile jt visible to every warp
         const floatX* sk = skv + (jt % 2) * 2 * MMA_BC * HS;
         const floatX* sv = sk + MMA_BC * HS;
-        if (jt == 0) {
-            #pragma unroll
-            for (int k = 0; k < NK; k++) { load_a<HS>(qa[k], sq, warp * 16, 16 * k, lane); }
-        }
+        uint32_t qa[NK][4]; // Q's A fragments, read again from shared memory for every tile
+        #pragma unroll
+        for (int k = 0; k < NK; k++) { load_a<HS>(qa[k], sq, warp * 16, 16 * k, lane); }
         float s[NS][4] = {};
         mma_tile<HS, NS, NK, true>(s, qa, sk, lane);
         // scores with the bias, masked; the tile's row maxima
