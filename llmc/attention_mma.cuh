@@ -25,6 +25,9 @@ sums are reduced over the quad with two shuffles.
             accumulator layout (V by ldmatrix.trans). Writes out and lse_i = m + log(l)
             (+ r.shift, the row constant the bias left out).
   backward  two kernels, each recomputing p_ij = exp(s_ij / sqrt(HS) + b(i, j) - lse_i):
+            (the A fragments of Q, dO, K and V are read from shared memory for each tile
+            and product, not kept in registers across the pass: at HS = 128 the dq pass
+            then fits its registers without spilling)
             dq pass   (block = 64 query rows, key tiles of 64 (32 at HS = 128)):
                       D_i = dout_i . out_i, dS = P o (dO V^T - D), dQ = dS K / sqrt(HS),
                       and the row side of the bias gradient
@@ -125,6 +128,17 @@ __device__ __forceinline__ void mma_tile(float (&acc)[N][4], const uint32_t (&a)
     }
 }
 
+// acc (16 x 8 N) += A B^T for the warp's 16 rows of the tile a (A fragments by ldmatrix, read
+// for this product only: they are not kept in registers across the tiles) and the rows of b
+template<int HS, int N>
+__device__ __forceinline__ void mma_rows_tile(float (&acc)[N][4], const floatX* a, const floatX* b, int warp, int lane) {
+    constexpr int NK = HS / 16;
+    uint32_t af[NK][4];
+    #pragma unroll
+    for (int k = 0; k < NK; k++) { load_a<HS>(af[k], a, warp * 16, 16 * k, lane); }
+    mma_tile<HS, N, NK, true>(acc, af, b, lane);
+}
+
 // A fragments (16 rows x 16 N columns) from fp32 accumulators of 16 x 8 tiles (the layout of
 // C is that of A's two halves): P or dS rounded to bf16 for the next product
 template<int N>
@@ -205,7 +219,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 template<int HS, class PE>
 __global__ void __launch_bounds__(MMA_THREADS)
 attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, int T, int NH) {
-    constexpr int NK = HS / 16, NS = MMA_BC / 8, NO = HS / 8;
+    constexpr int NS = MMA_BC / 8, NO = HS / 8;
     floatX* sq = reinterpret_cast<floatX*>(DYNAMIC_SMEM);
     floatX* skv = sq + MMA_BR * HS; // stage s: K at skv + 2 s BC HS, V after it
     int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * MMA_BR; // the longest rows first
@@ -235,11 +249,8 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const P
         __syncthreads();    // tile jt visible to every warp
         const floatX* sk = skv + (jt % 2) * 2 * MMA_BC * HS;
         const floatX* sv = sk + MMA_BC * HS;
-        uint32_t qa[NK][4]; // Q's A fragments, read again from shared memory for every tile
-        #pragma unroll
-        for (int k = 0; k < NK; k++) { load_a<HS>(qa[k], sq, warp * 16, 16 * k, lane); }
         float s[NS][4] = {};
-        mma_tile<HS, NS, NK, true>(s, qa, sk, lane);
+        mma_rows_tile<HS, NS>(s, sq, sk, warp, lane); // Q's A fragments read for every tile
         // scores with the bias, masked; the tile's row maxima
         int j0 = jt * MMA_BC;
         bool full = j0 + MMA_BC - 1 <= q0 + warp * 16 && q0 + warp * 16 + 15 < T;
@@ -301,7 +312,7 @@ __global__ void __launch_bounds__(MMA_THREADS)
 attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out,
                                 const float* lse, const PE pb, int T, int NH) {
     constexpr int BC = MmaTiles<HS>::DQ_BC;
-    constexpr int NK = HS / 16, NS = BC / 8, NO = HS / 8;
+    constexpr int NS = BC / 8, NO = HS / 8;
     floatX* sq = reinterpret_cast<floatX*>(DYNAMIC_SMEM);
     floatX* sdo = sq + MMA_BR * HS;
     floatX* skv = sdo + MMA_BR * HS;
@@ -341,7 +352,6 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
         rlse[r] = lse[((size_t)b * NH + h) * T + i] - pr[r].shift;
     }
     float dq[NO][4] = {};
-    uint32_t qa[NK][4], ga[NK][4];
     float Di[2];
     typename PE::Grad acc[2] = {};
     for (int jt = 0; jt < ntiles; jt++) {
@@ -356,17 +366,14 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
         const floatX* sk = skv + (jt % 2) * 2 * BC * HS;
         const floatX* sv = sk + BC * HS;
         if (jt == 0) {
-            #pragma unroll
-            for (int k = 0; k < NK; k++) {
-                load_a<HS>(qa[k], sq, warp * 16, 16 * k, lane);
-                load_a<HS>(ga[k], sdo, warp * 16, 16 * k, lane);
-            }
             Di[0] = sD[warp * 16 + g];
             Di[1] = sD[warp * 16 + g + 8];
         }
+        // Q's, then dO's A fragments, read from shared memory for every tile and one at a time:
+        // fewer registers live than both kept for the pass
         float s[NS][4] = {}, dp[NS][4] = {};
-        mma_tile<HS, NS, NK, true>(s, qa, sk, lane);
-        mma_tile<HS, NS, NK, true>(dp, ga, sv, lane);
+        mma_rows_tile<HS, NS>(s, sq, sk, warp, lane);
+        mma_rows_tile<HS, NS>(dp, sdo, sv, warp, lane);
         int j0 = jt * BC;
         bool full = j0 + BC - 1 <= q0 + warp * 16 && q0 + warp * 16 + 15 < T;
         #pragma unroll
@@ -405,7 +412,7 @@ __global__ void __launch_bounds__(MMA_THREADS)
 attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* D,
                                  const PE pb, int T, int NH) {
     constexpr int BR = MmaTiles<HS>::KV_BR;
-    constexpr int NK = HS / 16, NS = BR / 8, NO = HS / 8;
+    constexpr int NS = BR / 8, NO = HS / 8;
     floatX* sk = reinterpret_cast<floatX*>(DYNAMIC_SMEM);
     floatX* sv = sk + ATT_KV_BK * HS;
     floatX* sqg = sv + ATT_KV_BK * HS; // stage s: Q at sqg + 2 s BR HS, dO after it
@@ -450,15 +457,9 @@ attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
         const float* rlse = srow + st * 2 * BR;
         const float* rD = rlse + BR;
         const PERowOf<PE>* rows = sr + st * BR;
-        uint32_t ka[NK][4], va[NK][4];
-        #pragma unroll
-        for (int k = 0; k < NK; k++) {
-            load_a<HS>(ka[k], sk, warp * 16, 16 * k, lane);
-            load_a<HS>(va[k], sv, warp * 16, 16 * k, lane);
-        }
         float s[NS][4] = {}, dp[NS][4] = {};
-        mma_tile<HS, NS, NK, true>(s, ka, sq, lane);  // S^T: rows keys, columns queries
-        mma_tile<HS, NS, NK, true>(dp, va, sg, lane); // dP^T
+        mma_rows_tile<HS, NS>(s, sk, sq, warp, lane);  // S^T: rows keys, columns queries
+        mma_rows_tile<HS, NS>(dp, sv, sg, warp, lane); // dP^T
         bool full = i0 >= k0 + warp * 16 + 15 && i0 + BR - 1 < T;
         #pragma unroll
         for (int n = 0; n < NS; n++) {
