@@ -19,7 +19,8 @@
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
 # test_gpt2cu (<pe>: the Makefile's stem, with DAPE e.g. kerple_dape1x3). bf16 builds use
 # fast math; fp32 builds, which are compared tightly with the CPU path, do not. Options:
-# CUDA_ARCH (default sm_90: H100/H200), NO_MPI=1.
+# CUDA_ARCH (default: sm_90 machine code for H100/H200 and compute_90 PTX for newer GPUs),
+# NVCC (e.g. a CUDA 12 nvcc for a driver older than CUDA 13's), NO_MPI=1, MPICC, NCCL_DIRS.
 
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 PRECISION ?= BF16
