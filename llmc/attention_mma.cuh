@@ -69,6 +69,10 @@ its gradients, the accumulators of O, dQ, dK, dV) is fp32.
 template<int HS> struct MmaTiles {
     static constexpr int DQ_BC = HS == 128 ? 32 : 64;    // keys per tile, dq pass
     static constexpr int KV_BR = HS == 128 ? 32 : 64;    // query rows per tile, dk/dv pass
+    // the forward's minimum of resident blocks per SM for ptxas (__launch_bounds__; 0: none):
+    // at HS = 32, left to itself, ptxas (nvcc 13.0) aimed at 5 blocks of 128 threads (96
+    // registers) and spilled for cable_nw and cable_v1; 4 blocks allow 128 registers
+    static constexpr int FWD_MIN_BLOCKS = HS == 32 ? 4 : 0;
 };
 
 // element (r, c) of a shared-memory tile of rows of HS bf16 values
@@ -217,7 +221,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 // attention_forward_mma_kernel: out_i = softmax_j(q_i.k_j / sqrt(HS) + b(i, j)) v over j <= i
 // for the 64 query rows of this block, and lse_i
 template<int HS, class PE>
-__global__ void __launch_bounds__(MMA_THREADS)
+__global__ void __launch_bounds__(MMA_THREADS, MmaTiles<HS>::FWD_MIN_BLOCKS)
 attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, int T, int NH) {
     constexpr int NS = MMA_BC / 8, NO = HS / 8;
     floatX* sq = reinterpret_cast<floatX*>(DYNAMIC_SMEM);
