@@ -1185,24 +1185,36 @@ __device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j
 }
 __device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
     if (side != PE_SIDE_COL) { return; }
-    __shared__ float4 stage[PE_WARP_THREADS]; // each lane's pair: u, ds, ds du/d|c|, ds du/d|l|
-    float4 mine = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // each lane's pair in two rounds of 8 bytes (the fp32 dk/dv kernel at HS = 128 has 4 KiB
+    // of static shared memory left): (u, ds), then (ds du/d|c|, ds du/d|l|)
+    __shared__ float2 stage[PE_WARP_THREADS];
+    float u = 0.0f, d = 0.0f, dc = 0.0f, dl = 0.0f;
     if (valid) {
         float n = (float)(r.i - j), c = fabsf((float)pb.c[0]);
-        float u = fire_input(pb, r, j);
-        mine = make_float4(u, ds, ds * (n / ((c * n + 1.0f) * r.pd) - u * r.rho), -ds * u * r.kappa);
+        u = fire_input(pb, r, j);
+        d = ds;
+        dc = ds * (n / ((c * n + 1.0f) * r.pd) - u * r.rho);
+        dl = -ds * u * r.kappa;
         g.db2 += ds;
     }
     int k = threadIdx.x % WARP_SIZE, first = threadIdx.x - k;
-    stage[threadIdx.x] = mine;
+    stage[threadIdx.x] = make_float2(u, d);
     __syncwarp();
     float w1 = (float)pb.w1[k], b1 = (float)pb.b1[k], w2 = (float)pb.w2[r.h * FIRE_HIDDEN + k];
     float su = 0.0f, sds = 0.0f, shid = 0.0f, sc = 0.0f, sl = 0.0f;
+    unsigned active = 0; // the pairs where unit k is active
     #pragma unroll 1
     for (int l = 0; l < WARP_SIZE; l++) {
-        float4 v = stage[first + l];
+        float2 v = stage[first + l];
         float hid = w1 * v.x + b1;
-        if (hid > 0.0f) { su += v.y * v.x; sds += v.y; shid += v.y * hid; sc += v.z; sl += v.w; }
+        if (hid > 0.0f) { su += v.y * v.x; sds += v.y; shid += v.y * hid; active |= 1u << l; }
+    }
+    __syncwarp();
+    stage[threadIdx.x] = make_float2(dc, dl);
+    __syncwarp();
+    #pragma unroll 1
+    for (int l = 0; l < WARP_SIZE; l++) {
+        if ((active >> l) & 1u) { float2 v = stage[first + l]; sc += v.x; sl += v.y; }
     }
     g.dw1 += w2 * su;
     g.db1 += w2 * sds;

@@ -73,6 +73,9 @@ template<int HS> struct MmaTiles {
     // at HS = 32, left to itself, ptxas (nvcc 13.0) aimed at 5 blocks of 128 threads (96
     // registers) and spilled for cable_nw and cable_v1; 4 blocks allow 128 registers
     static constexpr int FWD_MIN_BLOCKS = HS == 32 ? 4 : 0;
+    // the dk/dv pass's minimum for ptxas: at HS = 32 fire's (a per_lane PE::Grad) was capped
+    // at 168 registers (3 blocks) and spilled; 2 blocks allow 255
+    template<class PE> static constexpr int kv_min_blocks() { return HS == 32 && GradPerLane<typename PE::Grad>::value ? 2 : 0; }
 };
 
 // element (r, c) of a shared-memory tile of rows of HS bf16 values
@@ -412,7 +415,7 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
 // dV += P^T dO and dK += dS^T Q / sqrt(HS); hands ds_ij to the column side of the bias
 // gradient. Needs D from attention_backward_q_mma_kernel.
 template<int HS, class PE>
-__global__ void __launch_bounds__(MMA_THREADS)
+__global__ void __launch_bounds__(MMA_THREADS, MmaTiles<HS>::template kv_min_blocks<PE>())
 attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* D,
                                  const PE pb, int T, int NH) {
     constexpr int BR = MmaTiles<HS>::KV_BR;
