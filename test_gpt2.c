@@ -1818,12 +1818,18 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
         cfg.num_heads = 2; cfg.channels = 64; cfg.vocab_size = 250; cfg.padded_vocab_size = 256;
         B = 2; T = 37; cfg.max_seq_len = T;
     }
+#if defined(PE_COPE)
+    cfg.max_seq_len = COPE_TEST_MAXT;
+#endif
     gpt2_config_set_dape(&cfg);
     int Vp = cfg.padded_vocab_size;
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 1234);
     uint64_t rng = random_seed(99);
     perturb_parameters(&model, 0.02f, &rng);
+#if defined(PE_COPE)
+    cope_random_embeddings(&model, &rng);
+#endif
 #if defined(PE_FIRE)
     for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = 1.3f; } // L = 41.6 of T = 64: both sides of max(L, i)
 #endif
@@ -1908,10 +1914,16 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     if (checkpoint == NULL) {
         GPT2Config cfg = tiny_config(T);
         cfg.num_heads = 3; cfg.channels = 24;
+#if defined(PE_COPE)
+        cfg.max_seq_len = 40; // P = 41: the far keys' positions clamp, the near ones do not
+#endif
         GPT2 init;
         gpt2_build_from_config(&init, &cfg, 1234);
         uint64_t rng = random_seed(7);
         perturb_parameters(&init, 0.1f, &rng);
+#if defined(PE_COPE)
+        cope_random_embeddings(&init, &rng);
+#endif
 #if defined(PE_FIRE)
         init.params.fire_L[0] = 0.6f;  // L = 0.6 * 80 = 48: both sides of max(L, i)
         init.params.fire_L[1] = -1.3f; // L = 104, used as |l| L0
