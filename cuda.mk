@@ -104,12 +104,17 @@ $(EMU)/mma_check: $(EMU_SRC)/.prepared
 $(EMU)/attention_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
 
+# CoPE's attention is no bias of those kernels: its own check (dev/cuda/attention_cope.cu)
+$(EMU)/attention_cope $(EMU)/attention_cope_fp32: $(EMU)/attention_cope%: $(EMU_SRC)/.prepared
+	$(EMU_CXX) $(call emu_precision,$@) -DPE_COPE -o $@ $(EMU_SRC)/dev/cuda/attention_cope.cu
+
 $(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/test_gpt2.cu
 
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
-# head sizes 64, 32, 128) against the double-precision reference, then the mutants
+# head sizes 64, 32, 128; CoPE's kernels: dev/cuda/attention_cope check) against the
+# double-precision reference, then the mutants
 test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe))
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
@@ -120,7 +125,8 @@ test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(p
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every
-# gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3)
+# gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3;
+# CoPE: dev/cuda/attention_cope.cu's versions 1 and 2, and its check)
 emulate: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(EMU)/test_gpt2cu_$(STEM) $(EMU)/attention_$(STEM)_fp32 $(EMU)/attention_$(STEM) $(BUILD)/test_gpt2_$(STEM)
 	$(BUILD)/test_gpt2_$(STEM) debug-state $(BUILD)/ref_$(STEM)
 	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_$(STEM)
