@@ -114,14 +114,17 @@ $(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
 # head sizes 64, 32, 128; CoPE's kernels: dev/cuda/attention_cope check) against the
-# double-precision reference, then the mutants
+# double-precision reference, then the mutants; CoPE's whole CUDA path against the CPU path
+# (emulate-tiny: its attention is no bias of the kernels the others share)
 test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe))
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
-	  echo "=== $$pe: tensor-core attention (bf16) in the emulation ==="; \
+	  echo "=== $$pe: the bf16 build's attention in the emulation ==="; \
 	  $(EMU)/attention_$$pe check || exit 1; \
 	done
 	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE)
+	@echo "=== cope: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
+	$(MAKE) emulate-tiny PE=cope
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every

@@ -40,8 +40,8 @@ time) in every pass, so each pass sees the same positions. Atomics make the back
 (dk, dv, dE) run-to-run different in the last bits, as FlashAttention-2's dq.
 
 Shared memory: forward 2 ATT_BK HS floats (16 KiB at HS = 64); backward (cope_smem_layout)
-2 ATT_BK HS + 2 COPE_BQ HS + 4 COPE_BQ (ATT_BK + 1) + COPE_BQ (T / ATT_BK + 1) floats: 95 KiB
-at HS = 64, T = 1024 (the carries grow with T: 4 KiB per 1024 tokens... x COPE_BQ / 16).
+2 ATT_BK HS + 2 COPE_BQ HS + 4 COPE_BQ (ATT_BK + 1) + COPE_BQ (T / ATT_BK + 1) floats: 89 KiB
+at HS = 64, T = 1024 (the carries grow with T, 8 KiB per 1024 tokens).
 
 Layouts as llmc/attention_bias.cuh: qkv (B, T, 3C), out and dout (B, T, C), lse (B, NH, T).
 */
