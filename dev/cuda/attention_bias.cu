@@ -151,13 +151,6 @@ static void attention_backward_naive(floatX* dqkv, float* D, const floatX* dout,
     cudaCheckLaunch("attention_backward_kv_naive_kernel");
 }
 
-#if defined(ENABLE_FP32)
-#define TOL_OUT 1e-4
-#else
-#define TOL_OUT 1e-2
-#endif
-#define TOL_PE 1e-3
-
 // one case: the version's kernels against the CPU reference; returns the number of failures
 static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int version, int timed) {
     if (s.T < 1 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {

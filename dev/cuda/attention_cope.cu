@@ -22,13 +22,6 @@ compute in fp32, the outputs are rounded to bf16); dE, fp32 in both builds, 1e-3
 #include "../../train_gpt2.cu"
 #include "../../llmc/attention_check.cuh"
 
-#if defined(ENABLE_FP32)
-#define TOL_OUT 1e-4
-#else
-#define TOL_OUT 1e-2
-#endif
-#define TOL_PE 1e-3
-
 // the dz scratch of a version: every row of the shape (1), or one block (2)
 static int version_dz_rows(int version, AttnShape s) {
     return version == 1 ? s.B * s.NH * CEIL_DIV(s.T, COPE_BQ) * COPE_BQ : COPE_BQ;
