@@ -90,10 +90,11 @@ EMU_SRC := $(EMU)/src
 # every load and store of the kernels is checked: -fsanitize=kernel-address calls the
 # emulation's hooks (dev/cuda/emulate/emu_kernel.h), no sanitizer runtime is linked
 EMU_CHECK := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 --param asan-stack=0 --param asan-globals=0 -DEMU_CHECK_ACCESS
-EMU_BASE := g++ -std=c++20 -fopenmp -fno-strict-aliasing -x c++ -w -I$(EMU_SRC)/dev/cuda/emulate
-EMU_CXX := $(EMU_BASE) -O2 $(EMU_CHECK)
+EMU_COMPILE := g++ -std=c++20 -fopenmp -fno-strict-aliasing -x c++ -w -O2 $(EMU_CHECK)
+EMU_CXX := $(EMU_COMPILE) -I$(EMU_SRC)/dev/cuda/emulate
 # the emulation itself (and the host code) under AddressSanitizer and UBSan, instead
-EMU_ASAN_CXX := $(EMU_BASE) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+EMU_ASAN_CXX := g++ -std=c++20 -fopenmp -fno-strict-aliasing -x c++ -w -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined -I$(EMU_SRC)/dev/cuda/emulate
 EMU_INPUTS := train_gpt2.cu test_gpt2.cu $(CU_HEADERS) $(wildcard dev/cuda/*.cu dev/cuda/emulate/*.h dev/cuda/emulate/*.cu dev/cuda/emulate/*.py)
 emu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16)
 # tensor-core instructions, with mutants planted in the kernels (and one in the emulation):
@@ -151,7 +152,7 @@ test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(p
 	@$(EMU)/enums_real > $(EMU)/enums_real.txt && $(EMU)/enums_emulated | diff $(EMU)/enums_real.txt - && echo "$$(wc -l < $(EMU)/enums_real.txt) values equal"
 	@echo "=== planted defects: the emulation's reports ==="
 	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
-	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE)
+	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE) "$(EMU_COMPILE)"
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every

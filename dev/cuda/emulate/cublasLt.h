@@ -69,13 +69,16 @@ typedef enum {
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
 } cublasLtMatmulPreferenceAttributes_t;
 
+static EmuVec<EmuLtContext*> emu_lt_handles; // every handle made, live or destroyed
 EMU_NOCHECK static cublasStatus_t cublasLtCreate(cublasLtHandle_t* h) {
     if (emu_no_device() != cudaSuccess) { return CUBLAS_STATUS_NOT_INITIALIZED; }
     *h = new EmuLtContext{1};
+    emu_lt_handles.push_back(*h);
     return CUBLAS_STATUS_SUCCESS;
 }
+EMU_NOCHECK static bool emu_lt_ok(cublasLtHandle_t h) { return std::find(emu_lt_handles.begin(), emu_lt_handles.end(), h) != emu_lt_handles.end() && h->live; }
 EMU_NOCHECK static cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
-    if (h == nullptr || !h->live) { return CUBLAS_STATUS_NOT_INITIALIZED; }
+    if (!emu_lt_ok(h)) { return CUBLAS_STATUS_NOT_INITIALIZED; }
     h->live = 0;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -170,7 +173,7 @@ EMU_NOCHECK static cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_
     cublasLtMatmulHeuristicResult_t* results, int* found) {
     const char* api = "cublasLtMatmulAlgoGetHeuristic";
     *found = 0;
-    if (h == nullptr || !h->live) { return CUBLAS_STATUS_NOT_INITIALIZED; }
+    if (!emu_lt_ok(h)) { return CUBLAS_STATUS_NOT_INITIALIZED; }
     if (p == nullptr || requested < 1) { emu_api_note(api, "no preference, or no result asked for"); return CUBLAS_STATUS_INVALID_VALUE; }
     cublasStatus_t st = emu_lt_check(api, d, la, lb, lc, ld);
     if (st != CUBLAS_STATUS_SUCCESS) { return st; }
@@ -271,7 +274,7 @@ EMU_NOCHECK static cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMat
     const void* B, cublasLtMatrixLayout_t lb, const void* beta, const void* C, cublasLtMatrixLayout_t lc, void* D, cublasLtMatrixLayout_t ldd,
     const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
     const char* api = "cublasLtMatmul";
-    if (h == nullptr || !h->live) { return CUBLAS_STATUS_NOT_INITIALIZED; }
+    if (!emu_lt_ok(h)) { return CUBLAS_STATUS_NOT_INITIALIZED; }
     cublasStatus_t st = emu_lt_check(api, d, la, lb, lc, ldd);
     if (st != CUBLAS_STATUS_SUCCESS) { return st; }
     EmuAlgo a;

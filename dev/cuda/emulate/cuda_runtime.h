@@ -505,33 +505,36 @@ EMU_NOCHECK static cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 EMU_NOCHECK static cudaError_t cudaDeviceSynchronize() { emu_sync(EMU_ALL_STREAMS); return emu_no_device(); }
 
+static EmuVec<EmuEvent*> emu_events; // every event made, live or destroyed
 EMU_NOCHECK static cudaError_t cudaEventCreate(cudaEvent_t* e) {
     if (emu_no_device() != cudaSuccess) { return emu_no_device(); }
     *e = new EmuEvent{1, 0, 0, 0};
+    emu_events.push_back(*e);
     return cudaSuccess;
 }
+EMU_NOCHECK static bool emu_event_ok(cudaEvent_t e) { return std::find(emu_events.begin(), emu_events.end(), e) != emu_events.end() && e->live; }
 EMU_NOCHECK static cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    if (e == nullptr || !e->live || !emu_stream_ok(s)) { emu_api_note("cudaEventRecord", "not a live event and stream"); return cudaErrorInvalidResourceHandle; }
+    if (!emu_event_ok(e) || !emu_stream_ok(s)) { emu_api_note("cudaEventRecord", "not a live event and stream"); return cudaErrorInvalidResourceHandle; }
     e->recorded = 1;
     e->done = 0;
     e->seq = emu_enqueue(s, [e]() EMU_NOCHECK { e->done = 1; });
     return cudaSuccess;
 }
 EMU_NOCHECK static cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    if (e == nullptr || !e->live) { emu_api_note("cudaEventSynchronize", "not a live event"); return cudaErrorInvalidResourceHandle; }
+    if (!emu_event_ok(e)) { emu_api_note("cudaEventSynchronize", "not a live event"); return cudaErrorInvalidResourceHandle; }
     for (long i = 0; i < (long)emu_queue.size(); i++) {
         if (emu_queue[i].seq == e->seq) { emu_run_queue(i); break; }
     }
     return cudaSuccess;
 }
 EMU_NOCHECK static cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
-    if (a == nullptr || b == nullptr || !a->live || !b->live) { return cudaErrorInvalidResourceHandle; }
+    if (!emu_event_ok(a) || !emu_event_ok(b)) { emu_api_note("cudaEventElapsedTime", "not live events"); return cudaErrorInvalidResourceHandle; }
     if (!a->done || !b->done) { emu_api_note("cudaEventElapsedTime", "an event has not completed (synchronize it first)"); return cudaErrorNotReady; }
     *ms = 0.0f; // the emulation has no clock
     return cudaSuccess;
 }
 EMU_NOCHECK static cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    if (e == nullptr || !e->live) { return cudaErrorInvalidResourceHandle; }
+    if (!emu_event_ok(e)) { emu_api_note("cudaEventDestroy", "not a live event"); return cudaErrorInvalidResourceHandle; }
     e->live = 0;
     return cudaSuccess;
 }

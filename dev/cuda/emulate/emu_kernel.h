@@ -177,10 +177,12 @@ EMU_NOCHECK static void emu_shared_access(size_t off, size_t n, bool write, int 
             else if (!e.r_multi && e.r_tid / 32 != warp) { e.r_multi = 1; e.r_tid2 = (uint16_t)tid; }
         }
     }
-    // a read of bytes none of which this block has written (padding inside a struct that is
-    // read whole is written in part, and passes)
+    // a read of bytes none of which this block has written yet: never written, or written
+    // later in this barrier interval by another warp (padding inside a struct that is read
+    // whole is written in part, and passes)
     if (!write && unwritten == n) {
-        emu_fail_thread(tid, "shared-memory read of %zu bytes at shared address 0x%zx that no thread of this block has written", n, emu_shared_addr(off));
+        emu_fail_thread(tid, "shared-memory read of %zu bytes at shared address 0x%zx that no thread of this block has written before "
+                        "(never, or another warp later with no __syncthreads() between)", n, emu_shared_addr(off));
     }
 }
 
