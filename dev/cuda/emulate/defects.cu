@@ -192,24 +192,20 @@ static void case_memset_bounds() { cudaCheck(cudaMemset(dev_floats(100), 0, 101 
 
 // streams: the host reads a queued copy's destination, or writes its source, before the
 // stream is synchronized; the host dereferences a device pointer
-static void case_missing_sync_read() {
+// a pinned buffer of 4096 floats with a copy from or to it queued on a stream that the host
+// has not synchronized
+static float* queued_pinned_copy(cudaMemcpyKind kind) {
     cuda_context_init();
     size_t n = 4096;
     float* d = dev_floats(n);
     float* h;
     cudaCheck(cudaMallocHost((void**)&h, n * sizeof(float)));
-    cudaCheck(cudaMemcpyAsync(h, d, n * sizeof(float), cudaMemcpyDeviceToHost, ctx.stream));
-    printf("%f\n", h[1024]); // no cudaStreamSynchronize
+    if (kind == cudaMemcpyDeviceToHost) { cudaCheck(cudaMemcpyAsync(h, d, n * sizeof(float), kind, ctx.stream)); }
+    else { cudaCheck(cudaMemcpyAsync(d, h, n * sizeof(float), kind, ctx.stream)); }
+    return h;
 }
-static void case_missing_sync_write() {
-    cuda_context_init();
-    size_t n = 4096;
-    float* d = dev_floats(n);
-    float* h;
-    cudaCheck(cudaMallocHost((void**)&h, n * sizeof(float)));
-    cudaCheck(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, ctx.stream));
-    h[1024] = 1.0f; // the copy has not run yet
-}
+static void case_missing_sync_read() { printf("%f\n", queued_pinned_copy(cudaMemcpyDeviceToHost)[1024]); }
+static void case_missing_sync_write() { queued_pinned_copy(cudaMemcpyHostToDevice)[1024] = 1.0f; }
 static void case_host_deref() {
     float* d = dev_floats(16);
     printf("%f\n", d[3]);
