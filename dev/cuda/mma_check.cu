@@ -14,7 +14,7 @@ ISA, with one warp:
     dev/cuda/emulate/defects.cu)
 
   make -C dev/cuda mma_check && ./dev/cuda/mma_check          (a GPU: checks the hardware)
-  make -C dev/cuda emulate_mma_check && ./dev/cuda/emulate_mma_check   (the CPU emulation)
+  make build/emulate/mma_check && build/emulate/mma_check    (the CPU emulation)
 */
 #include <stdio.h>
 #include <stdlib.h>

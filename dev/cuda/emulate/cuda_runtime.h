@@ -132,16 +132,10 @@ template<class T> struct EmuVec {
     EMU_NOCHECK void push_back(const T& x) { resize(n + 1); p[n - 1] = x; }
 };
 
-// a kernel's thread is running (the access hooks check its loads and stores), and its stack
+// a kernel's thread is running (the access hooks check its loads and stores; a report
+// turns them off, its library calls are not the kernel's), and its stack
 struct EmuRunning { int active; uintptr_t stack_lo; };
 static EmuRunning emu_k = {0, 0};
-// the emulation's code called by a kernel's thread: what the library functions it calls
-// read and write is not the kernel's
-struct EmuQuiet {
-    int was;
-    EMU_NOCHECK EmuQuiet() : was(emu_k.active) { emu_k.active = 0; }
-    EMU_NOCHECK ~EmuQuiet() { emu_k.active = was; }
-};
 
 // ----------------------------------------------------------------------------
 // the emulated device (environment) and the reports
@@ -367,14 +361,14 @@ EMU_NOCHECK static void emu_run_queue(long target) {
     if (target < 0) { return; }
     std::vector<char> need(target + 1, 0);
     std::vector<EmuStream*> streams;
-    bool all_before = false, default_before = false;
+    bool all_before = false, defaults_before = false; // every earlier op is needed; every earlier default-stream op
     for (long i = target; i >= 0; i--) {
         EmuStream* s = emu_queue[i].stream;
-        bool n = all_before || i == target || std::find(streams.begin(), streams.end(), s) != streams.end() || (s == nullptr && default_before);
+        bool n = all_before || i == target || std::find(streams.begin(), streams.end(), s) != streams.end() || (s == nullptr && defaults_before);
         if (!n) { continue; }
         need[i] = 1;
         if (std::find(streams.begin(), streams.end(), s) == streams.end()) { streams.push_back(s); }
-        if (s == nullptr) { all_before = true; } else { default_before = true; }
+        if (s == nullptr) { all_before = true; } else { defaults_before = true; }
     }
     std::vector<EmuOp> run;
     std::deque<EmuOp> keep;
