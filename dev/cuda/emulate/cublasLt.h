@@ -1,6 +1,6 @@
 /*
 A stand-in for cuBLASLt (the CPU emulation, cuda_runtime.h), as strict as the real library
-(the enum values are the real header's: tests/emulate_enums.cpp compares them):
+(the enum values are the real header's: enums.cpp compares them):
 
   D = alpha op(A) op(B) + beta C, column-major, with the epilogues BIAS (bias added to each
   column), GELU_AUX (the pre-activation kept in the aux buffer, GELU's tanh approximation

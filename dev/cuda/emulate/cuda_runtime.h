@@ -93,7 +93,7 @@ static dim3 blockDim EMU_BUILTIN, gridDim EMU_BUILTIN;
 static unsigned char* emu_dynamic_smem EMU_BUILTIN; // the block's dynamic shared memory
 #define EMU_DYNAMIC_SMEM emu_dynamic_smem
 
-// the runtime's types, with the real headers' values (tests/emulate_enums.cpp compares them)
+// the runtime's types, with the real headers' values (enums.cpp compares them)
 enum cudaError {
     cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidSymbol = 13, cudaErrorInvalidDevicePointer = 17, cudaErrorInvalidMemcpyDirection = 21,
