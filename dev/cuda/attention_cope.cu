@@ -28,8 +28,7 @@ static int version_dz_rows(int version, AttnShape s) {
 }
 
 int main(int argc, char** argv) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (cuda_device_count() == 0) {
         printf("attention_cope: no CUDA device, skipped\n");
         return 0;
     }
