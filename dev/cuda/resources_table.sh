@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 JOBS=${1:-2}
-PES=$(sed -n 's/^PE_LIST := //p' Makefile)
+PES=$(make -s --no-print-directory --eval 'print-pes: ; @echo $(RESOURCE_PES)' print-pes) # cuda.mk's
 SM80=build/sm_80
 sm90=() sm80=() emu=()
 for pe in $PES; do
