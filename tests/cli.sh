@@ -3,7 +3,7 @@
 # line on stderr that names the problem (never a crash, a hang or silent garbage).
 set -uo pipefail
 PE=${1:-learned}
-BIN=$(realpath "build/train_gpt2_$PE")
+BIN=$(realpath "${BIN:-build/train_gpt2_$PE}")
 DIR=$(mktemp -d /tmp/test_cli.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 TRAIN="$(realpath data/starter)/starter_train_*.bin"
@@ -45,8 +45,13 @@ expect "empty -E list" "flag -E expects lengths" "${OK[@]}" -E ""
 expect "-E of a comma" "flag -E expects lengths" "${OK[@]}" -E ","
 expect "-E with an empty item" "flag -E expects lengths" "${OK[@]}" -E 64,,128
 expect "-W 0" "flag -W: a stride of 0" "${OK[@]}" -W 0
-expect "-g beyond the bound" "flag -g: at most" "${OK[@]}" -g 100000 -s 1
+expect "-g beyond the bound" "flag -g must be in \[1, 1024\]" "${OK[@]}" -g 100000 -s 1
 expect "ZeRO stage 1 on the CPU trainer" "only in the CUDA trainer" "${OK[@]}" -z 1
+expect "-g 0, with the bound it has" "flag -g must be in \[1, 1024\]" "${OK[@]}" -g 0 -s 1
+expect "-E with a length given twice" "flag -E: 64 is given twice" "${OK[@]}" -E 64,32,64
+expect "-rf without a static -rs method" "flag -rf: the static RoPE scaling factor is used only by -rs pi, ntk or yarn" "${OK[@]}" -rf 2
+LONG="$DIR$(printf '/missing%.0s' $(seq 1 150)).bin" # 1200 characters: the reason comes after them
+expect "a long path does not hide the reason" "missing.bin (No such file or directory)" "${OK[@]}" -e "$LONG"
 mkfifo "$DIR/fifo.bin" "$DIR/fifo_000000.bin"
 expect "a FIFO as the checkpoint" "fifo.bin is not a regular file" "${OK[@]}" -e "$DIR/fifo.bin"
 expect "a FIFO as a shard" "fifo_000000.bin is not a regular file" "${OK[@]}" -i "$DIR/fifo_*.bin"
@@ -67,8 +72,8 @@ fi
 # temporary file left behind
 mkdir -p "$DIR/full"
 LIMIT="trap '' XFSZ; ulimit -f 10000" expect "disk full while writing a checkpoint" "write error in .*model_00000002.bin.*File too large" "${OK[@]}" -o "$DIR/full"
-if [ -z "$(ls "$DIR/full" | grep '\.tmp$')" ]; then echo "  ok    disk full: no temporary file left"
-else echo "  FAIL  disk full: temporary files left: $(ls "$DIR/full" | tr '\n' ' ')"; failures=$((failures + 1)); fi
+if [ -z "$(ls -A "$DIR/full" | grep '^\.llmc-tmp\.')" ]; then echo "  ok    disk full: no temporary file left"
+else echo "  FAIL  disk full: temporary files left: $(ls -A "$DIR/full" | tr '\n' ' ')"; failures=$((failures + 1)); fi
 head -c 3000 /dev/urandom > "$DIR/gpt2_tokenizer.bin"
 expect "corrupt tokenizer file" "gpt2_tokenizer.bin" "${OK[@]}" -s 1
 printf 'garbage' > "$DIR/shard_000000.bin"

@@ -50,9 +50,10 @@ echo "ok: steps 11-20 after kill -9 and resume are bit-identical (checkpoint, lo
 echo "=== $PE: kill -9 while a checkpoint is being written"
 LLMC_SLOW_WRITE_MS=3000 "$BIN" "${ARGS[@]}" -n 5 -o "$DIR/save" > "$DIR/save1.log" &
 pid=$!
-wait_for_tmp() { # wait_for_tmp PREFIX SECONDS: a temporary file PREFIX.<pid>.<n>.tmp appears
-    for _ in $(seq 1 $(( $2 * 20 ))); do compgen -G "$1.*.tmp" > /dev/null && return 0; sleep 0.05; done
-    fail "timed out waiting for $1.*.tmp"
+wait_for_tmp() { # wait_for_tmp FILE SECONDS: a temporary file of FILE (.llmc-tmp.<host>.<pid>.<n>.<name>) appears
+    local pattern="$(dirname "$1")/.llmc-tmp.*.$(basename "$1")"
+    for _ in $(seq 1 $(( $2 * 20 ))); do compgen -G "$pattern" > /dev/null && return 0; sleep 0.05; done
+    fail "timed out waiting for $pattern"
 }
 wait_for_tmp "$DIR/save/model_00000010.bin" 120
 sleep 0.5 # the write has finished; the commit waits in the test hook before its rename
