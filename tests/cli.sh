@@ -3,7 +3,7 @@
 # line on stderr that names the problem (never a crash, a hang or silent garbage).
 set -uo pipefail
 PE=${1:-learned}
-BIN=$(realpath "${BIN:-build/train_gpt2_$PE}")
+BIN=$(realpath "build/train_gpt2_$PE")
 DIR=$(mktemp -d /tmp/test_cli.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 TRAIN="$(realpath data/starter)/starter_train_*.bin"
@@ -58,8 +58,17 @@ expect "a FIFO as a shard" "fifo_000000.bin is not a regular file" "${OK[@]}" -i
 mkdir -p "$DIR/done"
 touch "$DIR/done/DONE_99999999999"
 expect "a checkpoint marker beyond int" "DONE_99999999999: a checkpoint marker whose step is beyond" "${OK[@]}" -o "$DIR/done" -y 1
+(cd "$DIR" && "$BIN" "${OK[@]}" -o "$DIR/ck" > /dev/null 2>&1)
+# evaluation only: the default -E lengths and sliding stride both follow the checkpoint's
+# training length (maxT = 32), not -t
+(cd "$DIR" && "$BIN" -e "$DIR/ck/model_00000002.bin" -x 0 -t 16 -b 2 -m 1 -K 64 -j "$VAL" > "$DIR/out" 2> /dev/null)
+lengths=$(grep -E '^\| +[0-9]+ \| nonoverlap' "$DIR/out" | awk '{print $2}' | tr '\n' ' ')
+if [ "$lengths" = "32 64 128 256 512 " ] && grep -q "trained at T=32, step 0 (sliding stride 16)" "$DIR/out"; then
+    echo "  ok    evaluation only: default -E 32..512 and stride 16 from the checkpoint's length 32"
+else
+    echo "  FAIL  evaluation only: default -E and stride from the checkpoint's length: lengths $lengths"; cat "$DIR/out"; failures=$((failures + 1))
+fi
 if [ "$PE" = learned ]; then
-    (cd "$DIR" && "$BIN" "${OK[@]}" -o "$DIR/ck" > /dev/null 2>&1)
     expect "learned: T beyond maxT of a checkpoint" "beyond maxT" -e "$DIR/ck/model_00000002.bin" -t 64 -b 2 -x 2 -v 0 -s 0 -E none -i "$TRAIN" -j "$VAL"
     (cd "$DIR" && "$BIN" "${OK[@]}" -x 1 -s 1 -g 100 > "$DIR/out" 2> /dev/null)
     if grep -q "note: samples are cut at 31 tokens (-g 100): the learned positions end at maxT = 32" "$DIR/out"; then

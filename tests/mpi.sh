@@ -2,7 +2,9 @@
 # Multi-process training (MPI), for one encoding (default: cable):
 #  1. mpirun -np 2 with B/2 per rank gives the same losses, step by step, and the same
 #     final checkpoint as one process with B (tolerance: floating-point summation order);
-#  2. ranks started with different flags are stopped at start-up, naming the rank;
+#  2. ranks started with different flags, built with different encodings (two binaries under
+#     one mpirun) or holding different models (the same -e naming another file on each) are
+#     stopped at start-up with one line naming the rank, and for builds and models both sides;
 #  3. a rank that fails (a bad token only it reads) or is killed ends the whole job
 #     within seconds, never a hang.
 set -euo pipefail
@@ -42,6 +44,32 @@ for flag in "-b" "-E"; do
     grep -q "rank 1 was started with a different configuration" "$DIR/mismatch.log" || { cat "$DIR/mismatch.log"; fail "no message naming rank 1"; }
     echo "ok: stopped at start-up, naming rank 1"
 done
+
+echo "=== $PE: ranks that run different builds"
+OTHER=$([ "$PE" = learned ] && echo cable || echo learned)
+set +e
+timeout 60 "${MPIRUN[@]}" -np 1 "$BIN" "${ARGS[@]}" -b 2 : -np 1 "build/train_gpt2_$OTHER" "${ARGS[@]}" -b 2 > "$DIR/builds.log" 2>&1
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "different builds: exit code $rc"
+grep -q "error (rank 0): rank 1 was started with a different build than rank 0: train_gpt2 with PE '$OTHER' (revision 0) on rank 1, train_gpt2 with PE '$PE' (revision 0) on rank 0" "$DIR/builds.log" \
+    || { cat "$DIR/builds.log"; fail "no message naming both builds"; }
+echo "ok: stopped at start-up: $(grep -o "rank 1 was started.*" "$DIR/builds.log")"
+
+echo "=== $PE: ranks that read different models (one -e, another file on each rank)"
+for t in 32 64; do "$BIN" -e nano -b 2 -t $t -x 1 -v 0 -s 0 -E none -i "$(realpath data/starter)/starter_train_*.bin" -j "$(realpath data/starter)/starter_val_*.bin" -o "$DIR/m$t" > /dev/null; done
+mkdir -p "$DIR/rank0" "$DIR/rank1"
+cp "$DIR/m32/model_00000001.bin" "$DIR/rank0/model.bin"
+cp "$DIR/m64/model_00000001.bin" "$DIR/rank1/model.bin"
+set +e
+timeout 60 "${MPIRUN[@]}" -x DIR="$DIR" -np 2 bash -c 'cd "$DIR/rank$OMPI_COMM_WORLD_RANK" && exec "$0" "$@"' "$(realpath "$BIN")" \
+    -e model.bin -x 0 -b 2 -t 32 -m 1 -E none -j "$(realpath data/starter)/starter_val_*.bin" > "$DIR/models.log" 2>&1
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "different models: exit code $rc"
+grep -q "error (rank 0): rank 1 was started with a different model than rank 0: L=2 NH=4 C=128 maxT=64 .* on rank 1, L=2 NH=4 C=128 maxT=32 .* on rank 0" "$DIR/models.log" \
+    || { cat "$DIR/models.log"; fail "no message naming both models"; }
+echo "ok: stopped at start-up: $(grep -o "rank 1 was started.*" "$DIR/models.log")"
 
 echo "=== $PE: a rank reads a bad token"
 # rank 1 alone reads tokens 64..128 of the first batch (B=2, T=32 per rank)
