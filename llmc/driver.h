@@ -568,10 +568,10 @@ static void resume_flags_apply(TrainArgs* a, TrainState* s, const char* path, co
 
 // the OpenMP threads that the CPU trainer's sums are split over: its results depend on
 // their number (the order of the sums, OpenBLAS's included), so a run resumed with another
-// number is not bit-identical to one that was not stopped; 0 for the CUDA trainer, whose
-// results do not depend on it
+// number is not bit-identical to one that was not stopped; 0 where built without OpenMP
+// (the CUDA trainer)
 static int sum_threads(void) {
-#if defined(_OPENMP) && !defined(__CUDACC__)
+#ifdef _OPENMP
     return omp_get_max_threads();
 #else
     return 0;
@@ -1056,7 +1056,7 @@ static int train_main(int argc, char** argv) {
     }
     if (mp.rank == 0 && a.resume && a.max_steps == 0) { // evaluation only: of the run's latest checkpoint
         if (flag_given(&a, "-e")) {
-            fatal("-x 0 -y 1 evaluates the latest checkpoint in %s, -e %s another model: give one of them", a.output_dir, a.model);
+            fatal("-x 0 -y 1 evaluates the latest checkpoint in %s; -e %s names another model: give one of the two", a.output_dir, a.model);
         }
         if (latest < 0) { fatal("-x 0 -y 1: %s holds no complete checkpoint to evaluate", a.output_dir); }
     }

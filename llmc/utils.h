@@ -219,8 +219,10 @@ static void atomic_open(AtomicFile* af, const char* path) {
     int dir_len = slash == NULL ? 0 : (int)(slash - path + 1); // the directory, with its slash
     snprintf(af->tmp_path, sizeof(af->tmp_path), "%.*s" TMP_PREFIX "%08x.%d.%u.%s", dir_len, path, host_id(),
              (int)getpid(), counter++, path + dir_len);
-    // a new file (O_EXCL): never through a link or over a file that is there
+    // a new file (O_EXCL): never through a link or over a file that is there, but for one
+    // that an earlier process with this process id left (this name is this process's)
     int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(af->tmp_path) == 0) { fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0644); }
     af->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (af->f == NULL) { fatal("cannot write %s (%s)", af->tmp_path, strerror(errno)); }
     pending_tmp[pending_tmp_slot(NULL)] = af->tmp_path;

@@ -161,7 +161,7 @@ refused "one epoch resumed with another -d" "resume: -d 128 differs from this ru
 grep -q "already ended at step 10 (-x -1): nothing to train" "$DIR/epoch2.log" || fail "a finished run resumed did not say so"
 echo "  ok    a finished run resumed says so and stops: $(tail -1 "$DIR/epoch2.log")"
 # evaluation only with -y 1: the run's latest checkpoint, so -e is refused, and so is a directory without one
-refused "-x 0 -y 1 with another -e" "-x 0 -y 1 evaluates the latest checkpoint in $DIR/r, -e $DIR/r/model_00000003.bin another model" \
+refused "-x 0 -y 1 with another -e" "-x 0 -y 1 evaluates the latest checkpoint in $DIR/r; -e $DIR/r/model_00000003.bin names another model" \
     -e "$DIR/r/model_00000003.bin" -x 0 -y 1 -E 32 -K 64 "${DATA[@]}" -o "$DIR/r"
 mkdir -p "$DIR/empty"
 refused "-x 0 -y 1 without a checkpoint" "-x 0 -y 1: $DIR/empty holds no complete checkpoint to evaluate" -x 0 -y 1 -E 32 -K 64 "${DATA[@]}" -o "$DIR/empty"
