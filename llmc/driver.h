@@ -71,9 +71,9 @@ typedef struct {
     float skip_grad_z;           // -sg same for the gradient norm
     uint64_t seed;               // -R
     int eval_lengths[MAX_EVAL_LENGTHS]; // -E comma list (empty: no extrapolation evaluation)
-    int num_eval_lengths;
+    int num_eval_lengths;        // -1: the default (default_eval_lengths)
     int eval_tokens;             // -K scored tokens per length
-    int eval_stride;             // -W sliding-window stride (0: T/2; -1: non-overlapping only)
+    int eval_stride;             // -W sliding-window stride (0: half the training length; -1: non-overlapping only)
     int eval_every;              // -V extrapolation evaluation every this many steps (0: at the end only)
     int argc;                    // the command line, to tell the flags given from the defaults
     char** argv;
@@ -89,8 +89,9 @@ static void usage(void) {
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin)\n"
         "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
         "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c (default cpu)\n"
-        "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv (default\n"
-        "              none); one trainer at a time (a lock); a new run only into a directory without one (-y 1)\n"
+        "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv, the run's flags\n"
+        "              (cmdline) (default none); one trainer at a time (a lock); a new run only into a directory\n"
+        "              without one (-y 1)\n"
         "  -b <int>    micro batch size per process (default 8)\n"
         "  -t <int>    sequence length (default 128)\n"
         "  -d <int>    total batch size in tokens, a positive multiple of B*T*processes (default -1: B*T*processes)\n"
@@ -102,21 +103,24 @@ static void usage(void) {
         "  -v <int>    validation loss every N steps (default 50)\n"
         "  -m <int>    validation batches (default 20; -1: all; 0: no validation)\n"
         "  -s <int>    sample every N steps (default 100; 0: never)\n"
-        "  -g <int>    tokens to sample, at most %d (default 64; learned: cut at maxT - 1)\n"
+        "  -g <int>    tokens to sample, 1 to %d (default 64; learned: cut at maxT - 1)\n"
         "  -n <int>    checkpoint every N steps (default 0: only at the end)\n"
-        "  -y <int>    resume from the latest checkpoint in -o (default 0); flags not given are the run's own\n"
+        "  -y <int>    resume from the latest checkpoint in -o (default 0); flags not given are the run's own;\n"
+        "              without a checkpoint, the run starts again with its flags; with -x 0, evaluate that checkpoint\n"
         "  -z <int>    ZeRO stage (0, or 1 on the CUDA trainer) (default 0)\n"
         "  -a <int>    overfit a single batch, for debugging (default 0)\n"
         "  -sl <float> skip updates whose loss z-score exceeds this (default 0: off)\n"
         "  -sg <float> skip updates whose gradient-norm z-score exceeds this (default 0: off)\n"
         "  -R <int>    random seed for initialization and sampling (default 42)\n"
-        "  -E <list>   extrapolation evaluation lengths, e.g. 128,256,512 (default 1x..16x T; 'none': off)\n"
+        "  -E <list>   extrapolation evaluation lengths, e.g. 128,256,512 (default 1x..16x the training length:\n"
+        "              -t, or the checkpoint's maxT with -x 0; 'none': off)\n"
         "  -K <int>    scored tokens per evaluation length (default 4096)\n"
-        "  -W <int>    sliding-window stride, >= 1 (default T/2; -1: non-overlapping windows only)\n"
+        "  -W <int>    sliding-window stride, >= 1 (default half the training length; -1: non-overlapping only)\n"
         "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n"
         "  -rs <list>  rope: also evaluate with RoPE scaling, any of pi,ntk,yarn (static factor -rf),\n"
         "              dynamic-pi,dynamic-ntk,dynamic-yarn (factor = length / training length) (default none)\n"
-        "  -rf <float> static RoPE scaling factor, >= 1 (default: longest -E length / training length)\n"
+        "  -rf <float> static RoPE scaling factor of -rs pi, ntk, yarn, >= 1 (default: longest -E length /\n"
+        "              training length)\n"
         "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n",
         MAX_GEN_TOKENS);
     exit(0);
