@@ -146,7 +146,7 @@ def check_finite(tensors, where):
     for name, a in tensors.items():
         bad = int(np.size(a) - np.count_nonzero(np.isfinite(np.asarray(a, dtype=np.float32))))
         if bad > 0:
-            raise ValueError("%s holds %d non-finite values in tensor %s: a diverged model, which the trainer refuses too"
+            raise ValueError("%s holds %d NaN or infinite value(s) in tensor %s: a diverged model, which the trainer refuses too"
                              % (where, bad, name))
 
 

@@ -189,17 +189,16 @@ kill $busy; wait $busy 2> /dev/null || true
 echo "ok: every case refused with one line; main.log and the run's files untouched"
 
 echo "=== $PE: a run killed before its first checkpoint, resumed with -o DIR -y 1 alone"
-KILLED=(-e nano -b 2 -t 32 -l 2e-3 -u 2 -v 5 -m 1 -s 0 -E none -x 20 "${DATA[@]}")
-"$BIN" "${KILLED[@]}" -o "$DIR/once" > /dev/null
-"$BIN" "${KILLED[@]}" -o "$DIR/killed" > /dev/null &
+# the run of $DIR/r, killed while it writes its first checkpoint (held 3 s before its commit)
+LLMC_SLOW_WRITE_MS=3000 "$BIN" "${SMALL[@]}" -x 6 -n 3 -o "$DIR/killed" > /dev/null &
 pid=$!
-for _ in $(seq 1 1200); do grep -q "^s:2 " "$DIR/killed/main.log" 2> /dev/null && break; sleep 0.05; done
+wait_for_tmp "$DIR/killed/model_00000003.bin" 120
 kill -9 $pid; wait $pid 2> /dev/null || true
-[ ! -e "$DIR/killed/DONE_00000020" ] || fail "the run finished before it could be killed"
+[ ! -e "$DIR/killed/DONE_00000003" ] || fail "the first checkpoint completed before the kill"
 "$BIN" -o "$DIR/killed" -y 1 > "$DIR/killed.log"
 grep -q "the run starts again at step 0 with its flags" "$DIR/killed.log" || { cat "$DIR/killed.log"; fail "no restart with the run's flags"; }
-"$TEST" compare "$DIR/once/model_00000020.bin" "$DIR/killed/model_00000020.bin" 0 > /dev/null || fail "the restarted run's checkpoint differs"
-cmp "$DIR/once/main.log" "$DIR/killed/main.log" || fail "the restarted run's main.log differs"
+"$TEST" compare "$DIR/r/model_00000006.bin" "$DIR/killed/model_00000006.bin" 0 > /dev/null || fail "the restarted run's checkpoint differs"
+cmp "$DIR/r.main.log" "$DIR/killed/main.log" || fail "the restarted run's main.log differs"
 echo "ok: started again from step 0 with the run's flags: checkpoint and main.log bit-identical to an uninterrupted run"
 
 echo "=== $PE: only temporary files whose writer is gone are removed"
