@@ -116,6 +116,10 @@ $(EMU)/mma_check: $(EMU_SRC)/.prepared
 $(EMU)/attention_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
 
+# CoPE's attention is no bias of those kernels: its own check (dev/cuda/attention_cope.cu)
+$(EMU)/attention_cope $(EMU)/attention_cope_fp32: $(EMU)/attention_cope%: $(EMU_SRC)/.prepared
+	$(EMU_CXX) $(call emu_precision,$@) -DPE_COPE -o $@ $(EMU_SRC)/dev/cuda/attention_cope.cu
+
 $(EMU)/asan_attention_%: $(EMU_SRC)/.prepared
 	$(EMU_ASAN_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
 
@@ -136,14 +140,16 @@ $(EMU)/enums_emulated: dev/cuda/emulate/enums.cpp $(EMU_SRC)/.prepared
 
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
-# head sizes 64, 32, 128) against the double-precision reference, one of them again under
-# AddressSanitizer, the stand-ins' enums against the CUDA headers, the planted defects the
-# emulation must report (dev/cuda/emulate/defects.sh), then the mutants
+# head sizes 64, 32, 128; CoPE's kernels: dev/cuda/attention_cope check) against the
+# double-precision reference, one of them again under AddressSanitizer, the stand-ins'
+# enums against the CUDA headers, the planted defects the emulation must report
+# (dev/cuda/emulate/defects.sh), then the mutants; CoPE's whole CUDA path against the
+# CPU path (emulate-tiny: its attention is no bias of the kernels the others share)
 test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
                    $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
-	  echo "=== $$pe: tensor-core attention (bf16) in the emulation ==="; \
+	  echo "=== $$pe: the bf16 build's attention in the emulation ==="; \
 	  $(EMU)/attention_$$pe check || exit 1; \
 	done
 	@echo "=== $(EMU_MUTANT_PE): the same under AddressSanitizer and UBSan ==="
@@ -153,10 +159,13 @@ test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(p
 	@echo "=== planted defects: the emulation's reports ==="
 	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
 	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE) "$(EMU_COMPILE)"
+	@echo "=== cope: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
+	$(MAKE) emulate-tiny PE=cope
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every
-# gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3)
+# gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3;
+# CoPE: dev/cuda/attention_cope.cu's versions 1 and 2, and its check)
 emulate: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(EMU)/test_gpt2cu_$(STEM) $(EMU)/attention_$(STEM)_fp32 $(EMU)/attention_$(STEM) $(BUILD)/test_gpt2_$(STEM)
 	$(BUILD)/test_gpt2_$(STEM) debug-state $(BUILD)/ref_$(STEM)
 	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_$(STEM)

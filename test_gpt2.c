@@ -95,6 +95,15 @@ static double ref_cable_S(GPT2* model, int l, int b, int h, int t, int T, int fo
 }
 #endif
 
+#if defined(PE_COPE)
+// CoPE's tests train at 12 tokens (P = 13), below the lengths they run, so that the far
+// keys' positions clamp at P - 1; E (zero at the start) gets values of some weight
+#define COPE_TEST_MAXT 12
+static void cope_random_embeddings(GPT2* model, uint64_t* rng) {
+    for (size_t i = 0; i < model->param_sizes[P_COPE_E]; i++) { model->params.cope_e[i] = 0.5 * random_normal(rng); }
+}
+#endif
+
 // the bias b(i, j) of head h in layer l for row b, as DESIGN.md defines it
 static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
     int NH = model->config.num_heads;
@@ -129,6 +138,24 @@ static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
     int w = model->pe_eval.train_len;
     if (model->pe_eval.variant == PE_EVAL_BCA && T > w && j < (i / (w / 2) - 1) * (w / 2)) { return -INFINITY; }
     return 0;
+#elif defined(PE_COPE)
+    // the official code: the gates sigmoid(q_i.k_t / sqrt(hs)) of the keys t = j..i summed
+    // into key j's position, clamped at P - 1 = maxT; q_i.E interpolated between the
+    // position's floor and ceil, divided by sqrt(hs)
+    int C = model->config.channels, hs = C / NH, P = model->config.max_seq_len + 1;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+    double pos = 0;
+    for (int t = j; t <= i; t++) {
+        double dot = 0;
+        for (int c = 0; c < hs; c++) { dot += q[c] * qkv[((size_t)b * T + t) * 3 * C + C + h * hs + c]; }
+        pos += 1 / (1 + exp(-dot / sqrt((double)hs)));
+    }
+    pos = fmin(pos, P - 1);
+    const real* E = model->params.cope_e + (size_t)l * P * hs;
+    double zf = 0, zc = 0;
+    for (int c = 0; c < hs; c++) { zf += q[c] * E[(size_t)floor(pos) * hs + c]; zc += q[c] * E[(size_t)ceil(pos) * hs + c]; }
+    return ((pos - floor(pos)) * zc + (1 - (pos - floor(pos))) * zf) / sqrt((double)hs);
 #elif defined(PE_CABLE_FAMILY)
     double d = ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
 #if defined(PE_CABLE)
@@ -409,10 +436,16 @@ static void test_reference_forward(void) {
     printf("forward pass against the definition (%s)\n", pe_name(PE_ID));
     int B = 2, T = 40; // T > 16 exercises T5's logarithmic buckets
     GPT2Config cfg = tiny_config(T);
+#if defined(PE_COPE)
+    cfg.max_seq_len = COPE_TEST_MAXT;
+#endif
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 7);
     uint64_t rng = random_seed(11);
     perturb_parameters(&model, 0.1f, &rng);
+#if defined(PE_COPE)
+    cope_random_embeddings(&model, &rng);
+#endif
 #if defined(PE_FIRE)
     model.params.fire_L[0] = 0.6f;  // L = 0.6 * 20 = 12: both sides of max(L, i)
     model.params.fire_L[1] = -1.3f; // L = 26, used as |l| L0
@@ -684,7 +717,42 @@ static void test_sandwich(void) {
 }
 #endif
 
+#if defined(PE_COPE)
+static double no_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    (void)model; (void)l; (void)b; (void)h; (void)i; (void)j; (void)T;
+    return 0;
+}
+
+// CoPE with E = 0 (its start) is NoPE; with E of weight it is not
+static void test_cope_identities(void) {
+    printf("identity: cope with E = 0 is nope\n");
+    int B = 2, T = 30;
+    GPT2Config cfg = tiny_config(COPE_TEST_MAXT);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 21);
+    uint64_t rng = random_seed(22);
+    perturb_parameters(&model, 0.1f, &rng);
+    memset(model.params.cope_e, 0, model.param_sizes[P_COPE_E] * sizeof(real));
+    int x[60], y[60];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    gpt2_forward(&model, x, y, B, T, 1);
+    double d = 0;
+    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
+    check(d < 1e-5, "E = 0: attention equals NoPE's", d, 1e-5);
+    cope_random_embeddings(&model, &rng);
+    gpt2_forward(&model, x, y, B, T, 1);
+    d = 0;
+    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
+    check(d > 1e-3, "E of weight: attention differs from NoPE's", d, 1e-3);
+    gpt2_free(&model);
+}
+#endif
+
 static void test_identities(void) {
+#if defined(PE_COPE)
+    test_cope_identities();
+#endif
 #if defined(PE_CABLE_NW) || defined(PE_CABLE)
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
@@ -1579,9 +1647,63 @@ static void test_dape_checkpoint(void) {
 // ----------------------------------------------------------------------------
 // gradient checks (fp64 build): analytic gradients against central differences
 
-static double loss_at(GPT2* model, const int* x, const int* y, int B, int T) {
-    gpt2_forward(model, x, y, B, T, 0);
+// The piece of a piecewise-smooth loss that the last training forward pass lies on:
+// CoPE's loss is smooth except where a position crosses an integer (its interpolation's
+// floor and ceil change) or P - 1 (its clamp); the piece is every position's floor and
+// clamp, hashed over every layer, row and key. 0 for the other encodings (DAPE keeps its
+// hidden units away from its kinks instead, dape_away_from_kink).
+static uint64_t loss_piece(GPT2* model, int B, int T) {
+    uint64_t piece = 0;
+#if defined(PE_COPE)
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH, P = model->config.max_seq_len + 1;
+    for (int l = 0; l < model->config.num_layers; l++) {
+        const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                for (int i = 0; i < T; i++) {
+                    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+                    double sum = 0;
+                    for (int j = i; j >= 0; j--) {
+                        const real* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                        double dot = 0;
+                        for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
+                        sum += 1 / (1 + exp(-dot / sqrt((double)hs)));
+                        int64_t where = sum >= P - 1 ? -1 : (int64_t)floor(sum);
+                        piece = (piece ^ (uint64_t)where) * 0x100000001b3ull; // FNV-1a, one key at a time
+                    }
+                }
+            }
+        }
+    }
+#else
+    (void)model; (void)B; (void)T;
+#endif
+    return piece;
+}
+
+// the loss at the model's parameters, and its piece (CoPE's needs every layer's q and k,
+// which a training forward pass keeps)
+static double loss_at(GPT2* model, const int* x, const int* y, int B, int T, uint64_t* piece) {
+    gpt2_forward(model, x, y, B, T, PE_ID == PE_ID_COPE ? 1 : 0);
+    *piece = loss_piece(model, B, T);
     return model->mean_loss;
+}
+
+// the central difference of the loss along dir (n values from parameter `offset`): the step
+// eps is divided by 10 (at most 4 times, counted in *shrunk) while a point leaves the
+// piece of the unperturbed parameters, where the difference would straddle a kink
+static double central_difference(GPT2* model, const int* x, const int* y, int B, int T, size_t offset, const real* dir,
+                                 size_t n, double eps, uint64_t piece, int* shrunk) {
+    real* p = model->params_memory + offset;
+    for (int tries = 0;; tries++, eps /= 10, (*shrunk)++) {
+        uint64_t piece_plus, piece_minus;
+        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
+        double lp = loss_at(model, x, y, B, T, &piece_plus);
+        for (size_t i = 0; i < n; i++) { p[i] -= 2 * eps * dir[i]; }
+        double lm = loss_at(model, x, y, B, T, &piece_minus);
+        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
+        if ((piece_plus == piece && piece_minus == piece) || tries == 4) { return (lp - lm) / (2 * eps); }
+    }
 }
 
 // DAPE's hidden units away from the LReLU's kink, where a finite difference is wrong by
@@ -1629,11 +1751,17 @@ static void test_gradients(int edge_exact) {
            DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
+#if defined(PE_COPE)
+    cfg.max_seq_len = COPE_TEST_MAXT;
+#endif
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 13);
     model.dape_edge_exact = edge_exact;
     uint64_t rng = random_seed(17);
     perturb_parameters(&model, 0.1, &rng);
+#if defined(PE_COPE)
+    cope_random_embeddings(&model, &rng);
+#endif
 #if defined(PE_FIRE)
     model.params.fire_L[0] = 1.3;  // L = 15.6 of L0 = 12: both sides of max(L, i)
     model.params.fire_L[1] = -0.7; // L = 8.4, the sign of l through |l|
@@ -1651,7 +1779,10 @@ static void test_gradients(int edge_exact) {
     }
     real* grad = (real*)malloc_check(model.num_parameters * sizeof(real));
     memcpy(grad, model.grads_memory, model.num_parameters * sizeof(real));
+    uint64_t piece = loss_piece(&model, B, T);
+    int shrunk = 0;
     const double eps = 1e-5, atol = 1e-8, rtol = 1e-5;
+    const real one = 1;
     size_t offset = 0;
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
         size_t n = model.param_sizes[k];
@@ -1662,13 +1793,7 @@ static void test_gradients(int edge_exact) {
         for (int s = 0; s < samples; s++) {
             size_t i = offset + (n <= 24 ? (size_t)s : random_u32(&rng) % n);
             if (k == P_WTE && (i - offset) / cfg.channels >= (size_t)cfg.vocab_size) { continue; } // padding rows
-            real keep = model.params_memory[i];
-            model.params_memory[i] = keep + eps;
-            double lp = loss_at(&model, x, y, B, T);
-            model.params_memory[i] = keep - eps;
-            double lm = loss_at(&model, x, y, B, T);
-            model.params_memory[i] = keep;
-            double fd = (lp - lm) / (2 * eps);
+            double fd = central_difference(&model, x, y, B, T, i, &one, 1, eps, piece, &shrunk);
             double err = fabs(fd - grad[i]);
             worst_abs = fmax(worst_abs, err);
             worst = fmax(worst, err / (atol / rtol + fabs(fd)));
@@ -1679,13 +1804,7 @@ static void test_gradients(int edge_exact) {
             dir[i] = (k == P_WTE && i / cfg.channels >= (size_t)cfg.vocab_size) ? 0 : random_normal(&rng);
             analytic += dir[i] * grad[offset + i];
         }
-        real* p = model.params_memory + offset;
-        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
-        double lp = loss_at(&model, x, y, B, T);
-        for (size_t i = 0; i < n; i++) { p[i] -= 2 * eps * dir[i]; }
-        double lm = loss_at(&model, x, y, B, T);
-        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
-        double fd = (lp - lm) / (2 * eps);
+        double fd = central_difference(&model, x, y, B, T, offset, dir, n, eps, piece, &shrunk);
         double dir_err = fabs(fd - analytic) / (atol / rtol + fabs(fd));
         free(dir);
         char what[160];
@@ -1696,6 +1815,7 @@ static void test_gradients(int edge_exact) {
         offset += n;
     }
     free(grad);
+    if (PE_ID == PE_ID_COPE) { printf("  CoPE: steps divided by 10 to keep a difference off the kinks: %d times\n", shrunk); }
 #if defined(PE_KERPLE_POWER)
     // the bias of one pair against its finite differences in a and p, at distances 0 (where
     // n^p has no derivative in p that PyTorch would not call 0), 1 (log 1 = 0), 2 and 7
@@ -1743,12 +1863,18 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
         cfg.num_heads = 2; cfg.channels = 64; cfg.vocab_size = 250; cfg.padded_vocab_size = 256;
         B = 2; T = 37; cfg.max_seq_len = T;
     }
+#if defined(PE_COPE)
+    cfg.max_seq_len = COPE_TEST_MAXT;
+#endif
     gpt2_config_set_dape(&cfg);
     int Vp = cfg.padded_vocab_size;
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 1234);
     uint64_t rng = random_seed(99);
     perturb_parameters(&model, 0.02f, &rng);
+#if defined(PE_COPE)
+    cope_random_embeddings(&model, &rng);
+#endif
 #if defined(PE_FIRE)
     for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = 1.3f; } // L = 41.6 of T = 64: both sides of max(L, i)
 #endif
@@ -1833,10 +1959,16 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     if (checkpoint == NULL) {
         GPT2Config cfg = tiny_config(T);
         cfg.num_heads = 3; cfg.channels = 24;
+#if defined(PE_COPE)
+        cfg.max_seq_len = 40; // P = 41: the far keys' positions clamp, the near ones do not
+#endif
         GPT2 init;
         gpt2_build_from_config(&init, &cfg, 1234);
         uint64_t rng = random_seed(7);
         perturb_parameters(&init, 0.1f, &rng);
+#if defined(PE_COPE)
+        cope_random_embeddings(&init, &rng);
+#endif
 #if defined(PE_FIRE)
         init.params.fire_L[0] = 0.6f;  // L = 0.6 * 80 = 48: both sides of max(L, i)
         init.params.fire_L[1] = -1.3f; // L = 104, used as |l| L0

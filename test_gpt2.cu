@@ -191,6 +191,14 @@ static void test_reference(const char* prefix) {
 // the attention kernels alone
 
 static void test_attention(void) {
+#if defined(PE_COPE) // CoPE's own kernels (llmc/attention_cope.cuh), P = T / 4 + 1
+    const AttnShape cope_shapes[] = {{1, 1024, 1, 64}, {2, 1000, 2, 32}, {1, 777, 2, 128}};
+    for (size_t k = 0; k < sizeof(cope_shapes) / sizeof(cope_shapes[0]); k++) {
+        AttnShape s = cope_shapes[k];
+        failures += cope_case_check(s, 1000 + k, cope_dz_rows(s.B, s.T, s.NH, s.T / 4 + 1), TOL_ATT_OUT, TOL_ATT_PE, 0);
+    }
+    return;
+#endif
     const AttnShape shapes[] = {
         {1, 4096, 1, 64},  // long: every tiling boundary, T = 4096, one head
         {2, 1000, 2, 32},  // T not a multiple of any tile, two rows of the batch, two heads

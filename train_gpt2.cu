@@ -31,6 +31,9 @@ evaluation of 16k-token windows needs memory linear in the length.
 #include "llmc/cuda_common.cuh"
 #include "llmc/attention_bias.cuh"
 #include "llmc/attention_dape.cuh"
+#if defined(PE_COPE)
+#include "llmc/attention_cope.cuh"
+#endif
 #ifdef USE_NCCL
 #include <nccl.h>
 #endif
@@ -162,6 +165,7 @@ struct TensorSet {
     T* fire_L;   // (L) the threshold's multiplier l: L = |l| * maxT // 2
     T* kpower_a; // (L, NH) Kerple-power
     T* kpower_p; // (L, NH)
+    T* cope_e;   // (L, P, hs) CoPE: the embedding of each position u, P = maxT + 1
     T* dape_w1;  // (L, D, Cin, k) DAPE's first convolution (llmc/dape.h)
     T* dape_b1;  // (L, D)
     T* dape_w2;  // (L, NH, D, k) its second convolution
@@ -175,7 +179,7 @@ static void point_parameters(TensorSet<T>* t, T* memory, const size_t* offsets) 
         &t->wte, &t->wpe, &t->ln1w, &t->ln1b, &t->qkvw, &t->qkvb, &t->attprojw, &t->attprojb,
         &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
         &t->cable_wb, &t->cable_bb, &t->cable_ww, &t->cable_bw, &t->t5_table, &t->kerple_r1, &t->kerple_r2,
-        &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L, &t->kpower_a, &t->kpower_p,
+        &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L, &t->kpower_a, &t->kpower_p, &t->cope_e,
         &t->dape_w1, &t->dape_b1, &t->dape_w2, &t->dape_b2,
     };
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *(ptrs[i]) = memory + offsets[i]; }
@@ -223,7 +227,8 @@ typedef struct {
     float* pe_dw;      // (N, NH) cable: dL/dw
     floatX* pe_dx;     // (N, NH) CABLE: the small layers' output gradient as a matmul input
     float* pe_partials; // (B * NH * key blocks, PE_PAR_N) per-block PE parameter gradients (DAPE: its slots)
-    float* dape_dkv;   // (N, 2C) DAPE: dk, dv in fp32
+    float* att_dkv;    // (N, 2C) DAPE, CoPE: dk, dv in fp32
+    float* cope_dz;    // (cope_dz_rows, P) CoPE: dL/d(q.E) of the rows of one backward launch
     float* dape_partials; // (query blocks, DAPE's parameters of a layer) DAPE: per-block gradients
 } GradScratch;
 
@@ -709,6 +714,9 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // accumulators of the bias (each attention backward block reduces its own into a
 // partial, pe_bias_reduce sums the partials: no atomics, deterministic). PE_LAYER_DLN1
 // says pe_layer_backward has written a gradient into dln1 (the qkv backward then adds).
+// PE_ATTENTION: the block computes a layer's whole attention itself (pe_attention_forward,
+// pe_attention_backward; CoPE, whose term is no bias b(i, j)), with pe_attention_scratch
+// floats of backward scratch; the default is the attention of llmc/attention_bias.cuh.
 // ============================================================================
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
@@ -1409,6 +1417,42 @@ __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int s
     }
 }
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+
+#elif defined(PE_COPE)
+// cope (train_gpt2.c's CoPE block is the definition): the logits s_ij + q_i.E(p_ij) / sqrt(hs),
+// p_ij the suffix sum of the row's gates sigmoid(s_it) over t = j..i clamped at P - 1 = maxT,
+// E(p) interpolated between the rows of p's floor and ceil of the layer's E (P, hs). Not a
+// bias b(i, j): its own attention kernels (llmc/attention_cope.cuh), fp32 on CUDA cores in
+// both builds.
+#define PE_ATTENTION
+// the backward's dz scratch in floats (the dk, dv one is att_dkv)
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) {
+    int P = cope_positions(cfg->max_seq_len);
+    return (size_t)cope_dz_rows(B, T, cfg->num_heads, P) * P;
+}
+// layer l's CoPE as the kernels see it (the scratch is the backward's)
+static CopeLayer cope_layer(const GPT2* model, int l) {
+    const GPT2Config* cfg = &model->config;
+    int P = cope_positions(cfg->max_seq_len), hs = cfg->channels / cfg->num_heads;
+    CopeLayer cl;
+    cl.E = model->params.cope_e + (size_t)l * P * hs;
+    cl.dE = model->grads.cope_e != NULL ? model->grads.cope_e + (size_t)l * P * hs : NULL;
+    cl.dkv = model->gs.att_dkv;
+    cl.dz = model->gs.cope_dz;
+    cl.P = P;
+    cl.dz_rows = cope_dz_rows(model->acts_B, model->acts_T, cfg->num_heads, P);
+    return cl;
+}
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    const GPT2Config* cfg = &model->config;
+    cope_attention_forward(out, lse, qkv, cope_layer(model, l), B, T, cfg->num_heads, cfg->channels / cfg->num_heads, ctx.stream);
+}
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    const GPT2Config* cfg = &model->config;
+    cope_attention_backward(dqkv, dout, qkv, out, lse, cope_layer(model, l), B, T, cfg->num_heads, cfg->channels / cfg->num_heads,
+                            ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+}
 #endif
 
 // defaults: the hooks an encoding does not define do nothing
@@ -1446,6 +1490,24 @@ static void pe_project(GPT2* model) { (void)model; }
 #endif
 #ifndef PE_LAYER_DLN1
 #define PE_LAYER_DLN1 0
+#endif
+#ifndef PE_ATTENTION
+// a layer's attention for every encoding but CoPE: llmc/attention_bias.cuh's, the bias
+// through the hooks above (D, att_D, is its scratch)
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) { (void)cfg; (void)B; (void)T; return 0; }
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    PEBias pb;
+    pe_bias_setup(&pb, model, l, B, T, 0);
+    attention_forward(out, lse, qkv, pb, B, T, model->config.num_heads, model->config.channels / model->config.num_heads, ctx.stream);
+}
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    PEBias pb;
+    pe_bias_setup(&pb, model, l, B, T, 1);
+    attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, pb, B, T, model->config.num_heads,
+                       model->config.channels / model->config.num_heads, ctx.stream);
+    pe_bias_reduce(&pb, model, l, B);
+}
 #endif
 
 // ============================================================================
@@ -1492,7 +1554,7 @@ static void dape_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, 
     TensorSet<float>* g = &model->grads;
     int NH = model->config.num_heads;
     if (PE_PAR_N > 0) { cudaCheck(cudaMemsetAsync(gs->pe_partials, 0, dape_pe_slots(B, T, NH) * PE_PAR_N * sizeof(float), ctx.stream)); }
-    dape_attention_backward(dqkv, gs->att_D, gs->dape_dkv, gs->dape_partials,
+    dape_attention_backward(dqkv, gs->att_D, gs->att_dkv, gs->dape_partials,
                             g->dape_w1 + (size_t)l * dp.D * dp.Cin * dp.K, g->dape_b1 + (size_t)l * dp.D,
                             g->dape_w2 + (size_t)l * NH * dp.D * dp.K, g->dape_b2 + (size_t)l * NH,
                             dout, qkv, out, lse, *pb, dp, B, T, dape_kv_blocks(T), ctx.prop.sharedMemPerBlockOptin, ctx.stream);
@@ -1707,14 +1769,15 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         void** gptrs[] = {
             (void**)&g->dres, (void**)&g->dbig, (void**)&g->dsmall, (void**)&g->att_D,
             (void**)&g->pe_dS, (void**)&g->pe_dw, (void**)&g->pe_dx, (void**)&g->pe_partials,
-            (void**)&g->dape_dkv, (void**)&g->dape_partials,
+            (void**)&g->att_dkv, (void**)&g->dape_partials, (void**)&g->cope_dz,
         };
         size_t gbytes[] = {
             N * C * X, N * 4 * C * X, N * C * X, N * NH * F,
             cable ? N * NH * F : 0, cfg->pe == PE_ID_CABLE ? N * NH * F : 0, cable ? N * NH * X : 0,
             (cfg->dape != 0 ? dape_pe_slots(B, T, NH) + (size_t)NH * dape_kv_blocks(T) : (size_t)attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
-            cfg->dape != 0 ? N * 2 * C * F : 0,
+            cfg->dape != 0 || cfg->pe == PE_ID_COPE ? N * 2 * C * F : 0,
             cfg->dape != 0 ? (size_t)dape_query_blocks(B, T) * dape_num_params(dape_layer(model, 0)) * F : 0,
+            pe_attention_scratch(cfg, B, T) * F,
         };
         model->gs_memory = carve(gptrs, gbytes, (int)(sizeof(gbytes) / sizeof(gbytes[0])), "the backward pass's buffers");
     }
@@ -1799,10 +1862,13 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
                           p.ln1w + (size_t)l * C, p.ln1b + (size_t)l * C, B * T, C);
         matmul_forward(l_qkv, l_ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + (size_t)l * 3 * C, B * T, C, 3 * C, NULL);
         pe_layer_forward(model, l, B, T);
-        PEBias pb;
-        pe_bias_setup(&pb, model, l, B, T, 0);
-        if (cfg->dape != 0) { dape_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T); }
-        else { attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T, NH, C / NH, st); }
+        if (cfg->dape != 0) {
+            PEBias pb;
+            pe_bias_setup(&pb, model, l, B, T, 0);
+            dape_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T);
+        } else {
+            pe_attention_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, B, T);
+        }
         matmul_forward(a.proj, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C, NULL);
         residual_forward(l_residual2, residual, a.proj, (size_t)B * T * C);
         layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
@@ -1864,14 +1930,12 @@ void gpt2_backward(GPT2* model) {
         // dres = d residual2; residual2 = residual + attproj(attention(qkv(ln1(residual))))
         matmul_backward(d.dsmall, g.attprojw + (size_t)l * C * C, g.attprojb + (size_t)l * C, part,
                         d.dres, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C, 0);
-        PEBias pb;
-        pe_bias_setup(&pb, model, l, B, T, 1);
         if (cfg->dape != 0) {
+            PEBias pb;
+            pe_bias_setup(&pb, model, l, B, T, 1);
             dape_backward(model, l, d.dbig, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH, &pb, B, T);
         } else {
-            attention_backward(d.dbig, d.att_D, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
-                               pb, B, T, NH, C / NH, ctx.stream);
-            pe_bias_reduce(&pb, model, l, B);
+            pe_attention_backward(model, l, d.dbig, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH, B, T);
         }
         pe_layer_backward(model, l, B, T);
         matmul_backward(d.dsmall, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C, part,

@@ -7,6 +7,9 @@
 # scaling method as well (-rs), xPos with blockwise causal attention (-xb 1).
 #
 #   dev/extrapolation.sh [--quick] [OUTDIR]     (default OUTDIR: out/extrapolation)
+#   ONLY="cope" dev/extrapolation.sh OUTDIR      only these entries, with the same settings (the
+#                                               rows of a run of the others stay valid: every
+#                                               entry trains alone, from the same seed)
 #
 # --quick: 6 encodings, a few steps, short lengths (a smoke test; CI runs it and checks
 # that the CSVs have every expected row with finite numbers).
@@ -23,10 +26,11 @@ if [ $QUICK -eq 1 ]; then
     MODEL=nano; T=32; B=4; STEPS=30; K=512; LR=3e-3; WARMUP=5
     ROPE_SCALING=yarn,dynamic-ntk
 else
-    PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable
+    PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable cope
          kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3)
     MODEL=cpu; T=128; B=8; STEPS=${STEPS:-200}; K=${K:-4096}; LR=2e-3; WARMUP=20
 fi
+if [ -n "${ONLY:-}" ]; then read -r -a PES <<< "$ONLY"; fi
 ROPE_SCALING=${ROPE_SCALING:-pi,ntk,yarn,dynamic-pi,dynamic-ntk,dynamic-yarn}
 # the evaluation variants of an encoding: each adds a set of rows (mode "nonoverlap+yarn", ...)
 variant_flags() {

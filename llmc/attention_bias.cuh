@@ -148,6 +148,29 @@ __device__ __forceinline__ void attention_bias_tile(float* bias_row, const PE& p
     }
 }
 
+// one key tile of the online softmax of a row: its logits s (ATT_BK, -inf where masked)
+// update the running maximum m and sum l, rescaling the output o (this thread's
+// dimensions), to which their values (the tile vs) are added
+template<int HS, int TPR>
+__device__ __forceinline__ void attention_softmax_tile(const float* s, float& m, float& l, float* o, const float* vs, int p) {
+    float tile_max = -INFINITY;
+    #pragma unroll
+    for (int jj = 0; jj < ATT_BK; jj++) { tile_max = fmaxf(tile_max, s[jj]); }
+    float m_new = fmaxf(m, tile_max);
+    if (m_new == -INFINITY) { return; } // no key yet (only rows past T)
+    float corr = expf(m - m_new);
+    l *= corr;
+    #pragma unroll
+    for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
+    #pragma unroll
+    for (int jj = 0; jj < ATT_BK; jj++) {
+        float pij = expf(s[jj] - m_new);
+        l += pij;
+        attention_axpy<HS, TPR>(o, pij, vs, jj, p);
+    }
+    m = m_new;
+}
+
 // ----------------------------------------------------------------------------
 // kernels
 
@@ -182,27 +205,13 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
         attention_bias_tile<TPR>(bias[r], pb, pr, i, j0, T, p);
         __syncthreads();
         float s[ATT_BK];
-        float tile_max = -INFINITY;
         #pragma unroll
         for (int jj = 0; jj < ATT_BK; jj++) {
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(q, ks, jj, p));
             int j = j0 + jj;
             s[jj] = j <= i && i < T ? dot * scale + bias[r][jj] : -INFINITY;
-            tile_max = fmaxf(tile_max, s[jj]);
         }
-        float m_new = fmaxf(m, tile_max);
-        if (m_new == -INFINITY) { continue; } // no key yet (only rows past T)
-        float corr = expf(m - m_new);
-        l *= corr;
-        #pragma unroll
-        for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
-        #pragma unroll
-        for (int jj = 0; jj < ATT_BK; jj++) {
-            float pij = expf(s[jj] - m_new);
-            l += pij;
-            attention_axpy<HS, TPR>(o, pij, vs, jj, p);
-        }
-        m = m_new;
+        attention_softmax_tile<HS, TPR>(s, m, l, o, vs, p);
     }
     if (i < T) {
         attention_store_row<TPR>(out + ((size_t)b * T + i) * C + h * HS, o, 1.0f / l, p);

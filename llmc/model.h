@@ -9,7 +9,8 @@ NH, C, Vp, PE id, DAPE variant, DAPE width, revision of the PE's definition (pe_
 0...}, then every parameter tensor in the order below. A tensor
 that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
-here as `learned`.
+here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
+and CoPE's number of positions P (llmc/pe.h) derive from it, so no further word holds them.
 */
 #ifndef LLMC_MODEL_H
 #define LLMC_MODEL_H
@@ -45,7 +46,7 @@ typedef struct {
 // ----------------------------------------------------------------------------
 // parameter tensors
 
-#define NUM_PARAMETER_TENSORS 35
+#define NUM_PARAMETER_TENSORS 36
 enum {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
     P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
@@ -54,6 +55,7 @@ enum {
     P_T5_TABLE, P_KERPLE_R1, P_KERPLE_R2,
     P_FIRE_W1, P_FIRE_B1, P_FIRE_W2, P_FIRE_B2, P_FIRE_C, P_FIRE_L,
     P_KPOWER_A, P_KPOWER_P,
+    P_COPE_E,
     // DAPE (llmc/dape.h), last: W1 (D, Cin, k), b1 (D), W2 (NH, D, k), b2 (NH) per layer
     P_DAPE_W1, P_DAPE_B1, P_DAPE_W2, P_DAPE_B2,
 };
@@ -65,11 +67,13 @@ static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
     "t5_table", "kerple_r1", "kerple_r2",
     "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L",
     "kpower_a", "kpower_p",
+    "cope_e",
     "dape_w1", "dape_b1", "dape_w2", "dape_b2",
 };
 
 // weight decay applies to the matrices (2-D per layer) and to nothing else; DAPE's
-// weights decay and its biases do not (GPT-NeoX's rule in the official code)
+// weights decay and its biases do not (GPT-NeoX's rule in the official code); CoPE's
+// embeddings decay (a matrix per layer; the official trainer decays every parameter)
 static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 1, 0, 0, 1, 0, 1, 0,
     0, 0, 1, 0, 1, 0, 0, 0,
@@ -77,6 +81,7 @@ static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 0, 0,
     1, 0, 1, 0, 0, 0,
     0, 0,
+    1,
     1, 0, 1, 0,
 };
 
@@ -116,6 +121,7 @@ static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
     sizes[P_FIRE_L] = pe == PE_ID_FIRE ? L : 0;
     sizes[P_KPOWER_A] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
     sizes[P_KPOWER_P] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
+    sizes[P_COPE_E] = pe == PE_ID_COPE ? L * cope_positions((int)maxT) * (C / NH) : 0;
     size_t k = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(pe, (int)NH);
     sizes[P_DAPE_W1] = L * D * Cin * k;
     sizes[P_DAPE_B1] = k > 0 ? L * D : 0;
@@ -270,6 +276,8 @@ static void gpt2_init_params(float* params, const GPT2Config* cfg, uint64_t seed
                 fill_uniform(p, n, 0.0f, 2.0f, &rng);
                 for (size_t j = 0; j < n; j++) { p[j] = fminf(fmaxf(p[j], KERPLE_POWER_MIN), KERPLE_POWER_P_MAX); }
                 break;
+            case P_COPE_E: // zeros, as the official code: CoPE starts as NoPE
+                fill_const(p, n, 0.0f); break;
             case P_DAPE_W1: case P_DAPE_B1: { // PyTorch's default Conv2d / Linear init: U(+-1/sqrt(fan_in))
                 float bound = 1.0f / sqrtf((float)dape_in_channels(cfg->pe, cfg->num_heads) * cfg->dape);
                 fill_uniform(p, n, -bound, bound, &rng); break;

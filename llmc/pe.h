@@ -21,6 +21,7 @@ backward) live in one marked section of each trainer.
   12  xpos        q, k        none
   13  sandwich    bias        none
   14  kerple_power bias       a [NH], p [NH]
+  15  cope        bias (context) E [P, hs], P = maxT + 1 (the positions' embeddings)
 
 The id is stored in word 8 of the checkpoint header; 0 = learned, so llm.c's
 checkpoints (which have 0 there) load as `learned`. Word 11 holds the revision of the
@@ -52,7 +53,8 @@ rope_frequencies computes the scaled frequency table both trainers rotate with.
 #define PE_ID_XPOS 12
 #define PE_ID_SANDWICH 13
 #define PE_ID_KERPLE_POWER 14
-#define PE_NUM_IDS 15
+#define PE_ID_COPE 15
+#define PE_NUM_IDS 16
 
 #if defined(PE_SINUSOIDAL)
 #define PE_ID PE_ID_SINUSOIDAL
@@ -82,6 +84,8 @@ rope_frequencies computes the scaled frequency table both trainers rotate with.
 #define PE_ID PE_ID_SANDWICH
 #elif defined(PE_KERPLE_POWER)
 #define PE_ID PE_ID_KERPLE_POWER
+#elif defined(PE_COPE)
+#define PE_ID PE_ID_COPE
 #else
 #ifndef PE_LEARNED
 #define PE_LEARNED
@@ -98,7 +102,7 @@ rope_frequencies computes the scaled frequency table both trainers rotate with.
 static const char* const PE_NAMES[PE_NUM_IDS] = {
     "learned", "sinusoidal", "rope", "nope", "alibi", "t5",
     "kerple", "fire", "cable_v1", "cable_nw", "cable", "kcable",
-    "xpos", "sandwich", "kerple_power",
+    "xpos", "sandwich", "kerple_power", "cope",
 };
 
 static inline const char* pe_name(int id) {
@@ -142,6 +146,12 @@ static inline int pe_revision(int id) {
 // a CABLE increment starts at softplus(0) = log 2 for every head and token, and the
 // weight w of `cable` at 1: the released code's starting point
 #define CABLE_INIT_INCREMENT 0.69314718f
+
+// CoPE's number of positions P: the training length + 1 (the official default, block size
+// + 1: a position counts gates, from 0 to the row's length). maxT is header word 2 of the
+// checkpoint (the training length of every model but `learned`), so a longer evaluation
+// uses the trained P: positions beyond P - 1 share E[P - 1].
+static inline int cope_positions(int maxT) { return maxT + 1; }
 
 // ALiBi head slopes (Press et al.): for a power-of-two n, the geometric sequence
 // 2^(-8/n), 2^(-16/n), ...; otherwise the slopes of the closest smaller power of two

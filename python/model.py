@@ -23,6 +23,8 @@ An encoding is one class below with up to three hooks, as the trainer's:
   bias(model, l, h, ev)        h: (B, T, C), the attention block's input after ln_1;
                                returns the additive attention bias b(i, j), broadcastable
                                to (B, NH, T, T), or None
+  score_bias(model, l, q, k)   q, k: (B, NH, T, hs) after rotate; a term added to the
+                               scores that depends on q and k (CoPE's), (B, NH, T, T), or None
 (ev: the evaluation variant in effect, a PEEval), `tensors(cfg)`, the shapes of its
 parameter tensors, which the checkpoint stores after GPT-2's in the order of
 PE_TENSOR_ORDER, `revision`, the revision of its definition (checkpoint header word 11,
@@ -52,7 +54,7 @@ CHECKPOINT_FP32 = 3
 CHECKPOINT_BF16 = 5
 # header word 8: the PE id, the index in this list
 PE_NAMES = ["learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire",
-            "cable_v1", "cable_nw", "cable", "kcable", "xpos", "sandwich", "kerple_power"]
+            "cable_v1", "cable_nw", "cable", "kcable", "xpos", "sandwich", "kerple_power", "cope"]
 # header words 9 and 10 (DAPE's variant and width): this file has no DAPE and refuses a
 # checkpoint with either nonzero; word 11 is the revision of the PE's definition
 # (Encoding.revision), which must be the one implemented here
@@ -64,7 +66,7 @@ PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dyn
 GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                 "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
-                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p"]
+                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e"]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
 ROPE_BASE = 10000.0
@@ -285,6 +287,9 @@ class Encoding:
         return q, k
 
     def bias(self, model, l, h, ev):
+        return None
+
+    def score_bias(self, model, l, q, k):
         return None
 
 
@@ -521,11 +526,46 @@ class Cable(Encoding):
         return diff
 
 
+class Cope(Encoding):
+    """CoPE, contextual position encoding (Golovneva et al. 2024), transcribed from the official
+    code, facebookresearch/RAM projects/cope/src/cope/context_position.py (commit eff93c7),
+    ContextPosSelfAttn.forward with its defaults (gates from the attention's own keys, the sum
+    divided by sqrt(hs)): each key's position is the sum of the gates sigmoid(q.k / sqrt(hs))
+    from it up to the query, clamped at P - 1; q.E is interpolated between the position's
+    floor and ceil. E is `cope_e` (L, P, hs), the official pos_emb (1, hs, P) transposed per
+    layer; P = maxT + 1 (the official block_size + 1), zeros at the start (the trainer's
+    initialization)."""
+    @staticmethod
+    def tensors(cfg):
+        return {"cope_e": (cfg.num_layers, cfg.max_seq_len + 1, cfg.channels // cfg.num_heads)}
+
+    def score_bias(self, model, l, q, k):
+        T, hs = q.shape[2], q.shape[3]
+        npos = model.cfg.max_seq_len + 1                                  # :69-73
+        pos_emb = model.cope_e[l].T                                       # :76-78, (hs, npos)
+        attn_mask = torch.ones(T, T, dtype=q.dtype, device=q.device).tril()
+        gate_logits = q @ k.transpose(-1, -2)                             # :99-101
+        gates = torch.sigmoid(gate_logits / math.sqrt(hs))                # :102
+        gates = gates * attn_mask                                         # :103-104
+        positions = gates.flip(-1).cumsum(dim=-1).flip(-1)                # :105
+        positions = positions.clamp(max=npos - 1)                         # :106
+        pos_logits_fixed = q @ pos_emb                                    # :111
+        positions_ceil = positions.ceil().long()                          # :114
+        positions_floor = positions.floor().long()                        # :115
+        pos_logits_ceil = pos_logits_fixed.gather(-1, positions_ceil)     # :116
+        pos_logits_floor = pos_logits_fixed.gather(-1, positions_floor)   # :117
+        pos_ceil_weight = positions - positions_floor                     # :120
+        pos_logits = pos_logits_ceil * pos_ceil_weight + pos_logits_floor * (1 - pos_ceil_weight)  # :121-123
+        # :137-139 adds pos_logits to q.k and divides the sum by sqrt(hs); the scores here
+        # are q.k / sqrt(hs) already
+        return pos_logits / math.sqrt(hs)
+
+
 ENCODINGS = {
     "learned": Learned(), "sinusoidal": Sinusoidal(), "rope": Rope(), "nope": Encoding(),
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
-    "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(),
+    "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(),
 }
 
 # ----------------------------------------------------------------------------
@@ -630,9 +670,9 @@ class GPT(nn.Module):
             q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
             q, k = self.pe.rotate(self, l, q, k, ev)
             scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(hs))
-            bias = self.pe.bias(self, l, h, ev)
-            if bias is not None:
-                scores = scores + bias
+            for bias in (self.pe.bias(self, l, h, ev), self.pe.score_bias(self, l, q, k)):
+                if bias is not None:
+                    scores = scores + bias
             att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
             y = (att @ v).transpose(1, 2).reshape(B, T, C)
             x = x + y @ self.attprojw[l].T + self.attprojb[l]

@@ -23,7 +23,12 @@ trainer, for every encoding, in float64 (make test-python):
      a NaN and a FIFO (one line on stderr naming the file, exit status 1, within seconds);
      GPT.from_folder refuses a config.json that is not JSON or holds no valid configuration and
      a truncated, incomplete or NaN-holding pytorch_model.bin with a ValueError naming the file;
-     write_checkpoint leaves a user's "<name>.tmp" alone and no temporary file behind.
+     write_checkpoint leaves a user's "<name>.tmp" alone and no temporary file behind;
+  7. with COPE_OFFICIAL=path/to/context_position.py (facebookresearch/RAM's
+     projects/cope/src/cope/context_position.py, not part of this repository): the official
+     CoPE layer against model.py's transcription on random q, k, v, E (3 heads of 8, T = 50,
+     P = 21, so positions clamp), in float64: the attention output and the gradients of q,
+     k, v and E.
 
 Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
 both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
@@ -335,6 +340,38 @@ def test_tool_errors(ckpt, tmp):
     failures += 0 if ok else 1
 
 
+def check_official_cope(path):
+    """The official ContextPosSelfAttn (its defaults; dropout 0) against Cope.score_bias."""
+    import importlib.util
+    import types
+    spec = importlib.util.spec_from_file_location("context_position", path)
+    official = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(official)
+    print("=== cope: the official code (%s) against model.py (float64)" % path)
+    torch.manual_seed(0)
+    B, NH, T, hs, maxT = 2, 3, 50, 8, 20
+    cfg = types.SimpleNamespace(drop=0.0, cope_layers=1, cope_npos=None, block_size=maxT, head_dim=hs,
+                                cope_val_gates=False, cope_sep_key=False, pos_emb="cope", cope_nodiv=False)
+    layer = official.ContextPosSelfAttn(cfg, 0).double()
+    E = torch.randn(maxT + 1, hs, dtype=torch.float64, requires_grad=True)
+    with torch.no_grad():
+        layer.pos_emb.copy_(E.T[None])
+    q, k, v = (torch.randn(B * NH, T, hs, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.ones(T, T, dtype=torch.float64).tril()[None]
+    want = layer(q, k, k, v, attn_mask=mask)
+    owner = types.SimpleNamespace(cfg=types.SimpleNamespace(max_seq_len=maxT), cope_e=[E])
+    qh, kh, vh = (t.view(B, NH, T, hs) for t in (q, k, v))
+    scores = qh @ kh.transpose(2, 3) / math.sqrt(hs) + M.Cope().score_bias(owner, 0, qh, kh)
+    got = (torch.softmax(scores.masked_fill(mask[0] == 0, float("-inf")), dim=-1) @ vh).view(B * NH, T, hs)
+    check("official: attention output", got.detach().numpy(), want.detach().numpy())
+    g = torch.randn_like(want)
+    dwant = torch.autograd.grad((want * g).sum(), (q, k, v, layer.pos_emb))
+    dgot = torch.autograd.grad((got * g).sum(), (q, k, v, E))
+    for name, a, b in zip(("q", "k", "v"), dgot, dwant):
+        check("official: d %s" % name, a.numpy(), b.numpy())
+    check("official: d E (pos_emb transposed)", dgot[3].numpy(), dwant[3][0].T.numpy())
+
+
 def main():
     args = sys.argv[1:]
     build = args[0] if args else "build"
@@ -364,6 +401,8 @@ def main():
             test_bad_files(ckpt, tmp, pe, pe == pes[0])
             if pe == next(p for p in pes + ["cable"] if p != "learned"):
                 test_tool_errors(ckpt, tmp)
+    if os.environ.get("COPE_OFFICIAL"):
+        check_official_cope(os.environ["COPE_OFFICIAL"])
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 

@@ -151,31 +151,6 @@ static void attention_backward_naive(floatX* dqkv, float* D, const floatX* dout,
     cudaCheckLaunch("attention_backward_kv_naive_kernel");
 }
 
-// milliseconds per call of fn, averaged over `reps` calls after one warm-up call
-template<class F>
-static float time_ms(F fn, int reps) {
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
-    fn();
-    cudaCheck(cudaEventRecord(start, ctx.stream));
-    for (int r = 0; r < reps; r++) { fn(); }
-    cudaCheck(cudaEventRecord(stop, ctx.stream));
-    cudaCheck(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
-    return ms / reps;
-}
-
-#if defined(ENABLE_FP32)
-#define TOL_OUT 1e-4
-#else
-#define TOL_OUT 1e-2
-#endif
-#define TOL_PE 1e-3
-
 // one case: the version's kernels against the CPU reference; returns the number of failures
 static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int version, int timed) {
     if (s.T < 1 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
