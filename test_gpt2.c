@@ -938,7 +938,7 @@ static void expect_failure(const char* what, FailFn fn, const void* arg, const c
         _exit(0); // reaching here means it did not fail
     }
     close(pipefd[1]);
-    char buf[2048];
+    char buf[4096];
     ssize_t n = 0, r;
     while ((r = read(pipefd[0], buf + n, sizeof(buf) - 1 - n)) > 0) { n += r; }
     buf[n > 0 ? n : 0] = '\0';
@@ -1138,14 +1138,16 @@ static void test_files_and_errors(void) {
 // crash-safe writes (llmc/utils.h: AtomicFile): every write has its own temporary file, so
 // that two writers of one file never share one, and a failed write leaves none behind
 
-// number of temporary files (<name>...tmp) of file `name` in directory `dir`
+// number of temporary files of file `name` in directory `dir`
 static int count_temporaries(const char* dir, const char* name) {
     DIR* d = opendir(dir);
     int n = 0;
     struct dirent* e;
     while (d != NULL && (e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        n += strncmp(e->d_name, name, strlen(name)) == 0 && len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
+        unsigned host;
+        long pid;
+        const char* target = temporary_target(e->d_name, &host, &pid);
+        n += target != NULL && strcmp(target, name) == 0;
     }
     if (d != NULL) { closedir(d); }
     return n;
@@ -1181,6 +1183,49 @@ static void test_atomic_files(void) {
     expect_failure("a failed write exits with its error", fail_during_write, path, "a write fails halfway");
     int left = count_temporaries(tmpdir, "failed.txt") + file_exists(path);
     check(left == 0, "a failed write leaves no file, temporary or final", left, 0);
+
+    // what may be removed: only a temporary file whose writer is gone
+    const char* target = NULL;
+    int users = temporary_is_orphan("notes.2024.1.tmp", &target) + (target != NULL)
+              + temporary_is_orphan("model_00000010.bin.4242.0.tmp", &target) + (target != NULL);
+    check(users == 0, "a user's files that end in .<digits>.<digits>.tmp are not temporary ones", users, 0);
+    snprintf(path, sizeof(path), "%s/live.txt", tmpdir);
+    atomic_open(&a, path);
+    const char* name = strrchr(a.tmp_path, '/') + 1;
+    int live = temporary_is_orphan(name, &target);
+    check(!live && target != NULL && strcmp(target, "live.txt") == 0, "the temporary file of a running writer is not an orphan", live, 0);
+    atomic_commit(&a);
+    snprintf(path, sizeof(path), "%s/orphan.txt", tmpdir);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) { atomic_open(&a, path); _exit(0); } // a writer killed before its commit
+    waitpid(child, NULL, 0);
+    char orphan[256] = "", other_host[128];
+    DIR* d = opendir(tmpdir);
+    for (struct dirent* e; d != NULL && (e = readdir(d)) != NULL;) { // the child's temporary file
+        unsigned host;
+        long pid;
+        const char* t = temporary_target(e->d_name, &host, &pid);
+        if (t != NULL && strcmp(t, "orphan.txt") == 0 && pid == child) { snprintf(orphan, sizeof(orphan), "%s", e->d_name); }
+    }
+    if (d != NULL) { closedir(d); }
+    int gone = orphan[0] != '\0' && temporary_is_orphan(orphan, &target) && strcmp(target, "orphan.txt") == 0;
+    check(gone, "the temporary file of a writer that is gone is an orphan", !gone, 0);
+    snprintf(path, sizeof(path), "%s/%s", tmpdir, orphan);
+    unlink(path);
+    snprintf(other_host, sizeof(other_host), TMP_PREFIX "%08x.%d.0.orphan.txt", host_id() ^ 1u, (int)child);
+    int elsewhere = temporary_is_orphan(other_host, &target);
+    check(!elsewhere, "one of a process on another machine is not (its process may run)", elsewhere, 0);
+}
+
+// an error message is never cut: a long path does not hide the reason after it
+static void open_long_path(const void* arg) { fopen_check((const char*)arg, "rb"); }
+static void test_long_error(void) {
+    printf("long error messages\n");
+    char path[3000];
+    int n = snprintf(path, sizeof(path), "%s", tmpdir);
+    while (n < 2000) { n += snprintf(path + n, sizeof(path) - n, "/missing"); }
+    expect_failure("a 2000-character path and the reason after it", open_long_path, path, "missing (No such file or directory)");
 }
 
 // ----------------------------------------------------------------------------
@@ -2018,6 +2063,7 @@ int main(int argc, char** argv) {
         test_matmul();
         test_files_and_errors();
         test_atomic_files();
+        test_long_error();
         test_overfit();
         test_long_sequence_memory();
         if (DAPE_ID != 0) {

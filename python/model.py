@@ -33,10 +33,13 @@ llmc/pe.h pe_revision), `eval_variants`, the evaluation variants it has, and
 encoding is adding a class, its tensors' names to PE_TENSOR_ORDER (where llmc/model.h
 puts them) and a PE_NAMES entry.
 """
+import itertools
 import json
 import math
 import os
-from dataclasses import dataclass
+import socket
+import stat
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -123,10 +126,78 @@ def checkpoint_layout(cfg):
            [(k, pe_shapes[k]) for k in PE_TENSOR_ORDER if k in pe_shapes]
 
 
+def check_config(cfg, where):
+    """Raises ValueError naming `where` (the file it comes from) for a configuration no model
+    can be built with, as the trainer's gpt2_config_check."""
+    sizes = [getattr(cfg, f.name) for f in fields(Config) if f.name != "pe"]
+    if cfg.pe not in PE_NAMES:
+        raise ValueError("%s: unknown positional encoding %r (one of %s)" % (where, cfg.pe, ", ".join(PE_NAMES)))
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes) or \
+            cfg.num_layers < 1 or cfg.num_heads < 1 or cfg.channels < 1 or cfg.channels % cfg.num_heads != 0 or \
+            cfg.vocab_size < 2 or cfg.padded_vocab_size < cfg.vocab_size or cfg.max_seq_len < 1:
+        raise ValueError("%s: bad configuration: %s" % (where, cfg))
+    if cfg.pe in ("rope", "xpos", "sandwich") and (cfg.channels // cfg.num_heads) % 2 != 0:
+        raise ValueError("%s: %s needs an even head size, got %d" % (where, cfg.pe, cfg.channels // cfg.num_heads))
+    if cfg.pe == "sinusoidal" and cfg.channels < 4:  # its frequencies divide by C/2 - 1
+        raise ValueError("%s: sinusoidal needs at least 4 channels, got %d" % (where, cfg.channels))
+
+
+def check_finite(tensors, where):
+    """Raises ValueError naming `where` if a parameter is a NaN or an infinity: the trainer
+    refuses such a model (and never writes one)."""
+    for name, a in tensors.items():
+        bad = int(np.size(a) - np.count_nonzero(np.isfinite(np.asarray(a, dtype=np.float32))))
+        if bad > 0:
+            raise ValueError("%s holds %d NaN or infinite value(s) in tensor %s: a diverged model, which the trainer refuses too"
+                             % (where, bad, name))
+
+
+def open_regular(path):
+    """Opens for reading (binary) a file that must be a regular one: a FIFO, a device or a
+    directory is refused at once, and the open does not block, so a FIFO without a writer
+    cannot hang the reader (the trainer's fopen_read_regular)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("%s is not a regular file" % path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+_writes = itertools.count()  # crash-safe writes of this process so far
+
+
+def atomic_write(path, write):
+    """Writes `path` crash-safely, as the trainer (llmc/utils.h: AtomicFile): write(f) fills a
+    temporary file of the same folder, ".llmc-tmp.<host>.<pid>.<n>.<name>" (a name no user's
+    file has; the trainer removes one whose process is gone), which is fsynced and renamed over
+    path; on an error it is removed."""
+    host = 2166136261  # FNV-1a of the host name, as the trainer's host_id
+    for b in socket.gethostname().encode():
+        host = ((host ^ b) * 16777619) & 0xFFFFFFFF
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, ".llmc-tmp.%08x.%d.%d.%s" % (host, os.getpid(), next(_writes), name))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def read_checkpoint(path):
     """Reads a checkpoint (version 3: fp32, version 5: bf16) with numpy: its Config and a
-    dict name -> float32 array. Raises ValueError with a clear message on a bad file."""
-    with open(path, "rb") as f:
+    dict name -> float32 array. Raises ValueError with a clear message on a bad file (also
+    one that is not a regular file, and a model with a NaN or an infinity, as the trainer)."""
+    with open_regular(path) as f:
         data = f.read()
     if len(data) < 1024:
         raise ValueError("%s is not a checkpoint: %d bytes, shorter than the header" % (path, len(data)))
@@ -145,13 +216,7 @@ def read_checkpoint(path):
     cfg = Config(max_seq_len=int(header[2]), vocab_size=int(header[3]), num_layers=int(header[4]),
                  num_heads=int(header[5]), channels=int(header[6]), padded_vocab_size=int(header[7]),
                  pe=PE_NAMES[header[8]])
-    if cfg.num_layers < 1 or cfg.num_heads < 1 or cfg.channels % cfg.num_heads != 0 or \
-            cfg.vocab_size < 2 or cfg.padded_vocab_size < cfg.vocab_size or cfg.max_seq_len < 1:
-        raise ValueError("%s: bad configuration in the header: %s" % (path, cfg))
-    if cfg.pe in ("rope", "xpos", "sandwich") and (cfg.channels // cfg.num_heads) % 2 != 0:
-        raise ValueError("%s: %s needs an even head size, got %d" % (path, cfg.pe, cfg.channels // cfg.num_heads))
-    if cfg.pe == "sinusoidal" and cfg.channels < 4:  # its frequencies divide by C/2 - 1
-        raise ValueError("%s: sinusoidal needs at least 4 channels, got %d" % (path, cfg.channels))
+    check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
         raise ValueError("%s holds revision %d of PE '%s' (header word %d), this model file implements revision %d; "
@@ -172,6 +237,7 @@ def read_checkpoint(path):
         n = int(np.prod(shape))
         tensors[name] = flat[offset:offset + n].reshape(shape)
         offset += n
+    check_finite(tensors, path)
     return cfg, tensors
 
 
@@ -189,10 +255,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
         flat = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
     elif version != CHECKPOINT_FP32:
         raise ValueError("checkpoint version %d: only 3 (fp32) and 5 (bf16) exist" % version)
-    with open(path + ".tmp", "wb") as f:
-        f.write(header.tobytes())
-        f.write(flat.tobytes())
-    os.replace(path + ".tmp", path)
+    atomic_write(path, lambda f: (f.write(header.tobytes()), f.write(flat.tobytes())))
 
 
 # ----------------------------------------------------------------------------
@@ -538,15 +601,41 @@ class GPT(nn.Module):
     def from_folder(cls, folder, dtype=torch.float32):
         """A model from a folder written by export_hf.py for an encoding Hugging Face's GPT-2
         does not have: config.json (this Config and the encoding's revision) and
-        pytorch_model.bin (a state dict)."""
-        with open(os.path.join(folder, "config.json")) as f:
-            config = json.load(f)
-        cfg = Config(**config["config"])
+        pytorch_model.bin (a state dict). Raises ValueError naming the file and the problem
+        for a damaged one (not JSON, no valid configuration, a truncated or corrupt state
+        dict, missing or misshapen tensors, NaN or infinite values)."""
+        config_path, weights_path = os.path.join(folder, "config.json"), os.path.join(folder, "pytorch_model.bin")
+        try:
+            with open_regular(config_path) as f:
+                config = json.loads(f.read())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError("%s is not valid JSON (%s)" % (config_path, e)) from None
+        try:
+            cfg = Config(**config["config"])
+        except (KeyError, TypeError) as e:
+            raise ValueError("%s: no valid \"config\" entry with the fields %s (%s)"
+                             % (config_path, ", ".join(f.name for f in fields(Config)), e)) from None
+        check_config(cfg, config_path)
         revision = config.get("pe_revision", 0)  # folders exported before revisions existed hold revision 0
         if revision != ENCODINGS[cfg.pe].revision:
-            raise ValueError("%s holds revision %d of PE '%s', this model file implements revision %d"
+            raise ValueError("%s holds revision %s of PE '%s', this model file implements revision %d"
                              % (folder, revision, cfg.pe, ENCODINGS[cfg.pe].revision))
-        return cls(cfg, torch.load(os.path.join(folder, "pytorch_model.bin"), map_location="cpu"), dtype)
+        with open_regular(weights_path) as f:
+            try:
+                tensors = torch.load(f, map_location="cpu", weights_only=True)
+            except Exception as e:  # the zip reader's and the unpickler's errors, whatever the damage
+                raise ValueError("%s cannot be read as a state dict, truncated or corrupt (%s: %s)"
+                                 % (weights_path, type(e).__name__, e)) from None
+        if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+            raise ValueError("%s is not a state dict (a dict of tensors)" % weights_path)
+        missing = [name for name, _ in checkpoint_layout(cfg) if name not in tensors]
+        if missing:
+            raise ValueError("%s lacks the tensor(s) %s of this configuration" % (weights_path, ", ".join(missing)))
+        for name, shape in checkpoint_layout(cfg):
+            if tuple(tensors[name].shape) != tuple(shape):
+                raise ValueError("%s: tensor %s has shape %s, expected %s" % (weights_path, name, tuple(tensors[name].shape), shape))
+        check_finite({name: t.float().numpy() for name, t in tensors.items()}, weights_path)
+        return cls(cfg, tensors, dtype)
 
     def save_checkpoint(self, path, version=CHECKPOINT_FP32):
         """Writes the parameters as a checkpoint of the C trainers (e.g. to evaluate at long lengths there)."""
