@@ -23,6 +23,8 @@
 # NVCC (e.g. a CUDA 12 nvcc for a driver older than CUDA 13's), NO_MPI=1, MPICC, NCCL_DIRS.
 
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+# the toolkit's root as nvcc itself reports it (nvcc on PATH may be a wrapper script elsewhere)
+CUDA_HOME := $(if $(NVCC),$(abspath $(shell $(NVCC) --dryrun -x c++ -c /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p')))
 PRECISION ?= BF16
 ifeq ($(filter $(PRECISION),BF16 FP32),)
 $(error unknown PRECISION '$(PRECISION)'; valid: BF16 FP32)
@@ -42,7 +44,7 @@ cu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16 --use_fast
 # take itself through -Xcompiler/-Xlinker); a wrapper that names no library: no MPI, and the
 # build says so. NCCL on top of MPI where its header and its library are both found under one
 # of NCCL_DIRS (default: the CUDA toolkit's and the system's).
-NCCL_DIRS ?= $(abspath $(dir $(NVCC))..) /usr
+NCCL_DIRS ?= $(CUDA_HOME) /usr
 nccl_lib = $(firstword $(wildcard $(1)/lib64/libnccl.so $(1)/lib/libnccl.so $(1)/lib/*-linux-gnu/libnccl.so))
 CU_MPI_FLAGS :=
 CU_MPI_LIBS :=
@@ -138,7 +140,6 @@ EMU_MUTANT_PE := kerple
 # the programs whose handling of a machine without a usable GPU is checked (the emulated
 # test_gpt2cu is the one make test-dape builds)
 EMU_DEVICE_STEM := kerple_dape1x3
-CUDA_INCLUDE = $(dir $(NVCC))../include
 
 $(EMU_SRC)/.prepared: $(EMU_INPUTS) | $(BUILD)
 	rm -rf $(EMU_SRC) && python3 dev/cuda/emulate/prepare.py . $(EMU_SRC) && touch $@
@@ -167,7 +168,7 @@ $(EMU)/defects: $(EMU_SRC)/.prepared
 
 # the enums and types of the stand-ins against the real headers of the CUDA toolkit
 $(EMU)/enums_real: dev/cuda/emulate/enums.cpp | $(BUILD) nvcc-check
-	mkdir -p $(EMU) && g++ -I$(CUDA_INCLUDE) -o $@ $<
+	mkdir -p $(EMU) && g++ -I$(CUDA_HOME)/include -o $@ $<
 $(EMU)/enums_emulated: dev/cuda/emulate/enums.cpp $(EMU_SRC)/.prepared
 	g++ -std=c++20 -x c++ -I$(EMU_SRC)/dev/cuda/emulate -o $@ $<
 
@@ -199,7 +200,7 @@ test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(p
 	done
 	@echo "=== $(EMU_MUTANT_PE): the same under AddressSanitizer and UBSan ==="
 	$(EMU)/asan_attention_$(EMU_MUTANT_PE) check
-	@echo "=== the stand-ins' enums and types against $(CUDA_INCLUDE) ==="
+	@echo "=== the stand-ins' enums and types against $(CUDA_HOME)/include ==="
 	@$(EMU)/enums_real > $(EMU)/enums_real.txt && $(EMU)/enums_emulated | diff $(EMU)/enums_real.txt - && echo "$$(wc -l < $(EMU)/enums_real.txt) values equal"
 	@echo "=== planted defects: the emulation's reports ==="
 	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
