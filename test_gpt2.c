@@ -44,7 +44,7 @@ static void check(int ok, const char* what, double value, double tol) {
 // a tiny model: 2 layers, 3 heads (a non-power-of-two count for ALiBi's slopes),
 // head size 4, a vocabulary of 250 padded to 256
 static GPT2Config tiny_config(int maxT) {
-    GPT2Config c;
+    GPT2Config c = {0};
     c.num_layers = 2; c.num_heads = 3; c.channels = 12;
     c.vocab_size = 250; c.padded_vocab_size = 256; c.max_seq_len = maxT; c.pe = PE_ID;
     gpt2_config_set_dape(&c);
@@ -95,6 +95,42 @@ static double ref_cable_S(GPT2* model, int l, int b, int h, int t, int T, int fo
 }
 #endif
 
+#if defined(PE_TXL)
+// Transformer-XL as the DAPE repository's RelativePositionalEncodingLayer computes it
+// (positional_embeddings.py:758-789), for row b, head h of layer l, on T x T matrices:
+// AC[i][j] = (q_i + r_w) . k_j; BDraw[i][j'] = (q_i + r_r) . (W_r R(T - 1 - j'))_h with
+// pos_seq = T-1, ..., 0 and R(n) = [sin(n w), cos(n w)], w_k = 1 / 10000^(2k/C); then
+// _rel_shift (:743-756): a zero column prepended, the (T, T + 1) matrix viewed as
+// (T + 1, T), its first row dropped, viewed as (T, T). Returns (AC + BD) / sqrt(hs) at (i, j).
+static double ref_txl_score(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+    const real* rw = model->params.txl_rw + (size_t)l * C + h * hs;
+    const real* rr = model->params.txl_rr + (size_t)l * C + h * hs;
+    double ac = 0;
+    for (int c = 0; c < hs; c++) { ac += (q[c] + rw[c]) * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c]; }
+    // the shifted matrix's (i, j) is the padded matrix's element at flat index T + i T + j
+    size_t f = (size_t)T + (size_t)i * T + j;
+    size_t pr = f / (T + 1), pc = f % (T + 1);
+    double bd = 0;
+    if (pc > 0) { // column 0 is the zero pad
+        const real* qr = qkv + ((size_t)b * T + pr) * 3 * C + h * hs;
+        double n = T - 1 - (double)(pc - 1); // pos_seq[j'] at j' = pc - 1
+        for (int o = 0; o < hs; o++) {
+            const real* W = model->params.txl_wr + ((size_t)l * C + h * hs + o) * C;
+            double r = 0;
+            for (int k = 0; k < C / 2; k++) {
+                double inv_freq = 1 / pow(10000.0, 2.0 * k / C);
+                r += W[k] * sin(n * inv_freq) + W[C / 2 + k] * cos(n * inv_freq);
+            }
+            bd += (qr[o] + rr[o]) * r;
+        }
+    }
+    return (ac + bd) / sqrt((double)hs);
+}
+#endif
+
 // the bias b(i, j) of head h in layer l for row b, as DESIGN.md defines it
 static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
     int NH = model->config.num_heads;
@@ -129,6 +165,13 @@ static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
     int w = model->pe_eval.train_len;
     if (model->pe_eval.variant == PE_EVAL_BCA && T > w && j < (i / (w / 2) - 1) * (w / 2)) { return -INFINITY; }
     return 0;
+#elif defined(PE_TXL)
+    // the attention adds q_i . k_j / sqrt(hs) itself
+    int C = model->config.channels, hs = C / NH;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    double qk = 0;
+    for (int c = 0; c < hs; c++) { qk += qkv[((size_t)b * T + i) * 3 * C + h * hs + c] * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c]; }
+    return ref_txl_score(model, l, b, h, i, j, T) - qk / sqrt((double)hs);
 #elif defined(PE_CABLE_FAMILY)
     double d = ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
 #if defined(PE_CABLE)
@@ -1120,7 +1163,7 @@ static void test_atomic_files(void) {
 
 static void test_overfit(void) {
     printf("overfitting one batch\n");
-    GPT2Config cfg;
+    GPT2Config cfg = {0};
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 32;
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 16; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
@@ -1165,7 +1208,7 @@ static long rss_kib(void) {
 static void test_long_sequence_memory(void) {
     printf("memory of an 8192-token evaluation\n");
     int T = 8192;
-    GPT2Config cfg;
+    GPT2Config cfg = {0};
     cfg.num_layers = 1; cfg.num_heads = 2; cfg.channels = 16;
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 64; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
@@ -1403,7 +1446,7 @@ static void test_dape_identities(void) {
         check(d < 1e-5, what, d, 1e-5);
         PEBias pb;
         pe_bias_setup(&pb, &model, l, B, T, 0);
-        attention_forward(plain, lse, model.acts.t.qkv + (size_t)l * model.acts_N * 3 * C, &pb, model.att_scratch, B, T, C, NH);
+        attention_forward(plain, lse, model.acts.t.qkv + (size_t)l * model.acts_N * 3 * C, &pb, pe_positions(&model, l), model.att_scratch, B, T, C, NH);
         double e = 0;
         for (size_t k = 0; k < (size_t)B * T * C; k++) { e = fmax(e, fabs(plain[k] - model.acts.t.atty[(size_t)l * model.acts_N * C + k])); }
         snprintf(what, sizeof(what), "layer %d, W2 = b2 = 0: = the plain attention's output", l);
@@ -1690,7 +1733,7 @@ static void test_gradients(int edge_exact) {
 // tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
 // (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full)
 static void write_debug_state(const char* prefix, const char* variant, int tiny) {
-    GPT2Config cfg;
+    GPT2Config cfg = {0};
     cfg.num_layers = DEBUG_LAYERS; cfg.num_heads = DEBUG_HEADS; cfg.channels = DEBUG_CHANNELS;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = DEBUG_T; cfg.pe = PE_ID;
     int B = DEBUG_B, T = DEBUG_T;
