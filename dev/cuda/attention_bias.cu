@@ -19,9 +19,13 @@ version 3  the bf16 build's kernels (llmc/attention_mma.cuh): FlashAttention-2 o
            cores (mma.sync m16n8k16, ldmatrix, cp.async double buffering), the bias added
            to the fp32 scores in registers; bf16 builds only
 
+txl brings its own kernels (llmc/attention_txl.cuh, fp32 on CUDA cores in both builds):
+they are its versions 2 and 3; it has no version 1.
+
 `check` runs the build's trainer kernel (version 3 in bf16, 2 in fp32) on lengths that are
 no multiple of the tiles (T = 200, two heads, two rows of the batch; T = 77 and 100 at head
-sizes 32 and 128) and on T = 1024 with one head; in the CPU emulation (make
+sizes 32 and 128; T = 77 at randomized positions drawn from [0, 300) for the encodings that
+have them) and on T = 1024 with one head; in the CPU emulation (make
 test-cuda-emulate) this is the test of the tensor-core kernels. Tolerances (relative L2
 against the double-precision reference): fp32 1e-4 for out, lse, dq, dk, dv; bf16 1e-2 (the
 inputs are exact in bf16; P and dS are rounded to bf16 before their second product and the
@@ -135,21 +139,24 @@ __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* d
     pe_bias_flush(pb, acc, PE_SIDE_COL, b, h, j, j < T, (b * NH + h) * gridDim.x + blockIdx.x);
 }
 
-static void attention_forward_naive(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T, int NH, int HS,
+#if !defined(PE_ATTENTION) // the encodings with hooks into the shared kernels
+typedef PEPositions<PEBias> PEArg;
+static void attention_forward_naive(floatX* out, float* lse, const floatX* qkv, const PEArg& pb, int B, int T, int NH, int HS,
                                     cudaStream_t stream) {
     dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
-    attention_forward_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(out, lse, qkv, pb, T, NH, HS);
+    attention_forward_naive_kernel<PEArg><<<grid, NAIVE_BLOCK, 0, stream>>>(out, lse, qkv, pb, T, NH, HS);
     cudaCheckLaunch("attention_forward_naive_kernel");
 }
 
 static void attention_backward_naive(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                                     const PEBias& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+                                     const PEArg& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
     dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
-    attention_backward_q_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, D, dout, qkv, out, lse, pb, T, NH, HS);
+    attention_backward_q_naive_kernel<PEArg><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, D, dout, qkv, out, lse, pb, T, NH, HS);
     cudaCheckLaunch("attention_backward_q_naive_kernel");
-    attention_backward_kv_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, dout, qkv, lse, D, pb, T, NH, HS);
+    attention_backward_kv_naive_kernel<PEArg><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, dout, qkv, lse, D, pb, T, NH, HS);
     cudaCheckLaunch("attention_backward_kv_naive_kernel");
 }
+#endif
 
 // milliseconds per call of fn, averaged over `reps` calls after one warm-up call
 template<class F>
@@ -191,9 +198,12 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
         PEBias pf, pbw;
         pe_bias_setup(&pf, m, 0, s.B, s.T, 0);
         pe_bias_setup(&pbw, m, 0, s.B, s.T, 1);
-        float ms_f = time_ms([&]() { fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, s.B, s.T, s.NH, s.hs, ctx.stream); }, 10);
+        float ms_f = time_ms([&]() {
+            fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, PEPositions<PEBias>{pf, c.pos_dev}, s.B, s.T, s.NH, s.hs, ctx.stream);
+        }, 10);
         float ms_b = time_ms([&]() {
-            bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, s.B, s.T, s.NH, s.hs, ctx.stream);
+            bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, PEPositions<PEBias>{pbw, c.pos_dev},
+                s.B, s.T, s.NH, s.hs, ctx.stream);
         }, 10);
         // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
         double pairs = (double)s.B * s.NH * s.T * (s.T + 1) / 2.0;
@@ -215,19 +225,24 @@ int main(int argc, char** argv) {
     AttnForwardFn fwd;
     AttnBackwardFn bwd;
     switch (version) {
+#if defined(PE_ATTENTION)
+        case 2: case 3: fwd = attention_forward; bwd = attention_backward; break; // the encoding's own kernels
+        default: fatal("unknown version %d (PE %s: 2 and 3, its own kernels)", version, pe_name(PE_ID));
+#else
         case 1: fwd = attention_forward_naive; bwd = attention_backward_naive; break;
-        case 2: fwd = attention_forward_tiled<PEBias>; bwd = attention_backward_tiled<PEBias>; break;
+        case 2: fwd = attention_forward_tiled<PEArg>; bwd = attention_backward_tiled<PEArg>; break;
 #if !defined(ENABLE_FP32)
-        case 3: fwd = attention_forward_mma<PEBias>; bwd = attention_backward_mma<PEBias>; break;
+        case 3: fwd = attention_forward_mma<PEArg>; bwd = attention_backward_mma<PEArg>; break;
 #endif
         default: fatal("unknown version %d (1: naive, 2: fp32 tiled, 3: tensor cores, bf16 builds)", version);
+#endif
     }
     int fails = 0;
     if (check) {
-        const AttnShape shapes[] = {{2, 200, 2, 64}, {1, 1024, 1, 64}, {1, 77, 2, 32}, {1, 100, 1, 128}};
+        const AttnShape shapes[] = {{2, 200, 2, 64, 0}, {1, 1024, 1, 64, 0}, {1, 77, 2, 32, 300}, {1, 100, 1, 128, 0}};
         for (const AttnShape& s : shapes) { fails += run_case(s, fwd, bwd, version, 0); }
     } else {
-        AttnShape s = {2, 1024, 12, 64};
+        AttnShape s = {2, 1024, 12, 64, 0};
         if (argc > 2) { s.T = atoi(argv[2]); }
         if (argc > 3) { s.B = atoi(argv[3]); }
         if (argc > 4) { s.NH = atoi(argv[4]); }
