@@ -11,6 +11,7 @@
 #                            comparison with the CPU path in fp32 and bf16, the attention
 #                            kernels (minutes)
 #   make emulate-tiny PE=<name> [DAPE=<variant>]   the comparison alone, fp32, tiny model
+#                            (VARIANT=rp for both: under a draw of randomized positions)
 #
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
 # test_gpt2cu (<pe>: the Makefile's stem, with DAPE e.g. kerple_dape1x3). bf16 builds use
@@ -122,7 +123,7 @@ test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(p
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every
 # gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3)
 emulate: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(EMU)/test_gpt2cu_$(STEM) $(EMU)/attention_$(STEM)_fp32 $(EMU)/attention_$(STEM) $(BUILD)/test_gpt2_$(STEM)
-	$(BUILD)/test_gpt2_$(STEM) debug-state $(BUILD)/ref_$(STEM)
+	$(BUILD)/test_gpt2_$(STEM) debug-state $(BUILD)/ref_$(STEM) $(VARIANT)
 	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_$(STEM)
 	$(EMU)/test_gpt2cu_$(STEM) reference $(BUILD)/ref_$(STEM)
 	$(EMU)/attention_$(STEM)_fp32 1 100 2 2 32
@@ -131,5 +132,5 @@ emulate: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(EMU)/test_gpt2cu_$(STEM) $(EMU)/atten
 
 # only test_gpt2cu's comparison (fp32), on a tiny model (test_gpt2 debug-state-tiny): seconds
 emulate-tiny: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(BUILD)/test_gpt2_$(STEM)
-	$(BUILD)/test_gpt2_$(STEM) debug-state-tiny $(BUILD)/ref_tiny_$(STEM)
+	$(BUILD)/test_gpt2_$(STEM) debug-state-tiny $(BUILD)/ref_tiny_$(STEM) $(VARIANT)
 	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_tiny_$(STEM)

@@ -706,6 +706,10 @@ static float validation_loss(GPT2* model, DataLoader* val, int batches, const Mu
     return (float)(sum[0] / batches / mp->world);
 }
 
+// the encoding's name in the extrapolation table and its CSV files: the binary's
+// (model_label), with _rp<L> for a model with randomized positions from [0, L)
+static char run_pe_label[64];
+
 // ----------------------------------------------------------------------------
 // length extrapolation: perplexity on the val tokens at each length, in two modes
 //   nonoverlap  windows of L tokens side by side, every token scored (CABLE/ALiBi papers)
@@ -859,7 +863,7 @@ static void write_positions(const EvalRow* rows, int n, const char* dir, int tra
             if (r->pos_tokens[k] == 0) { continue; }
             int lo = bucket_lo(k) > r->first_pos ? bucket_lo(k) : r->first_pos;
             int hi = bucket_hi(k) < r->eval_len ? bucket_hi(k) : r->eval_len;
-            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len,
+            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f\n", run_pe_label, train_len, r->eval_len,
                            r->mode, lo, hi, (long long)r->pos_tokens[k], r->pos_loss[k]);
             atomic_write(&af, line, 1, len);
         }
@@ -870,7 +874,7 @@ static void write_positions(const EvalRow* rows, int n, const char* dir, int tra
 static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a, int train_len, int step, int stride) {
     char modes[64] = "non-overlapping windows only";
     if (stride > 0) { snprintf(modes, sizeof(modes), "sliding stride %d", stride); }
-    printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", model_label(PE_ID, DAPE_ID), train_len, step, modes);
+    printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", run_pe_label, train_len, step, modes);
     for (int k = 0; k < a->num_eval_variants; k++) {
         int v = a->eval_variants[k];
         if (v == PE_EVAL_PI || v == PE_EVAL_NTK || v == PE_EVAL_YARN) { printf("static RoPE scaling factor s = %g\n", eval_rope_factor(a, train_len)); break; }
@@ -894,8 +898,8 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
     atomic_write(&af, line, 1, len);
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
-        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len, r->mode); }
-        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss)); }
+        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a\n", run_pe_label, train_len, r->eval_len, r->mode); }
+        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f\n", run_pe_label, train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss)); }
         atomic_write(&af, line, 1, len);
     }
     atomic_commit(&af);
@@ -1003,6 +1007,8 @@ static int train_main(int argc, char** argv) {
     for (int k = 0; k < a.num_eval_variants; k++) {
         if (a.eval_variants[k] == PE_EVAL_PLAINPOS && cfg->rp_len == 0) { fatal("flag -ra: the model has no randomized positions (-rp)"); }
     }
+    snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
+    if (cfg->rp_len > 0) { snprintf(run_pe_label + strlen(run_pe_label), sizeof(run_pe_label) - strlen(run_pe_label), "_rp%d", cfg->rp_len); }
     if (training && a.T > gpt2_max_length(&model)) {
         fatal("-t %d is beyond maxT = %d of this learned-PE model", a.T, gpt2_max_length(&model));
     }

@@ -11,7 +11,10 @@
 #  5. what an output directory and a resume refuse, with one line and a nonzero exit: a new
 #     run over an old one, a second trainer into a directory in use, a resume past the new
 #     -x, changed -b/-t/-d/-a/-e/-i, an old state file, a FIFO as the state file; an
-#     evaluation-only run into the directory leaves main.log's lines as they are.
+#     evaluation-only run into the directory leaves main.log's lines as they are;
+#  6. (learned) a run with randomized positions (-rp) killed with SIGKILL and resumed without
+#     -rp (the checkpoint has it) draws the same positions: bit-identical checkpoint and
+#     main.log; a resume with another -rp is refused.
 set -euo pipefail
 PE=${1:-cable}
 BIN=build/train_gpt2_$PE
@@ -159,3 +162,21 @@ for _ in $(seq 1 1200); do grep -q "^s:1 " "$DIR/busy/main.log" 2> /dev/null && 
 refused "a second trainer into a directory in use" "is in use by another trainer (process $busy holds" "${SMALL[@]}" -x 2 -o "$DIR/busy" -y 1
 kill $busy; wait $busy 2> /dev/null || true
 echo "ok: every case refused with one line; main.log and the run's files untouched"
+
+if [ "$PE" = learned ]; then
+    echo "=== $PE: randomized positions (-rp 128): kill -9, then resume"
+    RP=(-e nano -b 2 -t 32 -x 12 -v 6 -m 2 -s 0 -E none -l 1e-3 -u 2 -rp 128 "${DATA[@]}")
+    "$BIN" "${RP[@]}" -n 6 -o "$DIR/rpref" > "$DIR/rpref.log"
+    grep -q "randomized positions  | from \[0, 128)" "$DIR/rpref.log" || fail "the -rp run does not say so"
+    LLMC_SLOW_WRITE_MS=3000 "$BIN" "${RP[@]}" -n 3 -o "$DIR/rprun" > /dev/null &
+    pid=$!
+    wait_for "$DIR/rprun/DONE_00000006" 120
+    kill -9 $pid; wait $pid 2>/dev/null || true
+    [ ! -e "$DIR/rprun/DONE_00000012" ] || fail "the -rp run finished before it could be killed"
+    refused "a resume with another -rp" "resume: -rp 64 differs from this run's -rp 128" -o "$DIR/rprun" -y 1 -rp 64
+    "$BIN" -o "$DIR/rprun" -y 1 -v 6 -m 2 -s 0 -E none "${DATA[@]}" -n 3 > "$DIR/rprun2.log"
+    grep -q "resumed from step 6" "$DIR/rprun2.log" || fail "the -rp run did not resume from step 6"
+    "$TEST" compare "$DIR/rpref/model_00000012.bin" "$DIR/rprun/model_00000012.bin" 0 > /dev/null || fail "-rp: the resumed checkpoint differs"
+    cmp "$DIR/rpref/main.log" "$DIR/rprun/main.log" || fail "-rp: main.log differs"
+    echo "ok: a -rp run resumed after kill -9 draws the same positions (checkpoint and main.log bit-identical)"
+fi
