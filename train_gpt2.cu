@@ -737,6 +737,15 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
 static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
 
+// replaces a table of the encoding's (sandwich's biases, txl's sinusoids) with `bytes` of
+// `host`, once the kernels that may read the old one are done
+static void pe_table_upload(void** table, const void* host, size_t bytes, const char* what) {
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    cuda_free(table);
+    *table = cuda_malloc(bytes, what);
+    cudaCheck(cudaMemcpy(*table, host, bytes, cudaMemcpyHostToDevice));
+}
+
 // ---- randomized positions (llmc/pe.h; train_gpt2.c's pe_positions_draw) ----
 // are the positions of this forward pass drawn?
 static int rp_active(const GPT2* model) {
@@ -1219,10 +1228,7 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
         for (int h = 0; h < NH; h++) {
             for (int n = 0; n < len; n++) { host[(size_t)h * len + n] = (float)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
         }
-        cudaCheck(cudaStreamSynchronize(ctx.stream)); // the old table may still be read
-        cuda_free(&model->pe_table);
-        model->pe_table = (float*)cuda_malloc((size_t)NH * len * sizeof(float), "the sandwich bias table");
-        cudaCheck(cudaMemcpy(model->pe_table, host, (size_t)NH * len * sizeof(float), cudaMemcpyHostToDevice));
+        pe_table_upload((void**)&model->pe_table, host, (size_t)NH * len * sizeof(float), "the sandwich bias table");
         free(host);
         model->pe_table_len = len;
     }
@@ -1300,10 +1306,7 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
                 host[(size_t)n * C + C / 2 + k] = (floatX)(float)cos(angle);
             }
         }
-        cudaCheck(cudaStreamSynchronize(ctx.stream)); // the old table may still be read
-        cuda_free(&model->pe_rel_table);
-        model->pe_rel_table = (floatX*)cuda_malloc((size_t)T * C * sizeof(floatX), "the txl sinusoids");
-        cudaCheck(cudaMemcpy(model->pe_rel_table, host, (size_t)T * C * sizeof(floatX), cudaMemcpyHostToDevice));
+        pe_table_upload((void**)&model->pe_rel_table, host, (size_t)T * C * sizeof(floatX), "the txl sinusoids");
         free(host);
         model->pe_rel_len = T;
     }

@@ -168,6 +168,28 @@ __device__ __forceinline__ void attention_axpy(float* y, float a, const float* t
     }
 }
 
+// one tile of the online softmax: with the tile's scores s (-inf where masked), the running
+// maximum m and sum l move to the tile's, o is rescaled and gains the probabilities times the
+// tile's values (rows of vs); nothing while every score so far is -inf (a row past T)
+template<int HS, int TPR, int BK>
+__device__ __forceinline__ void attention_softmax_tile(const float (&s)[BK], float& m, float& l, float* o, const float* vs, int p) {
+    float m_new = m;
+    #pragma unroll
+    for (int jj = 0; jj < BK; jj++) { m_new = fmaxf(m_new, s[jj]); }
+    if (m_new == -INFINITY) { return; }
+    float corr = expf(m - m_new);
+    l *= corr;
+    #pragma unroll
+    for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
+    #pragma unroll
+    for (int jj = 0; jj < BK; jj++) {
+        float pij = expf(s[jj] - m_new);
+        l += pij;
+        attention_axpy<HS, TPR>(o, pij, vs, jj, p);
+    }
+    m = m_new;
+}
+
 // the biases of query row i for the keys j0.. j0 + ATT_BK - 1 into its row of a shared tile,
 // shared out among the TPR threads of the row (part p takes keys p, p + TPR, ...), so that
 // each pair's bias is evaluated once; masked pairs get 0
@@ -213,27 +235,13 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
         attention_bias_tile<TPR>(bias[r], pb, pr, i, j0, T, p);
         __syncthreads();
         float s[ATT_BK];
-        float tile_max = -INFINITY;
         #pragma unroll
         for (int jj = 0; jj < ATT_BK; jj++) {
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(q, ks, jj, p));
             int j = j0 + jj;
             s[jj] = j <= i && i < T ? dot * scale + bias[r][jj] : -INFINITY;
-            tile_max = fmaxf(tile_max, s[jj]);
         }
-        float m_new = fmaxf(m, tile_max);
-        if (m_new == -INFINITY) { continue; } // no key yet (only rows past T)
-        float corr = expf(m - m_new);
-        l *= corr;
-        #pragma unroll
-        for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
-        #pragma unroll
-        for (int jj = 0; jj < ATT_BK; jj++) {
-            float pij = expf(s[jj] - m_new);
-            l += pij;
-            attention_axpy<HS, TPR>(o, pij, vs, jj, p);
-        }
-        m = m_new;
+        attention_softmax_tile<HS, TPR>(s, m, l, o, vs, p);
     }
     if (i < T) {
         attention_store_row<TPR>(out + ((size_t)b * T + i) * C + h * HS, o, 1.0f / l, p);

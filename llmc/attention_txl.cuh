@@ -33,8 +33,8 @@ docs/cuda.md. Passes, each recomputing p_ij from lse:
             matmul dW_r = dP^T R
 
 Shared memory: the band tiles' rows are HS + 4 floats apart, so that the threads of a warp,
-which read different rows of a band, fall into different banks. At HS = 64: 40 KiB
-(forward, dq), 37 KiB (dk/dv), 68 KiB (dP); 81 to 132 KiB at HS = 128.
+which read different rows of a band, fall into different banks. At HS = 64: 41 KiB
+(forward, dq), 42 KiB (dk/dv), 67 KiB (dP); 81, 82 and 131 KiB at HS = 128.
 */
 #ifndef LLMC_ATTENTION_TXL_CUH
 #define LLMC_ATTENTION_TXL_CUH
@@ -89,6 +89,40 @@ __device__ __forceinline__ void txl_load_rows(float* lses, float* Ds, const floa
     }
 }
 
+// query row i's two operands, this thread's dimensions: q_i + r_w (with the keys) and
+// q_i + r_r (with P)
+template<int TPR>
+__device__ __forceinline__ void txl_load_query(float* qw, float* qr, const floatX* q, const TxlArgs& a, int h, int p) {
+    constexpr int HS = TPR * ATT_DPT;
+    float rw[ATT_DPT];
+    attention_load_row<TPR>(qw, q, p);
+    txl_load_vec<TPR>(rw, a.rw + h * HS, p);
+    txl_load_vec<TPR>(qr, a.rr + h * HS, p);
+    #pragma unroll
+    for (int e = 0; e < ATT_DPT; e++) { qr[e] += qw[e]; qw[e] += rw[e]; }
+}
+
+// the key tile [j0, j0 + ATT_BK) of a block of query rows from q0: K and V, and P's band of
+// the tile's distances (i - j from q0 - j0 - ATT_BK + 1)
+template<int HS, int LD>
+__device__ __forceinline__ void txl_load_keys(float* ks, float* vs, float* ps, const floatX* qkv, const TxlArgs& a, int b, int h,
+                                              int q0, int j0, int T, int C) {
+    attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, 3 * C, C + h * HS);
+    attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, 3 * C, 2 * C + h * HS);
+    txl_load_band<HS, LD>(ps, a.P, q0 - j0 - (ATT_BK - 1), TXL_BAND, T, C, h * HS);
+}
+
+// writes x + a v (v: one head's vector, this thread's dimensions) into dst: the r_w or r_r
+// part of a gradient, summed as a scalar over the pairs
+template<int TPR>
+__device__ __forceinline__ void txl_store_plus(floatX* dst, float* x, float a, const floatX* v, int p) {
+    float w[ATT_DPT];
+    txl_load_vec<TPR>(w, v, p);
+    #pragma unroll
+    for (int e = 0; e < ATT_DPT; e++) { x[e] += a * w[e]; }
+    attention_store_row<TPR>(dst, x, 1.0f, p);
+}
+
 // c[r] = v . band[r] for the R rows of a band (v: HS values of the build's precision)
 template<int HS, int LD>
 __device__ void txl_band_dots(float* c, const float* band, const floatX* v, int R) {
@@ -116,22 +150,15 @@ txl_forward_kernel(floatX* out, float* lse, const floatX* qkv, const TxlArgs a, 
     int C = NH * HS, C3 = 3 * C;
     int row = i < T ? i : T - 1; // rows past T compute on a valid row and write nothing
     float scale = 1.0f / sqrtf((float)HS);
-    float qw[ATT_DPT], qr[ATT_DPT], o[ATT_DPT];
-    attention_load_row<TPR>(qw, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
-    txl_load_vec<TPR>(o, a.rw + h * HS, p);
-    txl_load_vec<TPR>(qr, a.rr + h * HS, p);
-    #pragma unroll
-    for (int e = 0; e < ATT_DPT; e++) { qr[e] += qw[e]; qw[e] += o[e]; o[e] = 0.0f; }
+    float qw[ATT_DPT], qr[ATT_DPT], o[ATT_DPT] = {};
+    txl_load_query<TPR>(qw, qr, qkv + ((size_t)b * T + row) * C3 + h * HS, a, h, p);
     float m = -INFINITY, l = 0.0f;
     int last_key = min(q0 + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
         __syncthreads();
-        attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
-        attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
-        txl_load_band<HS, LD>(ps, a.P, q0 - j0 - (ATT_BK - 1), TXL_BAND, T, C, h * HS);
+        txl_load_keys<HS, LD>(ks, vs, ps, qkv, a, b, h, q0, j0, T, C);
         __syncthreads();
         float s[ATT_BK];
-        float tile_max = -INFINITY;
         #pragma unroll
         for (int jj = 0; jj < ATT_BK; jj++) {
             // P's row of distance i - j is band row r - jj + ATT_BK - 1
@@ -139,21 +166,8 @@ txl_forward_kernel(floatX* out, float* lse, const floatX* qkv, const TxlArgs a, 
                                            + attention_dot<HS, TPR, LD>(qr, ps, r - jj + ATT_BK - 1, p));
             int j = j0 + jj;
             s[jj] = j <= i && i < T ? dot * scale : -INFINITY;
-            tile_max = fmaxf(tile_max, s[jj]);
         }
-        float m_new = fmaxf(m, tile_max);
-        if (m_new == -INFINITY) { continue; } // no key yet (only rows past T)
-        float corr = expf(m - m_new);
-        l *= corr;
-        #pragma unroll
-        for (int e = 0; e < ATT_DPT; e++) { o[e] *= corr; }
-        #pragma unroll
-        for (int jj = 0; jj < ATT_BK; jj++) {
-            float pij = expf(s[jj] - m_new);
-            l += pij;
-            attention_axpy<HS, TPR>(o, pij, vs, jj, p);
-        }
-        m = m_new;
+        attention_softmax_tile<HS, TPR>(s, m, l, o, vs, p);
     }
     if (i < T) {
         attention_store_row<TPR>(out + ((size_t)b * T + i) * C + h * HS, o, 1.0f / l, p);
@@ -177,27 +191,21 @@ txl_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const floatX* 
     int C = NH * HS, C3 = 3 * C;
     int row = i < T ? i : T - 1;
     float scale = 1.0f / sqrtf((float)HS);
-    float qw[ATT_DPT], qr[ATT_DPT], g[ATT_DPT], dqc[ATT_DPT], dqp[ATT_DPT];
-    attention_load_row<TPR>(qw, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
+    float qw[ATT_DPT], qr[ATT_DPT], g[ATT_DPT], dqc[ATT_DPT], dqp[ATT_DPT] = {};
+    txl_load_query<TPR>(qw, qr, qkv + ((size_t)b * T + row) * C3 + h * HS, a, h, p);
     attention_load_row<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, p);
     attention_load_row<TPR>(dqc, out + ((size_t)b * T + row) * C + h * HS, p); // out_i, for D_i
     float Di = 0.0f;
     #pragma unroll
-    for (int e = 0; e < ATT_DPT; e++) { Di += g[e] * dqc[e]; }
+    for (int e = 0; e < ATT_DPT; e++) { Di += g[e] * dqc[e]; dqc[e] = 0.0f; }
     Di = row_group_sum<TPR>(Di);
-    txl_load_vec<TPR>(dqc, a.rw + h * HS, p);
-    txl_load_vec<TPR>(qr, a.rr + h * HS, p);
-    #pragma unroll
-    for (int e = 0; e < ATT_DPT; e++) { qr[e] += qw[e]; qw[e] += dqc[e]; dqc[e] = 0.0f; dqp[e] = 0.0f; }
     size_t lse_idx = ((size_t)b * NH + h) * T + row;
     if (i < T && p == 0) { D[lse_idx] = Di; }
     float row_lse = lse[lse_idx];
     int last_key = min(q0 + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
         __syncthreads();
-        attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
-        attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
-        txl_load_band<HS, LD>(ps, a.P, q0 - j0 - (ATT_BK - 1), TXL_BAND, T, C, h * HS);
+        txl_load_keys<HS, LD>(ks, vs, ps, qkv, a, b, h, q0, j0, T, C);
         __syncthreads();
         #pragma unroll 4
         for (int jj = 0; jj < ATT_BK; jj++) {
@@ -293,12 +301,8 @@ txl_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, cons
         }
     }
     if (j < T) {
-        float rw[ATT_DPT];
-        txl_load_vec<TPR>(rw, a.rw + h * HS, p);
-        #pragma unroll
-        for (int e = 0; e < ATT_DPT; e++) { dk[e] += sds * rw[e]; }
         floatX* dst = dqkv + ((size_t)b * T + j) * C3 + h * HS;
-        attention_store_row<TPR>(dst + C, dk, 1.0f, p);
+        txl_store_plus<TPR>(dst + C, dk, sds, a.rw + h * HS, p);
         attention_store_row<TPR>(dst + 2 * C, dv, 1.0f, p);
     }
 }
@@ -357,13 +361,7 @@ txl_backward_p_kernel(const floatX* dout, const floatX* qkv, const float* lse, c
             }
         }
     }
-    if (n < T) {
-        float rr[ATT_DPT];
-        txl_load_vec<TPR>(rr, a.rr + h * HS, p);
-        #pragma unroll
-        for (int e = 0; e < ATT_DPT; e++) { dpn[e] += sds * rr[e]; }
-        attention_store_row<TPR>(a.dP + (size_t)n * C + h * HS, dpn, 1.0f, p);
-    }
+    if (n < T) { txl_store_plus<TPR>(a.dP + (size_t)n * C + h * HS, dpn, sds, a.rr + h * HS, p); }
 }
 
 // ----------------------------------------------------------------------------
