@@ -110,7 +110,10 @@ $(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
 
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
-# head sizes 64, 32, 128) against the double-precision reference, then the mutants
+# head sizes 64, 32, 128; T = 77 at randomized positions) against the double-precision
+# reference, then the mutants; then the whole CUDA path against the CPU path (emulate-tiny)
+# for txl (its own kernels) and at randomized positions for rope (a table per layer) and
+# kerple (the fp32 kernels' bias at the positions, and its parameters' gradients)
 test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe))
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
@@ -118,6 +121,9 @@ test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(p
 	  $(EMU)/attention_$$pe check || exit 1; \
 	done
 	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE)
+	$(MAKE) emulate-tiny PE=txl
+	$(MAKE) emulate-tiny PE=rope VARIANT=rp
+	$(MAKE) emulate-tiny PE=kerple VARIANT=rp
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every

@@ -201,7 +201,7 @@ static void test_attention(void) {
         printf("attention kernels alone (%s, %s): B=%d T=%d NH=%d hs=%d\n", pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
         AttnCase c;
         attn_case_setup(&c, s, 1000 + k);
-        attn_case_run(&c, attention_forward, attention_backward);
+        attn_case_run(&c, layer_attention_forward, layer_attention_backward);
         failures += attn_case_compare(&c, TOL_ATT_OUT, TOL_ATT_PE);
         attn_case_free(&c);
     }

@@ -731,7 +731,8 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // attention_backward for its PEBias, instead of hooks into the shared ones.
 // Positions: pe_positions(model, l) is the device table of the tokens' positions in layer l
 // (randomized positions, llmc/pe.h, as train_gpt2.c draws them), or NULL when they are the
-// indices; the attention kernels get the bias at those positions (PEPositions).
+// indices; layer_attention_forward/backward then run the kernels with the bias at those
+// positions (PEPositions).
 // ============================================================================
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
@@ -1317,14 +1318,14 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
     pb->a.dP = model->gs.pe_drel;
     pb->a.partials = model->gs.pe_partials;
 }
-// the attention of every layer: txl's kernels (its positions are the indices: no -rp)
-static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PEPositions<PEBias>& pb, int B, int T, int NH, int HS,
+// the attention of every layer: txl's kernels
+static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T, int NH, int HS,
                               cudaStream_t stream) {
-    txl_attention_forward(out, lse, qkv, pb.pe.a, B, T, NH, HS, ctx.prop.sharedMemPerBlockOptin, stream);
+    txl_attention_forward(out, lse, qkv, pb.a, B, T, NH, HS, ctx.prop.sharedMemPerBlockOptin, stream);
 }
 static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                               const PEPositions<PEBias>& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    txl_attention_backward(dqkv, D, dout, qkv, out, lse, pb.pe.a, B, T, NH, HS, ctx.prop.sharedMemPerBlockOptin, stream);
+                               const PEBias& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    txl_attention_backward(dqkv, D, dout, qkv, out, lse, pb.a, B, T, NH, HS, ctx.prop.sharedMemPerBlockOptin, stream);
 }
 // one thread per (head, dimension) of r_w and r_r: the sum of the dq pass's partials over
 // the batch and the query blocks
@@ -1585,6 +1586,27 @@ static void pe_project(GPT2* model) { (void)model; }
 #ifndef PE_LAYER_DLN1
 #define PE_LAYER_DLN1 0
 #endif
+
+// a layer's attention: the build's kernels with the encoding's hooks (its own kernels for
+// PE_ATTENTION), at the tokens' positions pos (NULL: the indices); the encodings with
+// randomized positions compile the kernels a second time for them (PEPositions), non-DAPE
+// builds only, and the plain instance stays the one every other run uses
+static void layer_attention_forward(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, const int* pos, int B, int T, int NH,
+                                    int HS, cudaStream_t stream) {
+#if defined(PE_RANDOM_POSITIONS) && DAPE_ID == 0
+    if (pos != NULL) { attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); return; }
+#endif
+    if (pos != NULL) { fatal("attention: randomized positions on PE '%s'", model_label(PE_ID, DAPE_ID)); }
+    attention_forward(out, lse, qkv, pb, B, T, NH, HS, stream);
+}
+static void layer_attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                                     const PEBias& pb, const int* pos, int B, int T, int NH, int HS, cudaStream_t stream) {
+#if defined(PE_RANDOM_POSITIONS) && DAPE_ID == 0
+    if (pos != NULL) { attention_backward(dqkv, D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); return; }
+#endif
+    if (pos != NULL) { fatal("attention: randomized positions on PE '%s'", model_label(PE_ID, DAPE_ID)); }
+    attention_backward(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
+}
 
 // ============================================================================
 // DAPE (llmc/dape.h; the kernels in llmc/attention_dape.cuh, the definition in
@@ -1953,7 +1975,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
 #if DAPE_ID
         if (cfg->dape != 0) { dape_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T); } else
 #endif
-        { attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, PEPositions<PEBias>{pb, pe_positions(model, l)}, B, T, NH, C / NH, st); }
+        { layer_attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, pb, pe_positions(model, l), B, T, NH, C / NH, st); }
         matmul_forward(a.proj, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C, NULL);
         residual_forward(l_residual2, residual, a.proj, (size_t)B * T * C);
         layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
@@ -2023,8 +2045,8 @@ void gpt2_backward(GPT2* model) {
         } else
 #endif
         {
-            attention_backward(d.dbig, d.att_D, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
-                               PEPositions<PEBias>{pb, pe_positions(model, l)}, B, T, NH, C / NH, ctx.stream);
+            layer_attention_backward(d.dbig, d.att_D, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
+                                     pb, pe_positions(model, l), B, T, NH, C / NH, ctx.stream);
             pe_bias_reduce(&pb, model, l, B);
         }
         pe_layer_backward(model, l, B, T);

@@ -30,8 +30,8 @@ per encoding, train_gpt2.cu "positional encodings"):
 
 An encoding that writes its bias per pair, pe_bias(pb, b, h, i, j) as train_gpt2.c does,
 gets PERow = (b, h, i) from the trainer (no PE_ROW). PE::Grad is a struct of floats.
-The trainer hands the kernels PEPositions<PEBias> (below): the same hooks, called with the
-tokens' positions instead of their indices (randomized positions, llmc/pe.h).
+With randomized positions (llmc/pe.h) the trainer hands the kernels PEPositions<PEBias>
+(below): the same hooks, called with the tokens' positions instead of their indices.
 
 Layouts: qkv (B, T, 3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS;
 out and dout (B, T, C); lse and D (B, NH, T) in fp32.
@@ -79,18 +79,18 @@ shared memory per block at most (HS = 128).
 template<class PE> using PERowOf = decltype(pe_bias_row(PE(), 0, 0, 0));
 
 // An encoding's bias at the tokens' positions: the hooks of PE, called with pos[i] and pos[j]
-// for query i and key j (a draw of randomized positions, llmc/pe.h), or with i and j where
-// pos is NULL. Positions only enter the bias: masking and the per-token gradients of
-// pe_bias_flush stay with the tokens (every encoding with a per-token bias, CABLE's, has
-// pos NULL). Positions increase with the tokens, so pos[j] <= pos[i] exactly when j <= i.
+// for query i and key j (a draw of randomized positions, llmc/pe.h); a second instance of
+// the kernels, so that those with PE itself, at the indices, stay as they are. Positions
+// only enter the bias: masking and the per-token gradients of pe_bias_flush stay with the
+// tokens. Positions increase with the tokens, so pos[j] <= pos[i] exactly when j <= i.
 template<class PE>
 struct PEPositions {
     typedef typename PE::Grad Grad;
     PE pe;
-    const int* pos; // (T) device; NULL: the positions are the indices
+    const int* pos; // (T) device
 };
 template<class PE>
-__device__ __forceinline__ int pe_position(const PEPositions<PE>& w, int t) { return w.pos != NULL ? w.pos[t] : t; }
+__device__ __forceinline__ int pe_position(const PEPositions<PE>& w, int t) { return w.pos[t]; }
 template<class PE>
 __device__ __forceinline__ PERowOf<PE> pe_bias_row(const PEPositions<PE>& w, int b, int h, int i) {
     return pe_bias_row(w.pe, b, h, pe_position(w, i));

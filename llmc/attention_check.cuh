@@ -22,10 +22,12 @@ b = w_i (S_i - S_j), which is zero for the exact D_i).
 
 typedef struct { int B, T, NH, hs, rp_len; } AttnShape; // rp_len: randomized positions from [0, rp_len) (0: none)
 
-typedef void (*AttnForwardFn)(floatX* out, float* lse, const floatX* qkv, const PEPositions<PEBias>& pb, int B, int T, int NH, int HS,
+// the attention under test, as the trainer's layer_attention_forward/backward: the bias at
+// the positions pos (NULL: the indices)
+typedef void (*AttnForwardFn)(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, const int* pos, int B, int T, int NH, int HS,
                               cudaStream_t stream);
 typedef void (*AttnBackwardFn)(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                               const PEPositions<PEBias>& pb, int B, int T, int NH, int HS, cudaStream_t stream);
+                               const PEBias& pb, const int* pos, int B, int T, int NH, int HS, cudaStream_t stream);
 
 // a one-layer model whose layer-0 activations hold random attention inputs, and host
 // copies of exactly what the kernels read
@@ -144,11 +146,10 @@ static void attn_case_run(AttnCase* c, AttnForwardFn fwd, AttnBackwardFn bwd) {
     AttnShape s = c->s;
     PEBias pb;
     pe_bias_setup(&pb, m, 0, s.B, s.T, 0);
-    fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, PEPositions<PEBias>{pb, c->pos_dev}, s.B, s.T, s.NH, s.hs, ctx.stream);
+    fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pb, c->pos_dev, s.B, s.T, s.NH, s.hs, ctx.stream);
     gpt2_zero_grad(m);
     pe_bias_setup(&pb, m, 0, s.B, s.T, 1);
-    bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, PEPositions<PEBias>{pb, c->pos_dev},
-        s.B, s.T, s.NH, s.hs, ctx.stream);
+    bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pb, c->pos_dev, s.B, s.T, s.NH, s.hs, ctx.stream);
     pe_bias_reduce(&pb, m, 0, s.B);
     cudaCheck(cudaStreamSynchronize(ctx.stream));
 #if defined(PE_TXL)

@@ -140,21 +140,50 @@ __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* d
 }
 
 #if !defined(PE_ATTENTION) // the encodings with hooks into the shared kernels
-typedef PEPositions<PEBias> PEArg;
-static void attention_forward_naive(floatX* out, float* lse, const floatX* qkv, const PEArg& pb, int B, int T, int NH, int HS,
-                                    cudaStream_t stream) {
-    dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
-    attention_forward_naive_kernel<PEArg><<<grid, NAIVE_BLOCK, 0, stream>>>(out, lse, qkv, pb, T, NH, HS);
-    cudaCheckLaunch("attention_forward_naive_kernel");
+// version V's kernels (1 naive, 2 fp32 tiled, 3 tensor cores) with the bias hooks of PE
+template<int V, class PE>
+static void version_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    if constexpr (V == 1) {
+        dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
+        attention_forward_naive_kernel<PE><<<grid, NAIVE_BLOCK, 0, stream>>>(out, lse, qkv, pb, T, NH, HS);
+        cudaCheckLaunch("attention_forward_naive_kernel");
+    } else if constexpr (V == 2) {
+        attention_forward_tiled(out, lse, qkv, pb, B, T, NH, HS, stream);
+    } else {
+#if !defined(ENABLE_FP32) // version 3 exists in bf16 builds only
+        attention_forward_mma(out, lse, qkv, pb, B, T, NH, HS, stream);
+#endif
+    }
 }
-
-static void attention_backward_naive(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                                     const PEArg& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
-    attention_backward_q_naive_kernel<PEArg><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, D, dout, qkv, out, lse, pb, T, NH, HS);
-    cudaCheckLaunch("attention_backward_q_naive_kernel");
-    attention_backward_kv_naive_kernel<PEArg><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, dout, qkv, lse, D, pb, T, NH, HS);
-    cudaCheckLaunch("attention_backward_kv_naive_kernel");
+template<int V, class PE>
+static void version_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                             const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    if constexpr (V == 1) {
+        dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
+        attention_backward_q_naive_kernel<PE><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, D, dout, qkv, out, lse, pb, T, NH, HS);
+        cudaCheckLaunch("attention_backward_q_naive_kernel");
+        attention_backward_kv_naive_kernel<PE><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, dout, qkv, lse, D, pb, T, NH, HS);
+        cudaCheckLaunch("attention_backward_kv_naive_kernel");
+    } else if constexpr (V == 2) {
+        attention_backward_tiled(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
+    } else {
+#if !defined(ENABLE_FP32) // version 3 exists in bf16 builds only
+        attention_backward_mma(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
+#endif
+    }
+}
+// the same at the positions pos (NULL: the indices), as the trainer's layer_attention_*
+template<int V>
+static void version_forward_at(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, const int* pos, int B, int T, int NH, int HS,
+                               cudaStream_t stream) {
+    if (pos != NULL) { version_forward<V>(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); }
+    else { version_forward<V>(out, lse, qkv, pb, B, T, NH, HS, stream); }
+}
+template<int V>
+static void version_backward_at(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                                const PEBias& pb, const int* pos, int B, int T, int NH, int HS, cudaStream_t stream) {
+    if (pos != NULL) { version_backward<V>(dqkv, D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); }
+    else { version_backward<V>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream); }
 }
 #endif
 
@@ -198,12 +227,9 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
         PEBias pf, pbw;
         pe_bias_setup(&pf, m, 0, s.B, s.T, 0);
         pe_bias_setup(&pbw, m, 0, s.B, s.T, 1);
-        float ms_f = time_ms([&]() {
-            fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, PEPositions<PEBias>{pf, c.pos_dev}, s.B, s.T, s.NH, s.hs, ctx.stream);
-        }, 10);
+        float ms_f = time_ms([&]() { fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, c.pos_dev, s.B, s.T, s.NH, s.hs, ctx.stream); }, 10);
         float ms_b = time_ms([&]() {
-            bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, PEPositions<PEBias>{pbw, c.pos_dev},
-                s.B, s.T, s.NH, s.hs, ctx.stream);
+            bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, c.pos_dev, s.B, s.T, s.NH, s.hs, ctx.stream);
         }, 10);
         // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
         double pairs = (double)s.B * s.NH * s.T * (s.T + 1) / 2.0;
@@ -226,17 +252,18 @@ int main(int argc, char** argv) {
     AttnBackwardFn bwd;
     switch (version) {
 #if defined(PE_ATTENTION)
-        case 2: case 3: fwd = attention_forward; bwd = attention_backward; break; // the encoding's own kernels
+        case 2: case 3: fwd = layer_attention_forward; bwd = layer_attention_backward; break; // the encoding's own kernels
         default: fatal("unknown version %d (PE %s: 2 and 3, its own kernels)", version, pe_name(PE_ID));
 #else
-        case 1: fwd = attention_forward_naive; bwd = attention_backward_naive; break;
-        case 2: fwd = attention_forward_tiled<PEArg>; bwd = attention_backward_tiled<PEArg>; break;
+        case 1: fwd = version_forward_at<1>; bwd = version_backward_at<1>; break;
+        case 2: fwd = version_forward_at<2>; bwd = version_backward_at<2>; break;
 #if !defined(ENABLE_FP32)
-        case 3: fwd = attention_forward_mma<PEArg>; bwd = attention_backward_mma<PEArg>; break;
+        case 3: fwd = version_forward_at<3>; bwd = version_backward_at<3>; break;
 #endif
         default: fatal("unknown version %d (1: naive, 2: fp32 tiled, 3: tensor cores, bf16 builds)", version);
 #endif
     }
+    if (check) { fwd = layer_attention_forward; bwd = layer_attention_backward; } // the trainer's own dispatch
     int fails = 0;
     if (check) {
         const AttnShape shapes[] = {{2, 200, 2, 64, 0}, {1, 1024, 1, 64, 0}, {1, 77, 2, 32, 300}, {1, 100, 1, 128, 0}};
