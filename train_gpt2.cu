@@ -1588,23 +1588,25 @@ static void pe_project(GPT2* model) { (void)model; }
 #endif
 
 // a layer's attention: the build's kernels with the encoding's hooks (its own kernels for
-// PE_ATTENTION), at the tokens' positions pos (NULL: the indices); the encodings with
-// randomized positions compile the kernels a second time for them (PEPositions), non-DAPE
-// builds only, and the plain instance stays the one every other run uses
+// PE_ATTENTION), at the tokens' positions pos (NULL: the indices). The bias encodings with
+// randomized positions (PE_BIAS_OF_POSITIONS) compile the kernels a second time for them
+// (PEPositions; non-DAPE builds), so that the instance every other run uses stays as it
+// was; for the others positions enter before the attention (embeddings, rope's and xpos's
+// rotation) and the bias (none, or xPos's window, which -rp excludes) ignores them.
 static void layer_attention_forward(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, const int* pos, int B, int T, int NH,
                                     int HS, cudaStream_t stream) {
-#if defined(PE_RANDOM_POSITIONS) && DAPE_ID == 0
+#if defined(PE_BIAS_OF_POSITIONS) && DAPE_ID == 0
     if (pos != NULL) { attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); return; }
 #endif
-    if (pos != NULL) { fatal("attention: randomized positions on PE '%s'", model_label(PE_ID, DAPE_ID)); }
+    (void)pos;
     attention_forward(out, lse, qkv, pb, B, T, NH, HS, stream);
 }
 static void layer_attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
                                      const PEBias& pb, const int* pos, int B, int T, int NH, int HS, cudaStream_t stream) {
-#if defined(PE_RANDOM_POSITIONS) && DAPE_ID == 0
+#if defined(PE_BIAS_OF_POSITIONS) && DAPE_ID == 0
     if (pos != NULL) { attention_backward(dqkv, D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); return; }
 #endif
-    if (pos != NULL) { fatal("attention: randomized positions on PE '%s'", model_label(PE_ID, DAPE_ID)); }
+    (void)pos;
     attention_backward(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
 }
 

@@ -1006,6 +1006,9 @@ static int train_main(int argc, char** argv) {
     }
     for (int k = 0; k < a.num_eval_variants; k++) {
         if (a.eval_variants[k] == PE_EVAL_PLAINPOS && cfg->rp_len == 0) { fatal("flag -ra: the model has no randomized positions (-rp)"); }
+        if (a.eval_variants[k] == PE_EVAL_BCA && cfg->rp_len > 0) {
+            fatal("flag -xb: blockwise causal attention is not defined for a model with randomized positions (-rp %d)", cfg->rp_len);
+        }
     }
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
     if (cfg->rp_len > 0) { snprintf(run_pe_label + strlen(run_pe_label), sizeof(run_pe_label) - strlen(run_pe_label), "_rp%d", cfg->rp_len); }

@@ -100,10 +100,10 @@ of 0..T-1; rp_draw makes them, bit for bit the same in both trainers.
 #define PE_ID PE_ID_LEARNED
 #endif
 
-// the encodings with a position to randomize (randomized positions, -rp: rp_supported below)
-#if defined(PE_LEARNED) || defined(PE_SINUSOIDAL) || defined(PE_ROPE) || defined(PE_XPOS) || defined(PE_ALIBI) \
-    || defined(PE_SANDWICH) || defined(PE_KERPLE) || defined(PE_KERPLE_POWER) || defined(PE_FIRE) || defined(PE_T5)
-#define PE_RANDOM_POSITIONS
+// the encodings whose attention bias is a function of the positions, and so of a draw of
+// randomized positions (-rp; rp_supported below: the others enter by the embedding or q, k)
+#if defined(PE_ALIBI) || defined(PE_SANDWICH) || defined(PE_KERPLE) || defined(PE_KERPLE_POWER) || defined(PE_FIRE) || defined(PE_T5)
+#define PE_BIAS_OF_POSITIONS
 #endif
 
 // the CABLE family shares one implementation: a per-token increment from a linear
