@@ -212,7 +212,7 @@ static void test_attention(void) {
 
 static void test_memory(void) {
     int T = 16384;
-    GPT2Config cfg = {0};
+    GPT2Config cfg = {};
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 256;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = T; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);

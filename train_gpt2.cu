@@ -738,6 +738,7 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
 static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
 
+#if defined(PE_SANDWICH) || defined(PE_TXL)
 // replaces a table of the encoding's (sandwich's biases, txl's sinusoids) with `bytes` of
 // `host`, once the kernels that may read the old one are done
 static void pe_table_upload(void** table, const void* host, size_t bytes, const char* what) {
@@ -746,6 +747,7 @@ static void pe_table_upload(void** table, const void* host, size_t bytes, const 
     *table = cuda_malloc(bytes, what);
     cudaCheck(cudaMemcpy(*table, host, bytes, cudaMemcpyHostToDevice));
 }
+#endif
 
 // ---- randomized positions (llmc/pe.h; train_gpt2.c's pe_positions_draw) ----
 // are the positions of this forward pass drawn?

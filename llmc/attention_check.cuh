@@ -73,7 +73,7 @@ static float* upload_random(floatX* dst, size_t n, float stddev, uint64_t* rng) 
 static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     memset(c, 0, sizeof(*c));
     c->s = s;
-    GPT2Config cfg = {0};
+    GPT2Config cfg = {};
     cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
     cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
