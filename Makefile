@@ -17,7 +17,7 @@
 # of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
 
 PE ?= learned
-PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable xpos sandwich kerple_power txl
+PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable xpos sandwich kerple_power cope txl
 ifeq ($(filter $(PE),$(PE_LIST)),)
 $(error unknown PE '$(PE)'; valid names: $(PE_LIST))
 endif
@@ -144,7 +144,7 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
 # GPU); the tests run where a GPU is present and skip with a message where none is; the
 # tensor-core attention of every encoding runs on the CPU in the emulation (cuda.mk)
-test: test-cpu test-data test-scripts test-fuzz test-experiment test-python test-cuda-run test-cuda-emulate test-dape
+test: test-cpu test-data test-scripts test-fuzz test-experiment test-python test-cuda-flags test-cuda-run test-cuda-resources test-cuda-emulate test-dape
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

@@ -5,6 +5,10 @@
 #   make test_gpt2cu PE=<name> [PRECISION=...]          GPU-vs-CPU test (./test_gpt2cu)
 #   make test-cuda-builds    every encoding's trainer (bf16) and test (fp32) compile
 #   make test-cuda-run       every encoding's GPU-vs-CPU test (skips without a GPU)
+#   make test-cuda-flags     MPI's and NCCL's flags with fake MPI wrappers (make cuda-flags
+#                            prints them)
+#   make test-cuda-resources the attention kernels' registers and local memory (ptxas) held
+#                            to a budget; dev/cuda/resources_table.sh writes the full table
 #   make test-cuda-emulate   the tensor-core attention of every encoding on the CPU
 #                            (dev/cuda/emulate), and mutants that must fail
 #   make emulate PE=<name> [DAPE=<variant>]   the whole CUDA path on the CPU: test_gpt2cu's
@@ -16,14 +20,15 @@
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
 # test_gpt2cu (<pe>: the Makefile's stem, with DAPE e.g. kerple_dape1x3). bf16 builds use
 # fast math; fp32 builds, which are compared tightly with the CPU path, do not. Options:
-# CUDA_ARCH (default sm_90: H100/H200), NO_MPI=1.
+# CUDA_ARCH (default: sm_90 machine code for H100/H200 and compute_90 PTX for newer GPUs),
+# NVCC (e.g. a CUDA 12 nvcc for a driver older than CUDA 13's), NO_MPI=1, MPICC, NCCL_DIRS.
 
 NVCC ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 PRECISION ?= BF16
 ifeq ($(filter $(PRECISION),BF16 FP32),)
 $(error unknown PRECISION '$(PRECISION)'; valid: BF16 FP32)
 endif
-CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS := -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function
 NVCC_LDLIBS := -lcublas -lcublasLt
 CU_HEADERS := $(HEADERS) $(wildcard llmc/*.cuh)
@@ -33,26 +38,54 @@ CU_SUFFIX := $(if $(filter FP32,$(PRECISION)),_fp32,)
 cu_pe = $(patsubst %_fp32,%,$(1))
 cu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16 --use_fast_math)
 
-# multi-GPU: MPI (unless NO_MPI=1), and NCCL on top of it when its header is there
+# multi-GPU: MPI (unless NO_MPI=1), its flags from the wrapper $(MPICC) through
+# dev/cuda/mpi_flags.sh (OpenMPI's --showme, MPICH's -compile_info/-link_info; what nvcc does not
+# take itself through -Xcompiler/-Xlinker); a wrapper that names no library: no MPI, and the
+# build says so. NCCL on top of MPI where its header and its library are both found under one
+# of NCCL_DIRS (default: the CUDA toolkit's and the system's).
+NCCL_DIRS ?= $(abspath $(dir $(NVCC))..) /usr
+nccl_lib = $(firstword $(wildcard $(1)/lib64/libnccl.so $(1)/lib/libnccl.so $(1)/lib/*-linux-gnu/libnccl.so))
 CU_MPI_FLAGS :=
 CU_MPI_LIBS :=
+CU_MPI_NOTE :=
 ifneq ($(NO_MPI),1)
   ifneq ($(MPICC),)
-    CU_MPI_FLAGS := -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell $(MPICC) --showme:compile 2>/dev/null)
-    CU_MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
-    ifneq ($(wildcard $(dir $(NVCC))../include/nccl.h /usr/include/nccl.h),)
-      CU_MPI_FLAGS += -DUSE_NCCL
-      CU_MPI_LIBS += -lnccl
+    CU_MPI_LIBS := $(shell sh dev/cuda/mpi_flags.sh link $(MPICC))
+    ifneq ($(CU_MPI_LIBS),)
+      CU_MPI_FLAGS := -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell sh dev/cuda/mpi_flags.sh compile $(MPICC))
+      CU_NCCL_DIR := $(firstword $(foreach d,$(NCCL_DIRS),$(if $(and $(wildcard $(d)/include/nccl.h),$(call nccl_lib,$(d))),$(d))))
+      ifneq ($(CU_NCCL_DIR),)
+        CU_MPI_FLAGS += -DUSE_NCCL $(if $(filter /usr,$(CU_NCCL_DIR)),,-I$(CU_NCCL_DIR)/include)
+        CU_MPI_LIBS += -L$(patsubst %/,%,$(dir $(call nccl_lib,$(CU_NCCL_DIR)))) -lnccl
+      endif
+    else
+      CU_MPI_NOTE := note: $(MPICC) names no MPI library (neither OpenMPI's --showme:libs nor MPICH's -link_info): the CUDA trainer is built without MPI
     endif
   endif
 endif
 
-.PHONY: train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-emulate emulate emulate-tiny nvcc-check
+.PHONY: cuda-flags test-cuda-flags train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-resources test-cuda-emulate emulate emulate-tiny nvcc-check
 nvcc-check:
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA toolkit (or put nvcc on PATH) to build the CUDA path" >&2; exit 1; }
 
+# the flags derived above (tests/mpi_flags.sh checks them with fake MPI wrappers)
+cuda-flags:
+	@echo "compile: $(strip $(CU_MPI_FLAGS))"
+	@echo "link: $(strip $(CU_MPI_LIBS))"
+	@echo "$(CU_MPI_NOTE)"
+
+# CI: those flags for fake MPI wrappers of each style and fake NCCL installs
+test-cuda-flags:
+	bash tests/mpi_flags.sh
+
+# the trainer; ptxas's report of every kernel's registers, local and shared memory goes to
+# $@.ptxas (make test-cuda-resources reads it), everything else nvcc says to the terminal
 $(BUILD)/train_gpt2cu_%: train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
-	$(NVCC) $(NVCC_FLAGS) $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) $(CU_MPI_FLAGS) -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS)
+	$(if $(CU_MPI_NOTE),@echo "$(CU_MPI_NOTE)" >&2)
+	$(NVCC) $(NVCC_FLAGS) --resource-usage $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) $(CU_MPI_FLAGS) \
+	  -o $@ train_gpt2.cu $(NVCC_LDLIBS) $(CU_MPI_LIBS) > $@.ptxas.tmp 2>&1; \
+	  status=$$?; grep -v -e '^ptxas info' -e '^    [0-9]* bytes stack frame' $@.ptxas.tmp >&2; \
+	  if [ $$status -eq 0 ]; then mv $@.ptxas.tmp $@.ptxas; else rm -f $@.ptxas.tmp; exit $$status; fi
 
 # the test runs on one GPU (no MPI); its CPU reference uses OpenMP
 $(BUILD)/test_gpt2cu_%: test_gpt2.cu train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
@@ -88,13 +121,25 @@ test-cuda-run: test-cuda-builds $(foreach pe,$(PE_LIST),$(BUILD)/test_gpt2_$(pe)
 # build/emulate/<program>_<pe> (bf16) and <program>_<pe>_fp32.
 EMU := $(BUILD)/emulate
 EMU_SRC := $(EMU)/src
-EMU_CXX := g++ -std=c++20 -O2 -fopenmp -fno-strict-aliasing -x c++ -w -I$(EMU_SRC)/dev/cuda/emulate
-EMU_INPUTS := train_gpt2.cu test_gpt2.cu $(CU_HEADERS) $(wildcard dev/cuda/*.cu dev/cuda/emulate/*.h dev/cuda/emulate/*.py)
+# every load and store of the kernels is checked: -fsanitize=kernel-address calls the
+# emulation's hooks (dev/cuda/emulate/emu_kernel.h), no sanitizer runtime is linked
+EMU_CHECK := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 --param asan-stack=0 --param asan-globals=0 -DEMU_CHECK_ACCESS
+EMU_COMPILE := g++ -std=c++20 -fopenmp -fno-strict-aliasing -x c++ -w -O2 $(EMU_CHECK)
+EMU_CXX := $(EMU_COMPILE) -I$(EMU_SRC)/dev/cuda/emulate
+# the emulation itself (and the host code) under AddressSanitizer and UBSan, instead
+EMU_ASAN_CXX := g++ -std=c++20 -fopenmp -fno-strict-aliasing -x c++ -w -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined -I$(EMU_SRC)/dev/cuda/emulate
+EMU_INPUTS := train_gpt2.cu test_gpt2.cu $(CU_HEADERS) $(wildcard dev/cuda/*.cu dev/cuda/emulate/*.h dev/cuda/emulate/*.cu dev/cuda/emulate/*.py)
 emu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16)
 # tensor-core instructions, with mutants planted in the kernels (and one in the emulation):
-# a mutant's test must fail; kerple's PERow holds no pointer, so a mutant reads NaN, not
-# an address
+# a mutant's test must fail (a missing barrier or wait with the emulation's report);
+# kerple's PERow holds no pointer. The same encoding's attention check runs under
+# AddressSanitizer.
 EMU_MUTANT_PE := kerple
+# the programs whose handling of a machine without a usable GPU is checked (the emulated
+# test_gpt2cu is the one make test-dape builds)
+EMU_DEVICE_STEM := kerple_dape1x3
+CUDA_INCLUDE = $(dir $(NVCC))../include
 
 $(EMU_SRC)/.prepared: $(EMU_INPUTS) | $(BUILD)
 	rm -rf $(EMU_SRC) && python3 dev/cuda/emulate/prepare.py . $(EMU_SRC) && touch $@
@@ -105,29 +150,75 @@ $(EMU)/mma_check: $(EMU_SRC)/.prepared
 $(EMU)/attention_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
 
+# CoPE's attention is no bias of those kernels: its own check (dev/cuda/attention_cope.cu)
+$(EMU)/attention_cope $(EMU)/attention_cope_fp32: $(EMU)/attention_cope%: $(EMU_SRC)/.prepared
+	$(EMU_CXX) $(call emu_precision,$@) -DPE_COPE -o $@ $(EMU_SRC)/dev/cuda/attention_cope.cu
+
+$(EMU)/asan_attention_%: $(EMU_SRC)/.prepared
+	$(EMU_ASAN_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
+
 $(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/test_gpt2.cu
 
+$(EMU)/train_gpt2cu_%: $(EMU_SRC)/.prepared
+	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/train_gpt2.cu
+
+$(EMU)/defects: $(EMU_SRC)/.prepared
+	$(EMU_CXX) -DENABLE_BF16 -DPE_LEARNED -o $@ $(EMU_SRC)/dev/cuda/emulate/defects.cu
+
+# the enums and types of the stand-ins against the real headers of the CUDA toolkit
+$(EMU)/enums_real: dev/cuda/emulate/enums.cpp | $(BUILD) nvcc-check
+	mkdir -p $(EMU) && g++ -I$(CUDA_INCLUDE) -o $@ $<
+$(EMU)/enums_emulated: dev/cuda/emulate/enums.cpp $(EMU_SRC)/.prepared
+	g++ -std=c++20 -x c++ -I$(EMU_SRC)/dev/cuda/emulate -o $@ $<
+
+# CI (nvcc, no GPU): ptxas's report of every encoding's bf16 trainer (the builds above, which
+# also hold DAPE's kernels with the encoding's hooks) against dev/cuda/resources.py's budget: no
+# local memory (stack frame, spills) in the tensor-core attention kernels at head sizes 32 and 64
+# nor in DAPE's, registers x threads per block within an SM's 65,536; the threads and dynamic
+# shared memory as the launchers ask for them, printed by the emulated dev/cuda/attention_bias
+# (make test-cuda-emulate builds it)
+# (cope computes its attention with its own kernels, dev/cuda/attention_cope.cu: not in it; txl's
+# own kernels are, their launches printed by its attention_bias)
+RESOURCE_PES := $(filter-out cope,$(PE_LIST))
+test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(EMU)/attention_$(pe))
+	@for pe in $(RESOURCE_PES); do $(EMU)/attention_$$pe launches > $(BUILD)/launches_$$pe.txt || exit 1; done
+	python3 dev/cuda/resources.py check $(foreach pe,$(RESOURCE_PES),$(BUILD)/launches_$(pe).txt $(BUILD)/train_gpt2cu_$(pe).ptxas)
+
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
-# head sizes 64, 32, 128; T = 77 at randomized positions) against the double-precision
-# reference, then the mutants; then the whole CUDA path against the CPU path (emulate-tiny)
-# for txl (its own kernels) and at randomized positions for rope (a table per layer) and
-# kerple (the fp32 kernels' bias at the positions, and its parameters' gradients)
-test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe))
+# head sizes 64, 32, 128; T = 77 at randomized positions; CoPE's kernels: dev/cuda/attention_cope
+# check) against the double-precision reference, one of them again under AddressSanitizer, the
+# stand-ins' enums against the CUDA headers, the planted defects the emulation must report
+# (dev/cuda/emulate/defects.sh), then the mutants; then the whole CUDA path against the CPU
+# path (emulate-tiny) for CoPE and txl (their attention is no bias of the kernels the others
+# share) and at randomized positions for rope (a table per layer) and kerple (the fp32
+# kernels' bias at the positions, and its parameters' gradients)
+test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
+                   $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
-	  echo "=== $$pe: tensor-core attention (bf16) in the emulation ==="; \
+	  echo "=== $$pe: the bf16 build's attention in the emulation ==="; \
 	  $(EMU)/attention_$$pe check || exit 1; \
 	done
-	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE)
+	@echo "=== $(EMU_MUTANT_PE): the same under AddressSanitizer and UBSan ==="
+	$(EMU)/asan_attention_$(EMU_MUTANT_PE) check
+	@echo "=== the stand-ins' enums and types against $(CUDA_INCLUDE) ==="
+	@$(EMU)/enums_real > $(EMU)/enums_real.txt && $(EMU)/enums_emulated | diff $(EMU)/enums_real.txt - && echo "$$(wc -l < $(EMU)/enums_real.txt) values equal"
+	@echo "=== planted defects: the emulation's reports ==="
+	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
+	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE) "$(EMU_COMPILE)"
+	@echo "=== cope, txl: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
+	$(MAKE) emulate-tiny PE=cope
 	$(MAKE) emulate-tiny PE=txl
+	@echo "=== rope, kerple at randomized positions: the same ==="
 	$(MAKE) emulate-tiny PE=rope VARIANT=rp
 	$(MAKE) emulate-tiny PE=kerple VARIANT=rp
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every
-# gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3)
+# gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3;
+# CoPE: dev/cuda/attention_cope.cu's versions 1 and 2, and its check)
 emulate: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(EMU)/test_gpt2cu_$(STEM) $(EMU)/attention_$(STEM)_fp32 $(EMU)/attention_$(STEM) $(BUILD)/test_gpt2_$(STEM)
 	$(BUILD)/test_gpt2_$(STEM) debug-state $(BUILD)/ref_$(STEM) $(VARIANT)
 	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_$(STEM)

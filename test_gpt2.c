@@ -133,6 +133,15 @@ static double ref_txl_score(GPT2* model, int l, int b, int h, int i, int j, int 
 }
 #endif
 
+#if defined(PE_COPE)
+// CoPE's tests train at 12 tokens (P = 13), below the lengths they run, so that the far
+// keys' positions clamp at P - 1; E (zero at the start) gets values of some weight
+#define COPE_TEST_MAXT 12
+static void cope_random_embeddings(GPT2* model, uint64_t* rng) {
+    for (size_t i = 0; i < model->param_sizes[P_COPE_E]; i++) { model->params.cope_e[i] = 0.5 * random_normal(rng); }
+}
+#endif
+
 // the bias b(i, j) of head h in layer l for row b, as DESIGN.md defines it
 static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
     int NH = model->config.num_heads;
@@ -167,6 +176,24 @@ static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
     int w = model->pe_eval.train_len;
     if (model->pe_eval.variant == PE_EVAL_BCA && T > w && j < (i / (w / 2) - 1) * (w / 2)) { return -INFINITY; }
     return 0;
+#elif defined(PE_COPE)
+    // the official code: the gates sigmoid(q_i.k_t / sqrt(hs)) of the keys t = j..i summed
+    // into key j's position, clamped at P - 1 = maxT; q_i.E interpolated between the
+    // position's floor and ceil, divided by sqrt(hs)
+    int C = model->config.channels, hs = C / NH, P = model->config.max_seq_len + 1;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+    double pos = 0;
+    for (int t = j; t <= i; t++) {
+        double dot = 0;
+        for (int c = 0; c < hs; c++) { dot += q[c] * qkv[((size_t)b * T + t) * 3 * C + C + h * hs + c]; }
+        pos += 1 / (1 + exp(-dot / sqrt((double)hs)));
+    }
+    pos = fmin(pos, P - 1);
+    const real* E = model->params.cope_e + (size_t)l * P * hs;
+    double zf = 0, zc = 0;
+    for (int c = 0; c < hs; c++) { zf += q[c] * E[(size_t)floor(pos) * hs + c]; zc += q[c] * E[(size_t)ceil(pos) * hs + c]; }
+    return ((pos - floor(pos)) * zc + (1 - (pos - floor(pos))) * zf) / sqrt((double)hs);
 #elif defined(PE_TXL)
     // the attention adds q_i . k_j / sqrt(hs) itself
     int C = model->config.channels, hs = C / NH;
@@ -457,6 +484,9 @@ static void test_reference_forward(int rp) {
     printf("forward pass against the definition (%s%s)\n", pe_name(PE_ID), rp ? ", randomized positions" : "");
     int B = 2, T = 40; // T > 16 exercises T5's logarithmic buckets
     GPT2Config cfg = tiny_config(T);
+#if defined(PE_COPE)
+    cfg.max_seq_len = COPE_TEST_MAXT;
+#endif
     if (rp) {
         cfg.rp_len = 3 * T; cfg.rp_seed = 5;
         if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
@@ -466,6 +496,9 @@ static void test_reference_forward(int rp) {
     model.rp_key = rp_key(RP_STREAM_TEST, 1, 0);
     uint64_t rng = random_seed(11);
     perturb_parameters(&model, 0.1f, &rng);
+#if defined(PE_COPE)
+    cope_random_embeddings(&model, &rng);
+#endif
 #if defined(PE_FIRE)
     model.params.fire_L[0] = 0.6f;  // L = 0.6 * 20 = 12: both sides of max(L, i)
     model.params.fire_L[1] = -1.3f; // L = 26, used as |l| L0
@@ -842,7 +875,42 @@ static void test_sandwich(void) {
 }
 #endif
 
+#if defined(PE_COPE)
+static double no_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    (void)model; (void)l; (void)b; (void)h; (void)i; (void)j; (void)T;
+    return 0;
+}
+
+// CoPE with E = 0 (its start) is NoPE; with E of weight it is not
+static void test_cope_identities(void) {
+    printf("identity: cope with E = 0 is nope\n");
+    int B = 2, T = 30;
+    GPT2Config cfg = tiny_config(COPE_TEST_MAXT);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 21);
+    uint64_t rng = random_seed(22);
+    perturb_parameters(&model, 0.1f, &rng);
+    memset(model.params.cope_e, 0, model.param_sizes[P_COPE_E] * sizeof(real));
+    int x[60], y[60];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    gpt2_forward(&model, x, y, B, T, 1);
+    double d = 0;
+    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
+    check(d < 1e-5, "E = 0: attention equals NoPE's", d, 1e-5);
+    cope_random_embeddings(&model, &rng);
+    gpt2_forward(&model, x, y, B, T, 1);
+    d = 0;
+    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
+    check(d > 1e-3, "E of weight: attention differs from NoPE's", d, 1e-3);
+    gpt2_free(&model);
+}
+#endif
+
 static void test_identities(void) {
+#if defined(PE_COPE)
+    test_cope_identities();
+#endif
 #if defined(PE_CABLE_NW) || defined(PE_CABLE)
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
@@ -1028,7 +1096,7 @@ static void expect_failure(const char* what, FailFn fn, const void* arg, const c
         _exit(0); // reaching here means it did not fail
     }
     close(pipefd[1]);
-    char buf[2048];
+    char buf[4096];
     ssize_t n = 0, r;
     while ((r = read(pipefd[0], buf + n, sizeof(buf) - 1 - n)) > 0) { n += r; }
     buf[n > 0 ? n : 0] = '\0';
@@ -1227,14 +1295,16 @@ static void test_files_and_errors(void) {
 // crash-safe writes (llmc/utils.h: AtomicFile): every write has its own temporary file, so
 // that two writers of one file never share one, and a failed write leaves none behind
 
-// number of temporary files (<name>...tmp) of file `name` in directory `dir`
+// number of temporary files of file `name` in directory `dir`
 static int count_temporaries(const char* dir, const char* name) {
     DIR* d = opendir(dir);
     int n = 0;
     struct dirent* e;
     while (d != NULL && (e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        n += strncmp(e->d_name, name, strlen(name)) == 0 && len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0;
+        unsigned host;
+        long pid;
+        const char* target = temporary_target(e->d_name, &host, &pid);
+        n += target != NULL && strcmp(target, name) == 0;
     }
     if (d != NULL) { closedir(d); }
     return n;
@@ -1270,6 +1340,49 @@ static void test_atomic_files(void) {
     expect_failure("a failed write exits with its error", fail_during_write, path, "a write fails halfway");
     int left = count_temporaries(tmpdir, "failed.txt") + file_exists(path);
     check(left == 0, "a failed write leaves no file, temporary or final", left, 0);
+
+    // what may be removed: only a temporary file whose writer is gone
+    const char* target = NULL;
+    int users = temporary_is_orphan("notes.2024.1.tmp", &target) + (target != NULL)
+              + temporary_is_orphan("model_00000010.bin.4242.0.tmp", &target) + (target != NULL);
+    check(users == 0, "a user's files that end in .<digits>.<digits>.tmp are not temporary ones", users, 0);
+    snprintf(path, sizeof(path), "%s/live.txt", tmpdir);
+    atomic_open(&a, path);
+    const char* name = strrchr(a.tmp_path, '/') + 1;
+    int live = temporary_is_orphan(name, &target);
+    check(!live && target != NULL && strcmp(target, "live.txt") == 0, "the temporary file of a running writer is not an orphan", live, 0);
+    atomic_commit(&a);
+    snprintf(path, sizeof(path), "%s/orphan.txt", tmpdir);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) { atomic_open(&a, path); _exit(0); } // a writer killed before its commit
+    waitpid(child, NULL, 0);
+    char orphan[256] = "", other_host[128];
+    DIR* d = opendir(tmpdir);
+    for (struct dirent* e; d != NULL && (e = readdir(d)) != NULL;) { // the child's temporary file
+        unsigned host;
+        long pid;
+        const char* t = temporary_target(e->d_name, &host, &pid);
+        if (t != NULL && strcmp(t, "orphan.txt") == 0 && pid == child) { snprintf(orphan, sizeof(orphan), "%s", e->d_name); }
+    }
+    if (d != NULL) { closedir(d); }
+    int gone = orphan[0] != '\0' && temporary_is_orphan(orphan, &target) && strcmp(target, "orphan.txt") == 0;
+    check(gone, "the temporary file of a writer that is gone is an orphan", !gone, 0);
+    snprintf(path, sizeof(path), "%s/%s", tmpdir, orphan);
+    unlink(path);
+    snprintf(other_host, sizeof(other_host), TMP_PREFIX "%08x.%d.0.orphan.txt", host_id() ^ 1u, (int)child);
+    int elsewhere = temporary_is_orphan(other_host, &target);
+    check(!elsewhere, "one of a process on another machine is not (its process may run)", elsewhere, 0);
+}
+
+// an error message is never cut: a long path does not hide the reason after it
+static void open_long_path(const void* arg) { fopen_check((const char*)arg, "rb"); }
+static void test_long_error(void) {
+    printf("long error messages\n");
+    char path[3000];
+    int n = snprintf(path, sizeof(path), "%s", tmpdir);
+    while (n < 2000) { n += snprintf(path + n, sizeof(path) - n, "/missing"); }
+    expect_failure("a 2000-character path and the reason after it", open_long_path, path, "missing (No such file or directory)");
 }
 
 // ----------------------------------------------------------------------------
@@ -1691,9 +1804,63 @@ static void test_dape_checkpoint(void) {
 // ----------------------------------------------------------------------------
 // gradient checks (fp64 build): analytic gradients against central differences
 
-static double loss_at(GPT2* model, const int* x, const int* y, int B, int T) {
-    gpt2_forward(model, x, y, B, T, 0);
+// The piece of a piecewise-smooth loss that the last training forward pass lies on:
+// CoPE's loss is smooth except where a position crosses an integer (its interpolation's
+// floor and ceil change) or P - 1 (its clamp); the piece is every position's floor and
+// clamp, hashed over every layer, row and key. 0 for the other encodings (DAPE keeps its
+// hidden units away from its kinks instead, dape_away_from_kink).
+static uint64_t loss_piece(GPT2* model, int B, int T) {
+    uint64_t piece = 0;
+#if defined(PE_COPE)
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH, P = model->config.max_seq_len + 1;
+    for (int l = 0; l < model->config.num_layers; l++) {
+        const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                for (int i = 0; i < T; i++) {
+                    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+                    double sum = 0;
+                    for (int j = i; j >= 0; j--) {
+                        const real* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                        double dot = 0;
+                        for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
+                        sum += 1 / (1 + exp(-dot / sqrt((double)hs)));
+                        int64_t where = sum >= P - 1 ? -1 : (int64_t)floor(sum);
+                        piece = (piece ^ (uint64_t)where) * 0x100000001b3ull; // FNV-1a, one key at a time
+                    }
+                }
+            }
+        }
+    }
+#else
+    (void)model; (void)B; (void)T;
+#endif
+    return piece;
+}
+
+// the loss at the model's parameters, and its piece (CoPE's needs every layer's q and k,
+// which a training forward pass keeps)
+static double loss_at(GPT2* model, const int* x, const int* y, int B, int T, uint64_t* piece) {
+    gpt2_forward(model, x, y, B, T, PE_ID == PE_ID_COPE ? 1 : 0);
+    *piece = loss_piece(model, B, T);
     return model->mean_loss;
+}
+
+// the central difference of the loss along dir (n values from parameter `offset`): the step
+// eps is divided by 10 (at most 4 times, counted in *shrunk) while a point leaves the
+// piece of the unperturbed parameters, where the difference would straddle a kink
+static double central_difference(GPT2* model, const int* x, const int* y, int B, int T, size_t offset, const real* dir,
+                                 size_t n, double eps, uint64_t piece, int* shrunk) {
+    real* p = model->params_memory + offset;
+    for (int tries = 0;; tries++, eps /= 10, (*shrunk)++) {
+        uint64_t piece_plus, piece_minus;
+        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
+        double lp = loss_at(model, x, y, B, T, &piece_plus);
+        for (size_t i = 0; i < n; i++) { p[i] -= 2 * eps * dir[i]; }
+        double lm = loss_at(model, x, y, B, T, &piece_minus);
+        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
+        if ((piece_plus == piece && piece_minus == piece) || tries == 4) { return (lp - lm) / (2 * eps); }
+    }
 }
 
 // DAPE's hidden units away from the LReLU's kink, where a finite difference is wrong by
@@ -1744,6 +1911,9 @@ static void test_gradients(int edge_exact, int rp) {
            rp ? ", randomized positions" : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
+#if defined(PE_COPE)
+    cfg.max_seq_len = COPE_TEST_MAXT;
+#endif
     if (rp) {
         cfg.rp_len = 3 * T; cfg.rp_seed = 8;
         if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
@@ -1754,6 +1924,9 @@ static void test_gradients(int edge_exact, int rp) {
     model.dape_edge_exact = edge_exact;
     uint64_t rng = random_seed(17);
     perturb_parameters(&model, 0.1, &rng);
+#if defined(PE_COPE)
+    cope_random_embeddings(&model, &rng);
+#endif
 #if defined(PE_FIRE)
     model.params.fire_L[0] = 1.3;  // L = 15.6 of L0 = 12: both sides of max(L, i)
     model.params.fire_L[1] = -0.7; // L = 8.4, the sign of l through |l|
@@ -1771,7 +1944,10 @@ static void test_gradients(int edge_exact, int rp) {
     }
     real* grad = (real*)malloc_check(model.num_parameters * sizeof(real));
     memcpy(grad, model.grads_memory, model.num_parameters * sizeof(real));
+    uint64_t piece = loss_piece(&model, B, T);
+    int shrunk = 0;
     const double eps = 1e-5, atol = 1e-8, rtol = 1e-5;
+    const real one = 1;
     size_t offset = 0;
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
         size_t n = model.param_sizes[k];
@@ -1783,13 +1959,7 @@ static void test_gradients(int edge_exact, int rp) {
         for (int s = 0; s < samples; s++) {
             size_t i = offset + (n <= 24 ? (size_t)s : random_u32(&rng) % n);
             if (k == P_WTE && (i - offset) / cfg.channels >= (size_t)cfg.vocab_size) { continue; } // padding rows
-            real keep = model.params_memory[i];
-            model.params_memory[i] = keep + eps;
-            double lp = loss_at(&model, x, y, B, T);
-            model.params_memory[i] = keep - eps;
-            double lm = loss_at(&model, x, y, B, T);
-            model.params_memory[i] = keep;
-            double fd = (lp - lm) / (2 * eps);
+            double fd = central_difference(&model, x, y, B, T, i, &one, 1, eps, piece, &shrunk);
             double err = fabs(fd - grad[i]);
             worst_abs = fmax(worst_abs, err);
             worst = fmax(worst, err / (atol / rtol + fabs(fd)));
@@ -1800,13 +1970,7 @@ static void test_gradients(int edge_exact, int rp) {
             dir[i] = (k == P_WTE && i / cfg.channels >= (size_t)cfg.vocab_size) ? 0 : random_normal(&rng);
             analytic += dir[i] * grad[offset + i];
         }
-        real* p = model.params_memory + offset;
-        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
-        double lp = loss_at(&model, x, y, B, T);
-        for (size_t i = 0; i < n; i++) { p[i] -= 2 * eps * dir[i]; }
-        double lm = loss_at(&model, x, y, B, T);
-        for (size_t i = 0; i < n; i++) { p[i] += eps * dir[i]; }
-        double fd = (lp - lm) / (2 * eps);
+        double fd = central_difference(&model, x, y, B, T, offset, dir, n, eps, piece, &shrunk);
         double dir_err = fabs(fd - analytic) / (atol / rtol + fabs(fd));
         free(dir);
         char what[160];
@@ -1817,6 +1981,7 @@ static void test_gradients(int edge_exact, int rp) {
         offset += n;
     }
     free(grad);
+    if (PE_ID == PE_ID_COPE) { printf("  CoPE: steps divided by 10 to keep a difference off the kinks: %d times\n", shrunk); }
 #if defined(PE_KERPLE_POWER)
     // the bias of one pair against its finite differences in a and p, at distances 0 (where
     // n^p has no derivative in p that PyTorch would not call 0), 1 (log 1 = 0), 2 and 7
@@ -1866,6 +2031,9 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
         cfg.num_heads = 2; cfg.channels = 64; cfg.vocab_size = 250; cfg.padded_vocab_size = 256;
         B = 2; T = 37; cfg.max_seq_len = T;
     }
+#if defined(PE_COPE)
+    cfg.max_seq_len = COPE_TEST_MAXT;
+#endif
     gpt2_config_set_dape(&cfg);
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
     if (rp && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no randomized positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
@@ -1878,6 +2046,9 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     gpt2_build_from_config(&model, &cfg, 1234);
     uint64_t rng = random_seed(99);
     perturb_parameters(&model, 0.02f, &rng);
+#if defined(PE_COPE)
+    cope_random_embeddings(&model, &rng);
+#endif
 #if defined(PE_FIRE)
     for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = 1.3f; } // L = 41.6 of T = 64: both sides of max(L, i)
 #endif
@@ -1969,6 +2140,9 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     if (checkpoint == NULL) {
         GPT2Config cfg = tiny_config(T);
         cfg.num_heads = 3; cfg.channels = 24;
+#if defined(PE_COPE)
+        cfg.max_seq_len = 40; // P = 41: the far keys' positions clamp, the near ones do not
+#endif
         if (rp) {
             cfg.rp_len = 2 * T; cfg.rp_seed = 31;
             if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
@@ -1977,6 +2151,9 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
         gpt2_build_from_config(&init, &cfg, 1234);
         uint64_t rng = random_seed(7);
         perturb_parameters(&init, 0.1f, &rng);
+#if defined(PE_COPE)
+        cope_random_embeddings(&init, &rng);
+#endif
 #if defined(PE_FIRE)
         init.params.fire_L[0] = 0.6f;  // L = 0.6 * 80 = 48: both sides of max(L, i)
         init.params.fire_L[1] = -1.3f; // L = 104, used as |l| L0
@@ -2080,6 +2257,7 @@ int main(int argc, char** argv) {
         test_matmul();
         test_files_and_errors();
         test_atomic_files();
+        test_long_error();
         test_overfit();
         test_long_sequence_memory();
         if (DAPE_ID != 0) {

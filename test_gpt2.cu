@@ -15,8 +15,9 @@ make test-cuda-run runs every encoding):
   ./test_gpt2cu memory     an evaluation at 16k tokens allocates no T x T tensor
   ./test_gpt2cu device     exits 0 if a CUDA device is present (for make test-cuda-run)
 
-Without a CUDA device every test prints "test_gpt2cu: no CUDA device, skipped" and
-exits 0. Every check prints its measured error next to its tolerance; any failure
+Without a CUDA device (none, or no NVIDIA driver installed) every test prints
+"test_gpt2cu: no CUDA device, skipped" and exits 0; any other failure to reach one (a
+driver older than the runtime) is an error. Every check prints its measured error next to its tolerance; any failure
 makes the exit status nonzero.
 
 Tolerances. fp32 build (PRECISION=FP32, IEEE math): the two paths differ only in the
@@ -191,6 +192,14 @@ static void test_reference(const char* prefix) {
 // the attention kernels alone
 
 static void test_attention(void) {
+#if defined(PE_COPE) // CoPE's own kernels (llmc/attention_cope.cuh), P = T / 4 + 1
+    const AttnShape cope_shapes[] = {{1, 1024, 1, 64}, {2, 1000, 2, 32}, {1, 777, 2, 128}};
+    for (size_t k = 0; k < sizeof(cope_shapes) / sizeof(cope_shapes[0]); k++) {
+        AttnShape s = cope_shapes[k];
+        failures += cope_case_check(s, 1000 + k, cope_dz_rows(s.B, s.T, s.NH, s.T / 4 + 1), TOL_ATT_OUT, TOL_ATT_PE, 0);
+    }
+    return;
+#endif
     const AttnShape shapes[] = {
         {1, 4096, 1, 64, 0},    // long: every tiling boundary, T = 4096, one head
         {2, 1000, 2, 32, 0},    // T not a multiple of any tile, two rows of the batch, two heads
@@ -201,7 +210,7 @@ static void test_attention(void) {
         printf("attention kernels alone (%s, %s): B=%d T=%d NH=%d hs=%d\n", pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
         AttnCase c;
         attn_case_setup(&c, s, 1000 + k);
-        attn_case_run(&c, layer_attention_forward, layer_attention_backward);
+        attn_case_run_layer(&c);
         failures += attn_case_compare(&c, TOL_ATT_OUT, TOL_ATT_PE);
         attn_case_free(&c);
     }
@@ -246,8 +255,7 @@ static void test_memory(void) {
 }
 
 int main(int argc, char** argv) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (cuda_device_count() == 0) {
         if (argc > 1 && strcmp(argv[1], "device") == 0) { return 1; }
         printf("test_gpt2cu: no CUDA device, skipped\n");
         return 0;

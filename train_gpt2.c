@@ -78,6 +78,7 @@ typedef struct {
     real* fire_L;   // (L) the threshold's multiplier l: L = |l| * maxT // 2
     real* kpower_a; // (L, NH) Kerple-power
     real* kpower_p; // (L, NH)
+    real* cope_e;   // (L, P, hs) CoPE: the embedding of each position u, P = maxT + 1
     real* txl_wr;   // (L, C, C) Transformer-XL: W_r, the projection of the sinusoids
     real* txl_rw;   // (L, NH, hs) its content bias r_w
     real* txl_rr;   // (L, NH, hs) its position bias r_r
@@ -96,7 +97,7 @@ static void point_parameters(ParameterTensors* params, real* memory, const size_
         &params->cable_wb, &params->cable_bb, &params->cable_ww, &params->cable_bw,
         &params->t5_table, &params->kerple_r1, &params->kerple_r2,
         &params->fire_w1, &params->fire_b1, &params->fire_w2, &params->fire_b2, &params->fire_c, &params->fire_L,
-        &params->kpower_a, &params->kpower_p,
+        &params->kpower_a, &params->kpower_p, &params->cope_e,
         &params->txl_wr, &params->txl_rw, &params->txl_rr,
         &params->dape_w1, &params->dape_b1, &params->dape_w2, &params->dape_b2,
     };
@@ -204,7 +205,8 @@ typedef struct {
     int acts_T;           // longest sequence the buffers allow
     int acts_layers;      // layers stored: L when training, 1 in evaluation
     real* logits;         // (CLASSIFIER_CHUNK, Vp) classifier scratch
-    real* att_scratch;    // (threads, T) one attention row per thread
+    real* att_scratch;    // (threads, att_scratch_len) one attention row per thread
+    size_t att_scratch_len; // pe_attention_scratch: the row workspace of one thread
     real* pe_dbh;         // (B or DAPE's slots, NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
     struct DapeWork* dape; // DAPE's per-thread row workspaces (the DAPE section)
     int dape_edge_exact;  // DAPE: PyTorch's zero padding past the sequence's end (llmc/dape.h)
@@ -455,15 +457,21 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 //                                         the additive attention bias b(i, j) of head h,
 //                                         computed on the fly inside the attention kernel
 //   pe_project                            keeps constrained parameters in range after an update
+//   pe_attention_forward / pe_attention_backward, pe_attention_scratch
+//                                         a layer's whole attention, for an encoding whose
+//                                         term is no bias b(i, j) (CoPE's depends on the row's
+//                                         scores), and its workspace per thread
 // model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
 // attention, plain positions): the driver sets it around its extrapolation evaluation,
-// plain otherwise. A block defines PE_EMBED, PE_LAYER, PE_BIAS for the hooks it
-// implements; the others do nothing (defaults after the last block). PE_BH_GRADS is the
-// number of gradient accumulators each (batch, head) of the attention backward needs for
-// the PE's shared parameters (summed afterwards by pe_bias_reduce, so threads never race).
-// Positions: an encoding reads the position of token t as pe_positions(model, l)[t], which
-// is t itself unless the model was trained with randomized positions (llmc/pe.h, -rp L);
-// the attention hands the bias hooks the positions of query and key, not their indices.
+// plain otherwise. A block defines PE_EMBED, PE_LAYER, PE_BIAS, PE_ATTENTION for the hooks
+// it implements; the others do nothing (defaults after the last block; without PE_ATTENTION
+// a layer's attention is attention_forward / attention_backward with the bias hooks).
+// PE_BH_GRADS is the number of gradient accumulators each (batch, head) of the attention
+// backward needs for the PE's shared parameters (summed afterwards by pe_bias_reduce, so
+// threads never race). Positions: an encoding reads the position of token t as
+// pe_positions(model, l)[t], which is t itself unless the model was trained with randomized
+// positions (llmc/pe.h, -rp L); the attention hands the bias hooks the positions of query and
+// key, not their indices.
 // ============================================================================
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
@@ -1112,6 +1120,190 @@ static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real
     pb->dS[sj] -= ds;
 }
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+
+#elif defined(PE_COPE)
+// cope (contextual position encoding, Golovneva et al. 2024), as the official code
+// (facebookresearch/RAM, projects/cope/src/cope/context_position.py): the position of a key
+// counts the gates that the query opens for the keys from it up to the query. Per head,
+// query i, key j <= i, s_ij = q_i.k_j / sqrt(hs):
+//   g_it = sigmoid(s_it)                              the gate of key t (none beyond i)
+//   p_ij = min(g_ij + g_i,j+1 + ... + g_ii, P - 1)   key j's position, a suffix sum of the row
+//   z_i[u] = q_i.E[u]                                 E [P, hs] per layer, shared by the heads
+//   e_ij = (1 - w) z_i[f] + w z_i[c],                 f = floor(p_ij), c = ceil(p_ij), w = p_ij - f
+//   logit_ij = s_ij + e_ij / sqrt(hs)                 (the official default divides the sum)
+// E starts at zero (CoPE starts as NoPE); P = maxT + 1 (llmc/pe.h cope_positions), so beyond
+// the training length the far keys share E[P - 1]. The term depends on the scores of the
+// whole row, so it is no bias b(i, j): CoPE computes its own attention (PE_ATTENTION), one
+// query row at a time in two passes, keys i down to 0 for the scores and the running sum of
+// the gates (the positions), then the logits from z_i[0 .. ceil(p_i0)]: no T x T tensor.
+// The backward pass recomputes a row and, with dA_ij = dL/dlogit_ij (p_ij (dout_i.v_j - D_i)):
+//   dz_i[f] += dA_ij (1 - w) / sqrt(hs),  dz_i[c] += dA_ij w / sqrt(hs)
+//   dpos_ij = dA_ij (z_i[c] - z_i[f]) / sqrt(hs)   (0 where p is clamped, as f = c = P - 1
+//                                                   there; floor and ceil have no gradient)
+//   dg_it = dpos_i0 + ... + dpos_it                 (key t's gate is in every p_ij with j <= t:
+//                                                   a prefix sum)
+//   ds_ij = dA_ij + dg_ij g_ij (1 - g_ij),  then dq, dk, dv as plain attention
+//   dq_i += sum_u dz_i[u] E[u],  dE[u] += dz_i[u] q_i (summed over every row)
+#define PE_ATTENTION
+// a thread's workspace for one row: s the scores, a the logits (then the probabilities),
+// pos the positions (then their gradients dpos), z; backward: da (dA), dz, and the thread's
+// accumulator of dE (P x hs), summed over the threads at the end of the layer
+typedef struct { real* s; real* a; real* pos; real* z; real* da; real* dz; real* dE; } CopeRow;
+
+static size_t pe_attention_scratch(const GPT2Config* cfg, int T, int training) {
+    size_t P = cope_positions(cfg->max_seq_len), hs = cfg->channels / cfg->num_heads;
+    return 3 * (size_t)T + P + (training ? (size_t)T + P + P * hs : 0);
+}
+
+// the workspace of thread `thread` (rows up to the activations' capacity acts_T)
+static CopeRow cope_row_workspace(const GPT2* model, int thread) {
+    int T = model->acts_T, P = cope_positions(model->config.max_seq_len);
+    CopeRow w;
+    w.s = model->att_scratch + (size_t)thread * model->att_scratch_len;
+    w.a = w.s + T;
+    w.pos = w.a + T;
+    w.z = w.pos + T;
+    w.da = w.z + P; // the backward's, within the workspace only when training
+    w.dz = w.da + T;
+    w.dE = w.dz + P;
+    return w;
+}
+
+// cope_row_logits: the logits a[j], j <= i, of query row i of (b, h), and s, pos, z in the
+// workspace; returns U = ceil(p_i0), the largest position's ceiling (z holds z[0..U])
+static int cope_row_logits(CopeRow* w, const real* qkv, const real* E, int P, int b, int h, int i, int T, int C, int hs) {
+    real scale = 1 / sqrt((real)hs);
+    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+    // pass 1, keys i down to 0: the scores, and the gates summed into the positions
+    real sum = 0;
+    for (int j = i; j >= 0; j--) {
+        const real* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+        real dot = 0;
+        #pragma omp simd reduction(+:dot)
+        for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
+        w->s[j] = dot * scale;
+        sum += 1 / (1 + exp(-w->s[j]));
+        w->pos[j] = sum < P - 1 ? sum : P - 1;
+    }
+    // pass 2: z_u = q.E[u] up to the largest position, then each key's interpolation
+    int U = (int)ceil(w->pos[0]);
+    for (int u = 0; u <= U; u++) {
+        const real* e = E + (size_t)u * hs;
+        real dot = 0;
+        #pragma omp simd reduction(+:dot)
+        for (int c = 0; c < hs; c++) { dot += q[c] * e[c]; }
+        w->z[u] = dot;
+    }
+    for (int j = 0; j <= i; j++) {
+        int f = (int)floor(w->pos[j]), c = (int)ceil(w->pos[j]);
+        real wt = w->pos[j] - f;
+        w->a[j] = w->s[j] + ((1 - wt) * w->z[f] + wt * w->z[c]) * scale;
+    }
+    return U;
+}
+
+// cope_row_backward: the backward pass of query row i of (b, h) (formulas above): dq_i, and
+// dk, dv of its keys (the (b, h)'s thread owns them), and the thread's dE accumulator
+static void cope_row_backward(CopeRow* w, real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
+                              const real* E, int P, int b, int h, int i, int T, int C, int NH) {
+    int hs = C / NH, C3 = 3 * C;
+    real scale = 1 / sqrt((real)hs);
+    int U = cope_row_logits(w, qkv, E, P, b, h, i, T, C, hs);
+    const real* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
+    const real* g = dout + ((size_t)b * T + i) * C + h * hs;
+    const real* o = out + ((size_t)b * T + i) * C + h * hs;
+    real row_lse = lse[((size_t)b * NH + h) * T + i];
+    real D = 0;
+    for (int c = 0; c < hs; c++) { D += g[c] * o[c]; }
+    // per key: the probability, dA, the two gradients of z it feeds, and dpos (in pos)
+    for (int u = 0; u <= U; u++) { w->dz[u] = 0; }
+    for (int j = 0; j <= i; j++) {
+        const real* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
+        real dp = 0;
+        #pragma omp simd reduction(+:dp)
+        for (int c = 0; c < hs; c++) { dp += g[c] * v[c]; }
+        real p = exp(w->a[j] - row_lse);
+        real da = p * (dp - D);
+        int f = (int)floor(w->pos[j]), c = (int)ceil(w->pos[j]);
+        real wt = w->pos[j] - f;
+        w->dz[f] += da * (1 - wt) * scale;
+        w->dz[c] += da * wt * scale;
+        w->pos[j] = da * (w->z[c] - w->z[f]) * scale;
+        w->a[j] = p;
+        w->da[j] = da;
+    }
+    // the gates' gradient, a prefix sum of dpos; ds, then as plain attention
+    real* dq = dqkv + ((size_t)b * T + i) * C3 + h * hs;
+    real dg = 0;
+    for (int j = 0; j <= i; j++) {
+        dg += w->pos[j];
+        real gate = 1 / (1 + exp(-w->s[j]));
+        real ds = w->da[j] + dg * gate * (1 - gate);
+        const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
+        real* dk = dqkv + ((size_t)b * T + j) * C3 + C + h * hs;
+        real* dv = dk + C;
+        #pragma omp simd
+        for (int c = 0; c < hs; c++) {
+            dq[c] += ds * scale * k[c];
+            dk[c] += ds * scale * q[c];
+            dv[c] += w->a[j] * g[c];
+        }
+    }
+    // E's path: dq_i += sum_u dz_u E[u], dE[u] += dz_u q_i
+    for (int u = 0; u <= U; u++) {
+        const real* e = E + (size_t)u * hs;
+        real* de = w->dE + (size_t)u * hs;
+        #pragma omp simd
+        for (int c = 0; c < hs; c++) { dq[c] += w->dz[u] * e[c]; de[c] += w->dz[u] * q[c]; }
+    }
+}
+
+// real attention_row_output(...): the softmax and output of a row of logits (attention section)
+static real attention_row_output(real* o, real* a, const real* qkv, int b, int h, int i, int T, int C, int hs);
+
+// CoPE's attention of layer l: out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C), one
+// (b, h) per thread, row by row
+static void pe_attention_forward(GPT2* model, int l, real* out, real* lse, const real* qkv, int B, int T) {
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    int P = cope_positions(model->config.max_seq_len);
+    const real* E = model->params.cope_e + (size_t)l * P * hs;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            CopeRow w = cope_row_workspace(model, omp_get_thread_num());
+            for (int i = 0; i < T; i++) {
+                cope_row_logits(&w, qkv, E, P, b, h, i, T, C, hs);
+                lse[((size_t)b * NH + h) * T + i] = attention_row_output(out + ((size_t)b * T + i) * C + h * hs, w.a, qkv, b, h, i, T, C, hs);
+            }
+        }
+    }
+}
+
+// the backward pass of layer l: dqkv, and E's gradient from the threads' accumulators,
+// summed in the order of the threads (the same sum every time)
+static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* dout, const real* qkv, const real* out,
+                                  const real* lse, int B, int T) {
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    int P = cope_positions(model->config.max_seq_len);
+    const real* E = model->params.cope_e + (size_t)l * P * hs;
+    real* dE = model->grads.cope_e + (size_t)l * P * hs;
+    #pragma omp parallel
+    {
+        CopeRow w = cope_row_workspace(model, omp_get_thread_num());
+        memset(w.dE, 0, (size_t)P * hs * sizeof(real));
+        #pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                for (int i = 0; i < T; i++) { cope_row_backward(&w, dqkv, dout, qkv, out, lse, E, P, b, h, i, T, C, NH); }
+            }
+        }
+        int threads = omp_get_num_threads();
+        #pragma omp for schedule(static)
+        for (size_t e = 0; e < (size_t)P * hs; e++) {
+            for (int t = 0; t < threads; t++) { dE[e] += cope_row_workspace(model, t).dE[e]; }
+        }
+    }
+}
 #endif
 
 // defaults: the hooks an encoding does not define do nothing
@@ -1142,6 +1334,24 @@ static void pe_project(GPT2* model) { (void)model; }
 // ============================================================================
 // attention
 
+// attention_row_output: the softmax of a row of logits a[0..i] of head h (a becomes the
+// unnormalized probabilities) and the row's output o = sum_j p_j v_j; returns the row's
+// log-sum-exp. qkv is (B, T, 3C) with q, k, v side by side.
+static real attention_row_output(real* o, real* a, const real* qkv, int b, int h, int i, int T, int C, int hs) {
+    real maxv = -INFINITY;
+    for (int j = 0; j <= i; j++) { if (a[j] > maxv) { maxv = a[j]; } }
+    real sum = 0;
+    for (int j = 0; j <= i; j++) { a[j] = exp(a[j] - maxv); sum += a[j]; }
+    for (int c = 0; c < hs; c++) { o[c] = 0; }
+    for (int j = 0; j <= i; j++) {
+        const real* v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
+        real p = a[j] / sum;
+        #pragma omp simd
+        for (int c = 0; c < hs; c++) { o[c] += p * v[c]; }
+    }
+    return maxv + log(sum);
+}
+
 // attention_forward: causal multi-head attention with the PE's additive bias,
 // softmax(q.k / sqrt(hs) + b(i, j)) v, one query row at a time so that only one row of
 // scores (per thread) ever exists; each row's log-sum-exp is kept for the backward pass.
@@ -1157,26 +1367,14 @@ void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, 
             real* s = scratch + (size_t)omp_get_thread_num() * T;
             for (int i = 0; i < T; i++) {
                 const real* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
-                real maxv = -INFINITY;
                 for (int j = 0; j <= i; j++) {
                     const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
                     real dot = 0;
                     #pragma omp simd reduction(+:dot)
                     for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
                     s[j] = dot * scale + pe_bias(pb, b, h, pos[i], pos[j]);
-                    if (s[j] > maxv) { maxv = s[j]; }
                 }
-                real sum = 0;
-                for (int j = 0; j <= i; j++) { s[j] = exp(s[j] - maxv); sum += s[j]; }
-                real* o = out + ((size_t)b * T + i) * C + h * hs;
-                for (int c = 0; c < hs; c++) { o[c] = 0; }
-                for (int j = 0; j <= i; j++) {
-                    const real* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
-                    real p = s[j] / sum;
-                    #pragma omp simd
-                    for (int c = 0; c < hs; c++) { o[c] += p * v[c]; }
-                }
-                lse[((size_t)b * NH + h) * T + i] = maxv + log(sum);
+                lse[((size_t)b * NH + h) * T + i] = attention_row_output(out + ((size_t)b * T + i) * C + h * hs, s, qkv, b, h, i, T, C, hs);
             }
         }
     }
@@ -1224,6 +1422,24 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
         }
     }
 }
+
+#ifndef PE_ATTENTION
+// a layer's attention for every encoding but CoPE (PE_ATTENTION): the two functions above,
+// the bias through the encoding's hooks; one row of scores per thread
+static size_t pe_attention_scratch(const GPT2Config* cfg, int T, int training) { (void)cfg; (void)training; return T; }
+static void pe_attention_forward(GPT2* model, int l, real* out, real* lse, const real* qkv, int B, int T) {
+    PEBias pb;
+    pe_bias_setup(&pb, model, l, B, T, 0);
+    attention_forward(out, lse, qkv, &pb, pe_positions(model, l), model->att_scratch, B, T, model->config.channels, model->config.num_heads);
+}
+static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* dout, const real* qkv, const real* out,
+                                  const real* lse, int B, int T) {
+    PEBias pb;
+    pe_bias_setup(&pb, model, l, B, T, 1);
+    attention_backward(dqkv, dout, qkv, out, lse, &pb, pe_positions(model, l), B, T, model->config.channels, model->config.num_heads);
+    pe_bias_reduce(&pb, model, l, B);
+}
+#endif
 
 // ============================================================================
 // DAPE (llmc/dape.h): the logits of all heads as a learned function of the scores and
@@ -1716,7 +1932,8 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->acts_B = B;
     model->acts_T = T;
     model->acts_layers = layers;
-    model->att_scratch = (real*)malloc_check((size_t)omp_get_max_threads() * T * sizeof(real));
+    model->att_scratch_len = pe_attention_scratch(&model->config, T, training);
+    model->att_scratch = (real*)malloc_check((size_t)omp_get_max_threads() * model->att_scratch_len * sizeof(real));
     model->dape = model->config.dape != 0 ? dape_work_alloc(&model->config, B, T, training) : NULL;
     size_t slots = model->dape != NULL ? (size_t)model->dape->threads * model->dape->slot_spread : 0; // DAPE's
     if (slots < (size_t)B) { slots = B; }
@@ -1797,13 +2014,13 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
                           p.ln1w + (size_t)l * C, p.ln1b + (size_t)l * C, B * T, C);
         matmul_forward(l_qkv, l_ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + (size_t)l * 3 * C, B * T, C, 3 * C);
         pe_layer_forward(model, l, B, T);
-        PEBias pb;
-        pe_bias_setup(&pb, model, l, B, T, 0);
         if (cfg->dape != 0) {
+            PEBias pb;
+            pe_bias_setup(&pb, model, l, B, T, 0);
             dape_layer_setup(model, l, 0);
             dape_attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, model->dape, B, T);
         } else {
-            attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, pe_positions(model, l), model->att_scratch, B, T, C, NH);
+            pe_attention_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, B, T);
         }
         matmul_forward(a.attproj + s * N * C, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C);
         residual_forward(l_residual2, residual, a.attproj + s * N * C, (size_t)B * T * C);
@@ -1855,8 +2072,8 @@ void gpt2_backward(GPT2* model) {
         residual_backward(dresidual, d.attproj + o * C, d.residual2 + o * C, (size_t)B * T * C);
         matmul_backward(d.atty + o * C, g.attprojw + (size_t)l * C * C, g.attprojb + (size_t)l * C,
                         d.attproj + o * C, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C);
-        PEBias pb;
         if (cfg->dape != 0) { // the base's parameter gradients in one slot per thread
+            PEBias pb;
             int slots = model->dape->threads * model->dape->slot_spread;
             pe_bias_setup(&pb, model, l, slots, T, 1);
             dape_layer_setup(model, l, 1);
@@ -1865,10 +2082,7 @@ void gpt2_backward(GPT2* model) {
             dape_layer_reduce(model, l);
             pe_bias_reduce(&pb, model, l, slots);
         } else {
-            pe_bias_setup(&pb, model, l, B, T, 1);
-            attention_backward(d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
-                               &pb, pe_positions(model, l), B, T, C, NH);
-            pe_bias_reduce(&pb, model, l, B);
+            pe_attention_backward(model, l, d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH, B, T);
         }
         pe_layer_backward(model, l, B, T);
         matmul_backward(d.ln1 + o * C, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C,

@@ -31,7 +31,12 @@ evaluation of 16k-token windows needs memory linear in the length.
 #include "llmc/cuda_common.cuh"
 #include "llmc/attention_bias.cuh"
 #include "llmc/attention_dape.cuh"
+#if defined(PE_COPE)
+#include "llmc/attention_cope.cuh"
+#endif
+#if defined(PE_TXL)
 #include "llmc/attention_txl.cuh"
+#endif
 #ifdef USE_NCCL
 #include <nccl.h>
 #endif
@@ -72,6 +77,19 @@ static CudaContext ctx;
 // ZeRO stage (-z): the driver checks the flag but keeps it; main() reads it for the model
 static int zero_stage_flag = 0;
 
+// arch_probe_kernel: does nothing; cudaFuncGetAttributes on it fails where the binary holds no
+// code this GPU runs (machine code of its architecture, or PTX the driver can compile for it)
+__global__ void arch_probe_kernel() {}
+
+// the architectures this binary was built for (nvcc's __CUDA_ARCH_LIST__, e.g. 900)
+#define CUDA_STR_(x) #x
+#define CUDA_STR(x) CUDA_STR_(x)
+#if defined(__CUDA_ARCH_LIST__)
+#define BUILT_ARCHS CUDA_STR(__CUDA_ARCH_LIST__)
+#else
+#define BUILT_ARCHS "?"
+#endif
+
 static void cuda_context_init(void) {
     if (ctx.initialized) { return; }
     ctx.rank = 0;
@@ -84,12 +102,8 @@ static void cuda_context_init(void) {
         MPI_Comm_size(MPI_COMM_WORLD, &ctx.world);
     }
 #endif
-    int count = 0;
-    cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-        fatal("no CUDA device available (%s): the CUDA trainer needs an NVIDIA GPU",
-              err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    }
+    int count = cuda_device_count();
+    if (count == 0) { fatal("no CUDA device available: the CUDA trainer needs an NVIDIA GPU"); }
     // one GPU per process: the local rank picks it
     const char* local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     if (local == NULL) { local = getenv("MPI_LOCALRANKID"); }
@@ -100,6 +114,13 @@ static void cuda_context_init(void) {
     if (ctx.prop.major < 8) {
         fatal("GPU %s has compute capability %d.%d; the CUDA trainer needs 8.0 or newer (bf16)",
               ctx.prop.name, ctx.prop.major, ctx.prop.minor);
+    }
+    cudaFuncAttributes probe;
+    if (cudaFuncGetAttributes(&probe, arch_probe_kernel) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fatal("this binary was built for compute capability %s, which GPU %s (%d.%d) cannot run: rebuild with "
+              "make ... CUDA_ARCH=\"-gencode arch=compute_%d%d,code=sm_%d%d\"", BUILT_ARCHS,
+              ctx.prop.name, ctx.prop.major, ctx.prop.minor, ctx.prop.major, ctx.prop.minor, ctx.prop.major, ctx.prop.minor);
     }
     cudaCheck(cudaStreamCreate(&ctx.stream));
     cublasCheck(cublasLtCreate(&ctx.lt));
@@ -167,6 +188,7 @@ struct TensorSet {
     T* fire_L;   // (L) the threshold's multiplier l: L = |l| * maxT // 2
     T* kpower_a; // (L, NH) Kerple-power
     T* kpower_p; // (L, NH)
+    T* cope_e;   // (L, P, hs) CoPE: the embedding of each position u, P = maxT + 1
     T* txl_wr;   // (L, C, C) Transformer-XL: W_r, the projection of the sinusoids
     T* txl_rw;   // (L, NH, hs) its content bias r_w
     T* txl_rr;   // (L, NH, hs) its position bias r_r
@@ -183,7 +205,7 @@ static void point_parameters(TensorSet<T>* t, T* memory, const size_t* offsets) 
         &t->wte, &t->wpe, &t->ln1w, &t->ln1b, &t->qkvw, &t->qkvb, &t->attprojw, &t->attprojb,
         &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
         &t->cable_wb, &t->cable_bb, &t->cable_ww, &t->cable_bw, &t->t5_table, &t->kerple_r1, &t->kerple_r2,
-        &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L, &t->kpower_a, &t->kpower_p,
+        &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L, &t->kpower_a, &t->kpower_p, &t->cope_e,
         &t->txl_wr, &t->txl_rw, &t->txl_rr,
         &t->dape_w1, &t->dape_b1, &t->dape_w2, &t->dape_b2,
     };
@@ -235,7 +257,9 @@ typedef struct {
     floatX* pe_dx;     // (N, NH) CABLE: the small layers' output gradient as a matmul input
     float* pe_partials; // (B * NH * key blocks, PE_PAR_N) per-block PE parameter gradients (DAPE: its slots)
     floatX* pe_drel;   // (T, C) txl: dL/dP
-    float* dape_dkv;   // (N, 2C) DAPE: dk, dv in fp32
+    float* att_dkv;    // (N, 2C) DAPE, CoPE: dk, dv in fp32
+    float* pe_scratch; // (pe_attention_scratch) PE_ATTENTION's backward scratch: CoPE's dL/d(q.E) of the rows
+                       // of one backward launch (cope_dz_rows, P); txl's per-block dr_w, dr_r partials
     float* dape_partials; // (query blocks, DAPE's parameters of a layer) DAPE: per-block gradients
 } GradScratch;
 
@@ -295,10 +319,14 @@ typedef struct {
 // cuBLASLt's descriptors, layouts and chosen algorithm for one kind of matmul, made on its
 // first use and kept: the heuristic query costs more than a small matmul. The bias and
 // pre-GELU pointers change from call to call and are set on the kept descriptor. The
-// algorithm is asked for the alignment the call's pointers have (16 to 256 bytes), which
-// is part of the key, so a plan is only used with pointers at least as aligned.
+// algorithm is chosen for the alignments of the first call's pointers (16 to 256 bytes each:
+// A, B and D as preferences, the bias and pre-GELU pointers on the descriptor), so each
+// pointer's alignment is part of the key and a plan is used only with pointers aligned as
+// those it was chosen for.
+enum { ALIGN_A, ALIGN_B, ALIGN_D, ALIGN_BIAS, ALIGN_GELU, ALIGN_N };
 typedef struct {
-    int m, n, k, transA, transB, d_fp32, bias, gelu, align;
+    int m, n, k, transA, transB, d_fp32, bias, gelu;
+    int align[ALIGN_N];
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
@@ -322,17 +350,19 @@ static void matmul_plans_free(void) {
 
 // the kept plan for this kind of matmul, made (and the oldest one replaced when all
 // MATMUL_PLANS are taken) if there is none; the pointers are those of the first call
-static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int d_fp32, const floatX* bias_ptr, floatX* gelu_ptr, int align) {
+static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int d_fp32, const floatX* bias_ptr, floatX* gelu_ptr,
+                               const int (&align)[ALIGN_N]) {
     int bias = bias_ptr != NULL, gelu = gelu_ptr != NULL;
     for (int i = 0; i < matmul_plan_count; i++) {
         MatmulPlan* p = &matmul_plans[i];
         if (p->m == m && p->n == n && p->k == k && p->transA == transA && p->transB == transB && p->d_fp32 == d_fp32
-            && p->bias == bias && p->gelu == gelu && p->align == align) { return p; }
+            && p->bias == bias && p->gelu == gelu && memcmp(p->align, align, sizeof(align)) == 0) { return p; }
     }
     MatmulPlan* p;
     if (matmul_plan_count < MATMUL_PLANS) { p = &matmul_plans[matmul_plan_count++]; }
     else { p = &matmul_plans[matmul_plan_next]; matmul_plan_next = (matmul_plan_next + 1) % MATMUL_PLANS; matmul_plan_destroy(p); }
-    p->m = m; p->n = n; p->k = k; p->transA = transA; p->transB = transB; p->d_fp32 = d_fp32; p->bias = bias; p->gelu = gelu; p->align = align;
+    p->m = m; p->n = n; p->k = k; p->transA = transA; p->transB = transB; p->d_fp32 = d_fp32; p->bias = bias; p->gelu = gelu;
+    memcpy(p->align, align, sizeof(align));
     cublasCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
@@ -354,18 +384,20 @@ static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int 
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &ctx.workspace_size, sizeof(ctx.workspace_size)));
-    uint32_t a = (uint32_t)align;
     const int align_attrs[4] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t align_values[4] = {(uint32_t)align[ALIGN_A], (uint32_t)align[ALIGN_B], (uint32_t)align[ALIGN_D], (uint32_t)align[ALIGN_D]}; // C is D
     for (int i = 0; i < 4; i++) {
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)align_attrs[i], &a, sizeof(a)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)align_attrs[i], &align_values[i],
+                                                         sizeof(align_values[i])));
     }
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &heuristic, &found);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d, %d-byte aligned; status %d)",
-              m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME, bias, gelu, align, (int)st);
+        fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d (transA %d transB %d, %s output, bias %d, gelu %d, "
+              "alignments A %d B %d D %d bias %d pre-GELU %d bytes; status %d)", m, n, k, transA, transB, d_fp32 ? "fp32" : PRECISION_NAME,
+              bias, gelu, align[ALIGN_A], align[ALIGN_B], align[ALIGN_D], align[ALIGN_BIAS], align[ALIGN_GELU], (int)st);
     }
     p->algo = heuristic.algo;
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
@@ -377,10 +409,14 @@ static MatmulPlan* matmul_plan(int m, int n, int k, int transA, int transB, int 
 // A and B are floatX, D is floatX or fp32 (d_fp32: gradients and fp32 results)
 static void matmul_cublaslt(void* d, int d_fp32, const floatX* a, const floatX* b, const floatX* bias,
                             int m, int n, int k, int transA, int transB, int accumulate, floatX* pre_gelu) {
-    uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)d | (uintptr_t)bias | (uintptr_t)pre_gelu;
-    if (bits % 16 != 0) { fatal("matmul: cuBLASLt pointers must be 16-byte aligned (m=%d n=%d k=%d)", m, n, k); }
-    int align = 16;
-    while (align < 256 && bits % (2 * align) == 0) { align *= 2; }
+    const void* ptrs[ALIGN_N] = {a, b, d, bias, pre_gelu};
+    int align[ALIGN_N];
+    for (int i = 0; i < ALIGN_N; i++) { // 16 to 256 bytes; 256 for a pointer not given
+        uintptr_t bits = (uintptr_t)ptrs[i];
+        if (bits % 16 != 0) { fatal("matmul: cuBLASLt pointers must be 16-byte aligned (m=%d n=%d k=%d)", m, n, k); }
+        align[i] = 16;
+        while (align[i] < 256 && bits % (2 * align[i]) == 0) { align[i] *= 2; }
+    }
     MatmulPlan* p = matmul_plan(m, n, k, transA, transB, d_fp32, bias, pre_gelu, align);
     if (bias != NULL) { cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))); }
     if (pre_gelu != NULL) {
@@ -723,16 +759,20 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // the row left out of pe_bias because it cancels in the softmax; the kernels add it to the
 // log-sum-exp); a block without it writes pe_bias(pb, b, h, i, j) and
 // pe_bias_backward(pb, g, side, b, h, i, j, ds) as train_gpt2.c does, and PERow is
-// (b, h, i). PE_PAR_N is the number of parameter-gradient
-// accumulators of the bias (each attention backward block reduces its own into a
-// partial, pe_bias_reduce sums the partials: no atomics, deterministic). PE_LAYER_DLN1
-// says pe_layer_backward has written a gradient into dln1 (the qkv backward then adds).
-// PE_ATTENTION: the encoding brings its own attention kernels (txl), attention_forward and
-// attention_backward for its PEBias, instead of hooks into the shared ones.
+// (b, h, i). The kernels call pe_bias_backward_warp(pb, g, side, r, j, ds, valid) with every
+// lane of a warp at once (valid: whether the lane's pair counts); it is pe_bias_backward of the
+// valid pairs, except in a block that defines PE_BIAS_WARP (t5, fire): their column side
+// reduces over the warp, and PEGrad holds the lane's share (per_lane). PE_PAR_N is the number
+// of parameter-gradient accumulators of the bias (each attention backward block reduces its
+// own into a partial, pe_bias_reduce sums the partials: no atomics, deterministic).
+// PE_LAYER_DLN1 says pe_layer_backward has written a gradient into dln1 (the qkv backward
+// then adds). PE_ATTENTION: the block computes a layer's whole attention itself
+// (pe_attention_forward, pe_attention_backward; CoPE and txl, whose terms are no bias
+// b(i, j)), with pe_attention_scratch floats of backward scratch; the default is the
+// attention of llmc/attention_bias.cuh.
 // Positions: pe_positions(model, l) is the device table of the tokens' positions in layer l
 // (randomized positions, llmc/pe.h, as train_gpt2.c draws them), or NULL when they are the
-// indices; layer_attention_forward/backward then run the kernels with the bias at those
-// positions (PEPositions).
+// indices; the default attention then reads the bias at those positions (PEPositions).
 // ============================================================================
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
@@ -784,6 +824,30 @@ __device__ __forceinline__ void flush_param_partials(float* partials, const floa
         float s = block_sum(d[k]);
         if (threadIdx.x == 0) { partials[(size_t)slot * N + k] = s; }
     }
+}
+
+// pe_bias_flush of the PE_BIAS_WARP encodings (t5, fire): accumulator q of the block's
+// partial is the block's sum of value(q), this thread's share of it (its lane's sums)
+template<class F>
+__device__ __forceinline__ void flush_lane_partials(float* partials, int n, int side, int slot, F value) {
+    if (side != PE_SIDE_COL) { return; }
+    #pragma unroll 1
+    for (int q = 0; q < n; q++) {
+        float s = block_sum(value(q));
+        if (threadIdx.x == 0) { partials[(size_t)slot * n + q] = s; }
+    }
+}
+
+// the most threads of a block that calls pe_bias_backward_warp (the fp32 dk/dv kernel at
+// HS = 128): the PE_BIAS_WARP encodings stage their lanes' pairs in shared memory of this size
+#define PE_WARP_THREADS 512
+
+// true on every lane of the warp when v is on one of them (every lane calls it)
+__device__ __forceinline__ bool warp_any(bool v) {
+    int x = v;
+    #pragma unroll
+    for (int off = 1; off < WARP_SIZE; off <<= 1) { x |= __shfl_xor_sync(0xffffffffu, x, off); }
+    return x != 0;
 }
 
 #if defined(PE_KERPLE) || defined(PE_KERPLE_POWER)
@@ -1012,12 +1076,17 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (v
 
 #elif defined(PE_T5)
 // t5: a learned scalar per head and distance bucket, b(i, j) = table[h][bucket(i - j)];
-// the buckets of distances below 128 come from llmc/pe.h's t5_bucket() on the host
+// the buckets of distances below 128 come from llmc/pe.h's t5_bucket() on the host.
+// Gradient (column side): a distance of 128 or more is bucket 31, summed per thread; the
+// nearer pairs of a warp are staged in shared memory and lane k sums bucket k's (a bucket
+// per lane, no dynamically indexed array)
 #define PE_BIAS
 #define PE_ROW
+#define PE_BIAS_WARP
 #define PE_PAR_N T5_NUM_BUCKETS
+static_assert(T5_NUM_BUCKETS == WARP_SIZE, "t5: a bucket per lane");
 __constant__ unsigned char t5_bucket_of[T5_MAX_DISTANCE];
-struct PEGrad { float d[T5_NUM_BUCKETS]; };
+struct PEGrad { float bucket, far; static constexpr bool per_lane = true; }; // lane k: bucket k; far: this thread's bucket-31 pairs
 struct PEBias { typedef PEGrad Grad; const floatX* table; float* partials; };
 struct PERow { const floatX* table; int i; float shift; }; // the table's row of head h
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
@@ -1038,11 +1107,30 @@ __device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int
     return {pb.table + h * T5_NUM_BUCKETS, i, 0.0f};
 }
 __device__ __forceinline__ float pe_bias(const PEBias&, const PERow& r, int j) { return (float)r.table[pe_t5_bucket(r.i - j)]; }
-__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad& g, int side, const PERow& r, int j, float ds) {
-    if (side == PE_SIDE_COL) { g.d[pe_t5_bucket(r.i - j)] += ds; }
+__device__ __forceinline__ void pe_bias_backward_warp(const PEBias&, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
+    if (side != PE_SIDE_COL) { return; }
+    int n = r.i - j;
+    bool near = valid && n < T5_MAX_DISTANCE;
+    if (valid && !near) { g.far += ds; }
+    if (!warp_any(near)) { return; }
+    __shared__ float2 stage[PE_WARP_THREADS]; // (bucket, ds) of each lane's pair, ds = 0 if not near
+    int lane = threadIdx.x % WARP_SIZE, first = threadIdx.x - lane;
+    stage[threadIdx.x] = make_float2(near ? (float)pe_t5_bucket(n) : -1.0f, near ? ds : 0.0f);
+    __syncwarp();
+    float sum = 0.0f;
+    #pragma unroll 1
+    for (int l = 0; l < WARP_SIZE; l++) {
+        float2 v = stage[first + l];
+        if (v.x == (float)lane) { sum += v.y; }
+    }
+    g.bucket += sum;
+    __syncwarp(); // the stage is rewritten by the next pair
 }
 __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
-    flush_param_partials(pb.partials, g.d, side, slot);
+    int lane = threadIdx.x % WARP_SIZE;
+    flush_lane_partials(pb.partials, T5_NUM_BUCKETS, side, slot, [&](int q) {
+        return (q == lane ? g.bucket : 0.0f) + (q == T5_NUM_BUCKETS - 1 ? g.far : 0.0f);
+    });
 }
 // dtable[h][k] += the partials of every (b, key block) of head h
 __global__ void t5_bias_reduce_kernel(float* dtable, const float* partials, int B, int NH, int blocks) {
@@ -1106,17 +1194,28 @@ static void pe_project(GPT2* model) {
 #elif defined(PE_FIRE)
 // fire (the FIRE class of the DAPE repo): b(i, j) = f(psi(i - j) / (psi(max(L, i)) + eps)),
 // i counted from 0, psi(x) = log(|c| x + 1), f an MLP 1 -> 32 (ReLU) -> NH shared by the
-// heads of a layer, L = |l| * L0 with l learned and L0 = maxT // 2 fixed. The MLP is
-// evaluated per pair inside the attention kernels (FIRE costs more than the other biases);
-// its gradients go through per-thread accumulators and block partials.
+// heads of a layer, L = |l| * L0 with l learned and L0 = maxT // 2 fixed. The row's
+// denominator and the row constants of the gradients of c and l are computed once per row
+// (PERow); the MLP is evaluated per pair inside the attention kernels (FIRE costs more than
+// the other biases). Gradient (column side): the pairs of a warp are staged in shared
+// memory and lane k sums hidden unit k's gradients over them (no per-thread array of the
+// 99 parameters).
 #define PE_BIAS
+#define PE_ROW
+#define PE_BIAS_WARP
 #define PE_PAR_N (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, l
-struct PEGrad { float d[PE_PAR_N]; };
+static_assert(FIRE_HIDDEN == WARP_SIZE, "fire: a hidden unit per lane");
+// lane k's sums for hidden unit k over the pairs where it is active (dw1, db1 with w2[h][k]
+// folded in, dc and dl with w2[h][k] w1[k]); db2: this thread's own pairs
+struct PEGrad { float dw1, db1, dw2, dc, dl, db2; static constexpr bool per_lane = true; };
 struct PEBias {
     typedef PEGrad Grad;
     const floatX* w1; const floatX* b1; const floatX* w2; const floatX* b2; const floatX* c; const floatX* l; float L0;
     float* partials;
 };
+// query row i of head h: |c|; pd = psi(max(L, i)) + eps; u's derivatives in |c| and |l|
+// are du/d|c| = n / ((|c| n + 1) pd) - u rho and du/d|l| = -u kappa (kappa = 0 while L <= i)
+struct PERow { int i, h; float pd, rho, kappa, shift; };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     (void)B; (void)T; (void)backward;
     int NH = model->config.num_heads;
@@ -1129,60 +1228,78 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
     pb->L0 = (float)(model->config.max_seq_len / 2);
     pb->partials = model->gs.pe_partials;
 }
-// the MLP's input u = psi(i - j) / (psi(max(L, i)) + eps); also psi's two values and max(L, i)
-__device__ __forceinline__ float fire_input(const PEBias& pb, int i, int j, float* psi_num, float* psi_den, float* lpos) {
+__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
+    (void)b;
     float c = fabsf((float)pb.c[0]);
     float L = fabsf((float)pb.l[0]) * pb.L0;
-    *lpos = L > i ? L : (float)i;
-    *psi_num = logf(c * (i - j) + 1.0f);
-    *psi_den = logf(c * *lpos + 1.0f) + FIRE_EPS;
-    return *psi_num / *psi_den;
+    float lp = L > i ? L : (float)i;
+    float pd = logf(c * lp + 1.0f) + FIRE_EPS;
+    float rho = lp / ((c * lp + 1.0f) * pd);
+    float kappa = L > i ? c * pb.L0 / ((c * lp + 1.0f) * pd) : 0.0f;
+    return {i, h, pd, rho, kappa, 0.0f};
 }
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
-    (void)b;
-    float pn, pd, lp;
-    float u = fire_input(pb, i, j, &pn, &pd, &lp);
-    const floatX* w2 = pb.w2 + h * FIRE_HIDDEN;
-    float out = (float)pb.b2[h];
+// the MLP's input u = psi(i - j) / pd
+__device__ __forceinline__ float fire_input(const PEBias& pb, const PERow& r, int j) { return logf(fabsf((float)pb.c[0]) * (r.i - j) + 1.0f) / r.pd; }
+__device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) {
+    float u = fire_input(pb, r, j);
+    const floatX* w2 = pb.w2 + r.h * FIRE_HIDDEN;
+    float out = (float)pb.b2[r.h];
+    #pragma unroll 2 // the weights from memory in each pair's loop, not all kept in registers
     for (int k = 0; k < FIRE_HIDDEN; k++) {
         float hid = (float)pb.w1[k] * u + (float)pb.b1[k];
         if (hid > 0.0f) { out += (float)w2[k] * hid; }
     }
     return out;
 }
-__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
-    (void)b;
+__device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
     if (side != PE_SIDE_COL) { return; }
-    float pn, pd, lp;
-    float u = fire_input(pb, i, j, &pn, &pd, &lp);
-    const floatX* w2 = pb.w2 + h * FIRE_HIDDEN;
-    float du = 0.0f;
-    for (int k = 0; k < FIRE_HIDDEN; k++) {
-        float w1k = (float)pb.w1[k];
-        float hid = w1k * u + (float)pb.b1[k];
-        if (hid > 0.0f) {
-            g.d[2 * FIRE_HIDDEN + k] += ds * hid;
-            float dhid = ds * (float)w2[k];
-            g.d[k] += dhid * u;
-            g.d[FIRE_HIDDEN + k] += dhid;
-            du += dhid * w1k;
-        }
+    // each lane's pair in two rounds of 8 bytes (the fp32 dk/dv kernel at HS = 128 has 4 KiB
+    // of static shared memory left): (u, ds), then (ds du/d|c|, ds du/d|l|)
+    __shared__ float2 stage[PE_WARP_THREADS];
+    float u = 0.0f, d = 0.0f, dc = 0.0f, dl = 0.0f;
+    if (valid) {
+        float n = (float)(r.i - j), c = fabsf((float)pb.c[0]);
+        u = fire_input(pb, r, j);
+        d = ds;
+        dc = ds * (n / ((c * n + 1.0f) * r.pd) - u * r.rho);
+        dl = -ds * u * r.kappa;
+        g.db2 += ds;
     }
-    g.d[3 * FIRE_HIDDEN] += ds; // b2
-    // u = pn / pd with pn = log(|c| n + 1), pd = log(|c| lp + 1) + eps
-    float cv = (float)pb.c[0], lv = (float)pb.l[0];
-    float c = fabsf(cv), sc = cv >= 0.0f ? 1.0f : -1.0f;
-    float n = (float)(i - j);
-    float dpn = du / pd, dpd = -du * pn / (pd * pd);
-    float dc = dpn * n / (c * n + 1.0f) + dpd * lp / (c * lp + 1.0f);
-    g.d[3 * FIRE_HIDDEN + 1] += dc * sc;
-    if (fabsf(lv) * pb.L0 > i) { // the threshold is active: lp = |l| L0
-        float sl = lv >= 0.0f ? 1.0f : -1.0f;
-        g.d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1.0f) * pb.L0 * sl;
+    int k = threadIdx.x % WARP_SIZE, first = threadIdx.x - k;
+    stage[threadIdx.x] = make_float2(u, d);
+    __syncwarp();
+    float w1 = (float)pb.w1[k], b1 = (float)pb.b1[k], w2 = (float)pb.w2[r.h * FIRE_HIDDEN + k];
+    float su = 0.0f, sds = 0.0f, shid = 0.0f, sc = 0.0f, sl = 0.0f;
+    unsigned active = 0; // the pairs where unit k is active
+    #pragma unroll 1
+    for (int l = 0; l < WARP_SIZE; l++) {
+        float2 v = stage[first + l];
+        float hid = w1 * v.x + b1;
+        if (hid > 0.0f) { su += v.y * v.x; sds += v.y; shid += v.y * hid; active |= 1u << l; }
     }
+    __syncwarp();
+    stage[threadIdx.x] = make_float2(dc, dl);
+    __syncwarp();
+    #pragma unroll 1
+    for (int l = 0; l < WARP_SIZE; l++) {
+        if ((active >> l) & 1u) { float2 v = stage[first + l]; sc += v.x; sl += v.y; }
+    }
+    g.dw1 += w2 * su;
+    g.db1 += w2 * sds;
+    g.dw2 += shid;
+    g.dc += w2 * w1 * sc;
+    g.dl += w2 * w1 * sl;
+    __syncwarp(); // the stage is rewritten by the next pair
 }
+// the partial in the order of PE_PAR_N: w1, b1, w2 (lane k holds unit k), b2, c, l; the
+// signs of c and l applied (the MLP sees |c| and |l|)
 __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
-    flush_param_partials(pb.partials, g.d, side, slot);
+    int k = threadIdx.x % WARP_SIZE;
+    float sc = (float)pb.c[0] >= 0.0f ? 1.0f : -1.0f, sl = (float)pb.l[0] >= 0.0f ? 1.0f : -1.0f;
+    flush_lane_partials(pb.partials, PE_PAR_N, side, slot, [&](int q) {
+        if (q < 3 * FIRE_HIDDEN) { return q % FIRE_HIDDEN != k ? 0.0f : q < FIRE_HIDDEN ? g.dw1 : q < 2 * FIRE_HIDDEN ? g.db1 : g.dw2; }
+        return q == 3 * FIRE_HIDDEN ? g.db2 : q == 3 * FIRE_HIDDEN + 1 ? g.dc * sc : g.dl * sl;
+    });
 }
 // one thread per accumulator: sums the partials of every (b, key block), per head for
 // the head's own w2 row and b2, over the heads as well for the shared w1, b1, c, L
@@ -1287,18 +1404,19 @@ static void pe_project(GPT2* model) {
 #elif defined(PE_TXL)
 // txl: Transformer-XL's relative encoding (train_gpt2.c "txl"): the scores of head h are
 // ((q_i + r_w) . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs), P = R W_r^T the projected
-// sinusoids of each distance. Its second term depends on q_i, so it is no bias of the
-// shared kernels: its own kernels (llmc/attention_txl.cuh) read the rows of P a tile
-// needs. pe_bias_setup computes P for the layer (R, computed in double on the host and
-// grown as longer sequences come, times W_r^T: one matmul); pe_bias_reduce turns dP into
-// dW_r = dP^T R and sums the dq pass's partials into dr_w and dr_r.
-#define PE_BIAS
+// sinusoids of each distance. Its second term depends on q_i, so it is no bias b(i, j):
+// its own kernels (llmc/attention_txl.cuh, fp32 on CUDA cores in both builds) read the rows
+// of P a tile needs. Each layer's attention first computes P (R, computed in double on the
+// host and grown as longer sequences come, times W_r^T: one matmul); the backward turns dP
+// into dW_r = dP^T R and sums the dq pass's partials into dr_w and dr_r.
 #define PE_ATTENTION
-#define PE_PAR_N (2 * 128) // the dq pass's partials: dr_w and dr_r of a head (hs <= 128)
-struct PEGrad {};
-struct PEBias { typedef PEGrad Grad; TxlArgs a; };
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)B; (void)backward;
+// the backward's scratch in floats: the dq pass's partials, dr_w and dr_r of a head per
+// (b, h, query block)
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) {
+    return (size_t)txl_q_blocks(B, T, cfg->num_heads) * 2 * (cfg->channels / cfg->num_heads);
+}
+// layer l's txl as the kernels see it, after computing its P for T positions
+static TxlArgs txl_layer(GPT2* model, int l, int T) {
     int C = model->config.channels;
     if (model->pe_rel_len < T) { // R_n for n < T
         floatX* host = (floatX*)malloc_check((size_t)T * C * sizeof(floatX));
@@ -1314,20 +1432,18 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
         model->pe_rel_len = T;
     }
     matmul_forward(model->acts.pe_rel, model->pe_rel_table, model->params.txl_wr + (size_t)l * C * C, NULL, T, C, C, NULL);
-    pb->a.P = model->acts.pe_rel;
-    pb->a.rw = model->params.txl_rw + (size_t)l * C;
-    pb->a.rr = model->params.txl_rr + (size_t)l * C;
-    pb->a.dP = model->gs.pe_drel;
-    pb->a.partials = model->gs.pe_partials;
+    TxlArgs a;
+    a.P = model->acts.pe_rel;
+    a.rw = model->params.txl_rw + (size_t)l * C;
+    a.rr = model->params.txl_rr + (size_t)l * C;
+    a.dP = model->gs.pe_drel;
+    a.partials = model->gs.pe_scratch;
+    return a;
 }
-// the attention of every layer: txl's kernels
-static void attention_forward(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T, int NH, int HS,
-                              cudaStream_t stream) {
-    txl_attention_forward(out, lse, qkv, pb.a, B, T, NH, HS, ctx.prop.sharedMemPerBlockOptin, stream);
-}
-static void attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                               const PEBias& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    txl_attention_backward(dqkv, D, dout, qkv, out, lse, pb.a, B, T, NH, HS, ctx.prop.sharedMemPerBlockOptin, stream);
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    const GPT2Config* cfg = &model->config;
+    txl_attention_forward(out, lse, qkv, txl_layer(model, l, T), B, T, cfg->num_heads, cfg->channels / cfg->num_heads,
+                          ctx.prop.sharedMemPerBlockOptin, ctx.stream);
 }
 // one thread per (head, dimension) of r_w and r_r: the sum of the dq pass's partials over
 // the batch and the query blocks
@@ -1346,12 +1462,16 @@ __global__ void txl_bias_reduce_kernel(float* drw, float* drr, const float* part
     drw[idx] += sw;
     drr[idx] += sr;
 }
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int C = model->config.channels, NH = model->config.num_heads, T = model->seq_len;
+// dqkv written in full; dW_r, dr_w and dr_r of layer l added (P recomputed first)
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    int C = model->config.channels, NH = model->config.num_heads;
+    TxlArgs a = txl_layer(model, l, T);
+    txl_attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, a, B, T, NH, C / NH, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
     // P = R W_r^T: dW_r += dP^T R
-    matmul_backward(NULL, model->grads.txl_wr + (size_t)l * C * C, NULL, NULL, pb->a.dP, model->pe_rel_table, NULL, T, C, C, 0);
+    matmul_backward(NULL, model->grads.txl_wr + (size_t)l * C * C, NULL, NULL, a.dP, model->pe_rel_table, NULL, T, C, C, 0);
     txl_bias_reduce_kernel<<<CEIL_DIV(C, 256), 256, 0, ctx.stream>>>(model->grads.txl_rw + (size_t)l * C, model->grads.txl_rr + (size_t)l * C,
-                                                                      pb->a.partials, B, NH, C / NH, CEIL_DIV(T, ATT_BQ));
+                                                                      a.partials, B, NH, C / NH, CEIL_DIV(T, ATT_BQ));
     cudaCheckLaunch("txl_bias_reduce_kernel");
 }
 
@@ -1550,6 +1670,42 @@ __device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int s
     }
 }
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+
+#elif defined(PE_COPE)
+// cope (train_gpt2.c's CoPE block is the definition): the logits s_ij + q_i.E(p_ij) / sqrt(hs),
+// p_ij the suffix sum of the row's gates sigmoid(s_it) over t = j..i clamped at P - 1 = maxT,
+// E(p) interpolated between the rows of p's floor and ceil of the layer's E (P, hs). Not a
+// bias b(i, j): its own attention kernels (llmc/attention_cope.cuh), fp32 on CUDA cores in
+// both builds.
+#define PE_ATTENTION
+// the backward's dz scratch in floats (the dk, dv one is att_dkv)
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) {
+    int P = cope_positions(cfg->max_seq_len);
+    return (size_t)cope_dz_rows(B, T, cfg->num_heads, P) * P;
+}
+// layer l's CoPE as the kernels see it (the scratch is the backward's)
+static CopeLayer cope_layer(const GPT2* model, int l) {
+    const GPT2Config* cfg = &model->config;
+    int P = cope_positions(cfg->max_seq_len), hs = cfg->channels / cfg->num_heads;
+    CopeLayer cl;
+    cl.E = model->params.cope_e + (size_t)l * P * hs;
+    cl.dE = model->grads.cope_e != NULL ? model->grads.cope_e + (size_t)l * P * hs : NULL;
+    cl.dkv = model->gs.att_dkv;
+    cl.dz = model->gs.pe_scratch;
+    cl.P = P;
+    cl.dz_rows = cope_dz_rows(model->acts_B, model->acts_T, cfg->num_heads, P);
+    return cl;
+}
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    const GPT2Config* cfg = &model->config;
+    cope_attention_forward(out, lse, qkv, cope_layer(model, l), B, T, cfg->num_heads, cfg->channels / cfg->num_heads, ctx.stream);
+}
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    const GPT2Config* cfg = &model->config;
+    cope_attention_backward(dqkv, dout, qkv, out, lse, cope_layer(model, l), B, T, cfg->num_heads, cfg->channels / cfg->num_heads,
+                            ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+}
 #endif
 
 // defaults: the hooks an encoding does not define do nothing
@@ -1573,7 +1729,7 @@ __device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, in
 __device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
 static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
 #endif
-#if !defined(PE_ROW) && !defined(PE_ATTENTION)
+#ifndef PE_ROW
 // an encoding that writes its bias per pair (b, h, i, j): the row is just where it is
 struct PERow { int b, h, i; float shift; };
 __device__ __forceinline__ PERow pe_bias_row(const PEBias&, int b, int h, int i) { return {b, h, i, 0.0f}; }
@@ -1582,35 +1738,53 @@ __device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, in
     pe_bias_backward(pb, g, side, r.b, r.h, r.i, j, ds);
 }
 #endif
+#ifndef PE_BIAS_WARP
+__device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
+    if (valid) { pe_bias_backward(pb, g, side, r, j, ds); }
+}
+#endif
 #ifndef PE_PROJECT
 static void pe_project(GPT2* model) { (void)model; }
 #endif
 #ifndef PE_LAYER_DLN1
 #define PE_LAYER_DLN1 0
 #endif
-
-// a layer's attention: the build's kernels with the encoding's hooks (its own kernels for
-// PE_ATTENTION), at the tokens' positions pos (NULL: the indices). The bias encodings with
-// randomized positions (PE_BIAS_OF_POSITIONS) compile the kernels a second time for them
-// (PEPositions; non-DAPE builds), so that the instance every other run uses stays as it
-// was; for the others positions enter before the attention (embeddings, rope's and xpos's
-// rotation) and the bias (none, or xPos's window, which -rp excludes) ignores them.
-static void layer_attention_forward(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, const int* pos, int B, int T, int NH,
-                                    int HS, cudaStream_t stream) {
+#ifndef PE_ATTENTION
+// a layer's attention for every encoding but CoPE and txl: llmc/attention_bias.cuh's, the
+// bias through the hooks above (D, att_D, is its scratch), at the tokens' positions in layer
+// l. The bias encodings with randomized positions (PE_BIAS_OF_POSITIONS) compile the kernels a
+// second time for them (PEPositions; non-DAPE builds), so that the instance every other run
+// uses stays as it was; for the others positions enter before the attention (embeddings,
+// rope's and xpos's rotation) and the bias (none, or xPos's window, which -rp excludes)
+// ignores them.
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) { (void)cfg; (void)B; (void)T; return 0; }
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    int NH = model->config.num_heads, HS = model->config.channels / NH;
+    PEBias pb;
+    pe_bias_setup(&pb, model, l, B, T, 0);
 #if defined(PE_BIAS_OF_POSITIONS) && DAPE_ID == 0
-    if (pos != NULL) { attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); return; }
+    const int* pos = pe_positions(model, l);
+    if (pos != NULL) { attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, ctx.stream); return; }
 #endif
-    (void)pos;
-    attention_forward(out, lse, qkv, pb, B, T, NH, HS, stream);
+    attention_forward(out, lse, qkv, pb, B, T, NH, HS, ctx.stream);
 }
-static void layer_attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                                     const PEBias& pb, const int* pos, int B, int T, int NH, int HS, cudaStream_t stream) {
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    int NH = model->config.num_heads, HS = model->config.channels / NH;
+    PEBias pb;
+    pe_bias_setup(&pb, model, l, B, T, 1);
 #if defined(PE_BIAS_OF_POSITIONS) && DAPE_ID == 0
-    if (pos != NULL) { attention_backward(dqkv, D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); return; }
+    const int* pos = pe_positions(model, l);
+    if (pos != NULL) {
+        attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, ctx.stream);
+        pe_bias_reduce(&pb, model, l, B);
+        return;
+    }
 #endif
-    (void)pos;
-    attention_backward(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
+    attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, pb, B, T, NH, HS, ctx.stream);
+    pe_bias_reduce(&pb, model, l, B);
 }
+#endif
 
 // ============================================================================
 // DAPE (llmc/dape.h; the kernels in llmc/attention_dape.cuh, the definition in
@@ -1644,7 +1818,6 @@ static int dape_kv_blocks(int T) { return attention_kv_blocks(1, T, 1); }
 static int dape_pe_rows(int B, int T) { return CEIL_DIV(dape_query_blocks(B, T), dape_kv_blocks(T)); }
 static size_t dape_pe_slots(int B, int T, int NH) { return (size_t)dape_pe_rows(B, T) * NH * dape_kv_blocks(T); }
 
-#if DAPE_ID // DAPE's kernels are compiled in DAPE builds only (txl has no hooks for them)
 static void dape_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T) {
     dape_attention_forward(out, lse, qkv, pb, dape_layer(model, l), B, T, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
 }
@@ -1657,13 +1830,12 @@ static void dape_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, 
     TensorSet<float>* g = &model->grads;
     int NH = model->config.num_heads;
     if (PE_PAR_N > 0) { cudaCheck(cudaMemsetAsync(gs->pe_partials, 0, dape_pe_slots(B, T, NH) * PE_PAR_N * sizeof(float), ctx.stream)); }
-    dape_attention_backward(dqkv, gs->att_D, gs->dape_dkv, gs->dape_partials,
+    dape_attention_backward(dqkv, gs->att_D, gs->att_dkv, gs->dape_partials,
                             g->dape_w1 + (size_t)l * dp.D * dp.Cin * dp.K, g->dape_b1 + (size_t)l * dp.D,
                             g->dape_w2 + (size_t)l * NH * dp.D * dp.K, g->dape_b2 + (size_t)l * NH,
                             dout, qkv, out, lse, *pb, dp, B, T, dape_kv_blocks(T), ctx.prop.sharedMemPerBlockOptin, ctx.stream);
     pe_bias_reduce(pb, model, l, dape_pe_rows(B, T));
 }
-#endif
 
 // ============================================================================
 // the model
@@ -1876,15 +2048,16 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         void** gptrs[] = {
             (void**)&g->dres, (void**)&g->dbig, (void**)&g->dsmall, (void**)&g->att_D,
             (void**)&g->pe_dS, (void**)&g->pe_dw, (void**)&g->pe_dx, (void**)&g->pe_partials, (void**)&g->pe_drel,
-            (void**)&g->dape_dkv, (void**)&g->dape_partials,
+            (void**)&g->att_dkv, (void**)&g->dape_partials, (void**)&g->pe_scratch,
         };
         size_t gbytes[] = {
             N * C * X, N * 4 * C * X, N * C * X, N * NH * F,
             cable ? N * NH * F : 0, cfg->pe == PE_ID_CABLE ? N * NH * F : 0, cable ? N * NH * X : 0,
             (cfg->dape != 0 ? dape_pe_slots(B, T, NH) + (size_t)NH * dape_kv_blocks(T) : (size_t)attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
             cfg->pe == PE_ID_TXL ? (size_t)T * C * X : 0,
-            cfg->dape != 0 ? N * 2 * C * F : 0,
+            cfg->dape != 0 || cfg->pe == PE_ID_COPE ? N * 2 * C * F : 0,
             cfg->dape != 0 ? (size_t)dape_query_blocks(B, T) * dape_num_params(dape_layer(model, 0)) * F : 0,
+            pe_attention_scratch(cfg, B, T) * F,
         };
         model->gs_memory = carve(gptrs, gbytes, (int)(sizeof(gbytes) / sizeof(gbytes[0])), "the backward pass's buffers");
     }
@@ -1974,12 +2147,13 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
                           p.ln1w + (size_t)l * C, p.ln1b + (size_t)l * C, B * T, C);
         matmul_forward(l_qkv, l_ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + (size_t)l * 3 * C, B * T, C, 3 * C, NULL);
         pe_layer_forward(model, l, B, T);
-        PEBias pb;
-        pe_bias_setup(&pb, model, l, B, T, 0);
-#if DAPE_ID
-        if (cfg->dape != 0) { dape_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T); } else
-#endif
-        { layer_attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, pb, pe_positions(model, l), B, T, NH, C / NH, st); }
+        if (cfg->dape != 0) {
+            PEBias pb;
+            pe_bias_setup(&pb, model, l, B, T, 0);
+            dape_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, pb, B, T);
+        } else {
+            pe_attention_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, B, T);
+        }
         matmul_forward(a.proj, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C, NULL);
         residual_forward(l_residual2, residual, a.proj, (size_t)B * T * C);
         layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
@@ -2041,17 +2215,12 @@ void gpt2_backward(GPT2* model) {
         // dres = d residual2; residual2 = residual + attproj(attention(qkv(ln1(residual))))
         matmul_backward(d.dsmall, g.attprojw + (size_t)l * C * C, g.attprojb + (size_t)l * C, part,
                         d.dres, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C, 0);
-        PEBias pb;
-        pe_bias_setup(&pb, model, l, B, T, 1);
-#if DAPE_ID
         if (cfg->dape != 0) {
+            PEBias pb;
+            pe_bias_setup(&pb, model, l, B, T, 1);
             dape_backward(model, l, d.dbig, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH, &pb, B, T);
-        } else
-#endif
-        {
-            layer_attention_backward(d.dbig, d.att_D, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH,
-                                     pb, pe_positions(model, l), B, T, NH, C / NH, ctx.stream);
-            pe_bias_reduce(&pb, model, l, B);
+        } else {
+            pe_attention_backward(model, l, d.dbig, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH, B, T);
         }
         pe_layer_backward(model, l, B, T);
         matmul_backward(d.dsmall, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C, part,

@@ -797,25 +797,25 @@ static void shard_put(ShardWriter* sw, const int* ids, size_t n) {
     }
 }
 
-// Is `name` (a file in the prefix's directory) a shard of split `split` that this run did not
-// write, or the temporary file of one (left by a killed run)? `rest` is the name after
-// "<prefix>_"; the shards this run wrote in this split are numbered [first, end).
-static int shard_is_stale(const char* rest, const char* split, long first, long end) {
+// Is a shard of split `split` that this run did not write, or whose temporary file a killed
+// run left (`temporary`), stale? `rest` is the shard's name after "<prefix>_"; the shards
+// this run wrote in this split are numbered [first, end).
+static int shard_is_stale(const char* rest, int temporary, const char* split, long first, long end) {
     size_t n = strlen(split);
     if (strncmp(rest, split, n) != 0 || rest[n] != '_') { return 0; }
     const char* p = rest + n + 1;
     long idx = 0;
     int digits = 0;
     for (; isdigit((unsigned char)*p) && digits < 9; p++, digits++) { idx = idx * 10 + (*p - '0'); }
-    if (digits < 6 || strncmp(p, ".bin", 4) != 0) { return 0; }
-    size_t tail = strlen(p + 4);
-    int temporary = tail > 4 && p[4] == '.' && strcmp(p + 4 + tail - 4, ".tmp") == 0;
-    return temporary || (tail == 0 && (idx < first || idx >= end));
+    if (digits < 6 || strcmp(p, ".bin") != 0) { return 0; }
+    return temporary || idx < first || idx >= end;
 }
 
 // Removes what an earlier run into the same prefix left and this run did not overwrite:
 // shards of the splits this run writes, numbered beyond its last one (a glob such as
-// PREFIX_train_*.bin would read them with the new ones), and temporary files of killed runs.
+// PREFIX_train_*.bin would read them with the new ones), and temporary files of shards whose
+// writer is gone (a killed run; llmc/utils.h: temporary_is_orphan). Another tokenizer's
+// writes in progress are left alone.
 static void remove_stale_shards(const ShardWriter* sw, const char* dir) {
     const char* slash = strrchr(sw->prefix, '/');
     const char* base = slash ? slash + 1 : sw->prefix;
@@ -824,10 +824,14 @@ static void remove_stale_shards(const ShardWriter* sw, const char* dir) {
     if (d == NULL) { fatal("cannot list %s (%s)", dir, strerror(errno)); }
     struct dirent* e;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, base, nbase) != 0 || e->d_name[nbase] != '_') { continue; }
-        const char* rest = e->d_name + nbase + 1;
-        int stale = sw->split ? shard_is_stale(rest, sw->split, 0, sw->index)
-                              : shard_is_stale(rest, "val", 0, sw->index > 0 ? 1 : 0) || shard_is_stale(rest, "train", 1, sw->index);
+        const char* name = NULL; // the shard's name, also that of a temporary file's shard
+        int temporary = temporary_is_orphan(e->d_name, &name);
+        if (name == NULL) { name = e->d_name; }
+        else if (!temporary) { continue; } // a write in progress
+        if (strncmp(name, base, nbase) != 0 || name[nbase] != '_') { continue; }
+        const char* rest = name + nbase + 1;
+        int stale = sw->split ? shard_is_stale(rest, temporary, sw->split, 0, sw->index)
+                              : shard_is_stale(rest, temporary, "val", 0, sw->index > 0 ? 1 : 0) || shard_is_stale(rest, temporary, "train", 1, sw->index);
         if (!stale) { continue; }
         char path[2 * PATH_MAX];
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);

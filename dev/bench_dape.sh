@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # CPU cost of DAPE: kerple, DAPE-kerple (DAPE=mlp) and DAPE_1x3-kerple at T=256, and the
-# peak memory of an evaluation at 16384 tokens. Two measures of a training step, the runs
-# alternating (kerple, mlp, 1x3, kerple, ...) so that whatever else the machine does
-# weighs on all alike:
+# peak memory of an evaluation at 16384 tokens; STEMS="nope cope" compares other builds
+# (the first is the base, the memory is measured for the first and the last). Two measures
+# of a training step, the runs alternating (kerple, mlp, 1x3, kerple, ...) so that whatever
+# else the machine does weighs on all alike:
 #   wall  the median step time of a run (2 OpenMP threads, steps after the first); on a
 #         machine shared with other work this swings by tens of percent from run to run
 #   cpu   the CPU time of one step on one thread: (user + sys of a 5-step run - that of a
 #         1-step run) / 4, which another process's load hardly changes
 #
 #   dev/bench_dape.sh            (MODEL=cpu T=256 B=4 ROUNDS=2 STEPS=8; MEMORY=0 skips the evaluation)
+#   STEMS="nope cope" dev/bench_dape.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${MODEL:-cpu}
@@ -17,7 +19,8 @@ B=${B:-4}
 ROUNDS=${ROUNDS:-2}
 STEPS=${STEPS:-8}
 MEMORY=${MEMORY:-1}
-STEMS=(kerple kerple_dapemlp kerple_dape1x3)
+read -r -a STEMS <<< "${STEMS:-kerple kerple_dapemlp kerple_dape1x3}"
+BASE=${STEMS[0]}
 W=$(mktemp -d /tmp/bench_dape.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 make -s starter $(for s in "${STEMS[@]}"; do echo build/train_gpt2_$s; done)
@@ -38,11 +41,11 @@ for r in $(seq 1 $ROUNDS); do
     done
 done
 for m in wall cpu; do
-    base=$(cat "$W"/$m.kerple.* | median)
+    base=$(cat "$W"/$m.$BASE.* | median)
     for s in "${STEMS[@]}"; do
         v=$(cat "$W"/$m.$s.* | median)
         awk -v s=$s -v v="$v" -v b="$base" -v m=$m -v model=$MODEL -v T=$T -v B=$B \
-            'BEGIN { printf "%s, B=%d, T=%d, %-4s: %-15s %7.0f ms/step, %+.1f%% against kerple\n", model, B, T, m, s, v, 100 * (v / b - 1) }'
+            -v base=$BASE 'BEGIN { printf "%s, B=%d, T=%d, %-4s: %-15s %7.0f ms/step, %+.1f%% against %s\n", model, B, T, m, s, v, 100 * (v / b - 1), base }'
     done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -50,7 +53,7 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$MEMORY" = 1 ] || exit 0
 # evaluation at 1024, 4096 and 16384 tokens (16384 scored tokens each, non-overlapping
 # windows) from a one-step checkpoint; peak resident memory from /usr/bin/time -v
-for s in kerple kerple_dape1x3; do
+for s in $BASE ${STEMS[-1]}; do
     build/train_gpt2_$s -e $MODEL -t 128 -b 8 -x 1 -v 0 -s 0 -E none -o "$W/mem_$s" > /dev/null
     /usr/bin/time -v build/train_gpt2_$s -e "$W/mem_$s/model_00000001.bin" -x 0 -E 1024,4096,16384 -K 16384 -W -1 \
         > "$W/eval_$s.log" 2> "$W/time_$s.log"

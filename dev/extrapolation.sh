@@ -8,7 +8,9 @@
 # trained with randomized positions at plain positions 0..T-1 as well (-ra 1).
 #
 #   dev/extrapolation.sh [--quick] [OUTDIR]     (default OUTDIR: out/extrapolation)
-#   ENTRIES="txl rope_rp2048" dev/extrapolation.sh OUTDIR    (only these entries)
+#   ONLY="cope" dev/extrapolation.sh OUTDIR      only these entries, with the same settings (the
+#                                               rows of a run of the others stay valid: every
+#                                               entry trains alone, from the same seed)
 #
 # --quick: 8 entries, a few steps, short lengths (a smoke test; CI runs it and checks
 # that the CSVs have every expected row with finite numbers).
@@ -27,11 +29,11 @@ if [ $QUICK -eq 1 ]; then
     MODEL=nano; T=32; B=4; STEPS=30; K=512; LR=3e-3; WARMUP=5
     ROPE_SCALING=yarn,dynamic-ntk
 else
-    PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable
-         kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3 txl learned_rp2048 rope_rp2048)
+    PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable cope
+         txl kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3 learned_rp2048 rope_rp2048)
     MODEL=cpu; T=128; B=8; STEPS=${STEPS:-200}; K=${K:-4096}; LR=2e-3; WARMUP=20
 fi
-if [ -n "${ENTRIES:-}" ]; then read -r -a PES <<< "$ENTRIES"; fi
+if [ -n "${ONLY:-}" ]; then read -r -a PES <<< "$ONLY"; fi
 ROPE_SCALING=${ROPE_SCALING:-pi,ntk,yarn,dynamic-pi,dynamic-ntk,dynamic-yarn}
 # the binary of an entry (<pe>_rp<L>: <pe>'s), and its randomized positions' flags
 binary() { echo "build/train_gpt2_${1%_rp*}"; }

@@ -98,7 +98,9 @@ if [[ " $STAGES " == *" dev "* ]]; then
     stage "dev: tensor-core instructions; dev/cuda/attention_bias, every version, every encoding; PyTorch SDPA"
     mkdir -p "$OUT/dev"
     targets="mma_check"
-    for pe in $PES; do targets="$targets attention_bias_$pe"; done
+    # CoPE's attention is its own kernels: dev/cuda/attention_cope, versions 1 and 2 (ms only)
+    dev_binary() { if [ "$1" = cope ]; then echo attention_cope; else echo "attention_bias_$1"; fi; }
+    for pe in $PES; do targets="$targets $(dev_binary "$pe")"; done
     make -C dev/cuda -j"$JOBS" $targets > "$OUT/dev/build.log" 2>&1 || { tail -n 30 "$OUT/dev/build.log"; exit 1; }
     note ""
     if dev/cuda/mma_check > "$OUT/dev/mma_check.log" 2>&1; then note "mma_check (GPU instructions = emulated layouts): ok"
@@ -113,10 +115,12 @@ if [[ " $STAGES " == *" dev "* ]]; then
     echo "| (PyTorch SDPA flash, causal, no bias) | - | - | ${f:-- | -} | ${b:-- | -} |" | tee -a "$SUMMARY"
     [ -n "$f" ] || note "SDPA: $(head -n 1 "$OUT/dev/sdpa.log")"
     for pe in $PES; do
-        for v in 1 2 3; do
+        versions="1 2 3"
+        if [ "$pe" = cope ]; then versions="1 2"; fi
+        for v in $versions; do
             log="$OUT/dev/attention_bias_${pe}_v$v.log"
             status=ok
-            dev/cuda/attention_bias_$pe $v $SHAPE > "$log" 2>&1 || status=FAIL
+            "dev/cuda/$(dev_binary "$pe")" $v $SHAPE > "$log" 2>&1 || status=FAIL
             f=$(awk '/^  forward/ {print $2" | "$4}' "$log")
             b=$(awk '/^  backward/ {print $2" | "$4}' "$log")
             echo "| $pe | $v | $status | ${f:-- | -} | ${b:-- | -} |" | tee -a "$SUMMARY"

@@ -22,6 +22,10 @@ per encoding, train_gpt2.cu "positional encodings"):
       accumulates dL/dbias(i, j) = ds into the thread's accumulators g: side PE_SIDE_ROW is
       called by the thread that owns query i (the dq pass), side PE_SIDE_COL by the thread
       that owns key j (the dk/dv pass); each pair is seen once from each side
+  void pe_bias_backward_warp(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds, bool valid)
+      what the kernels call: pe_bias_backward of the pair where valid, called by every lane of
+      a warp at once on the column side; an encoding whose column side reduces over the warp
+      (t5, fire) keeps the lane's share of the reduction in g and marks PE::Grad per_lane
   void pe_bias_flush(const PE& pb, PE::Grad& g, int side, int b, int h, int t, bool valid, int slot)
       called once by every thread at the end of a backward kernel, with the sums of the
       pairs of its token t (valid: t is one, and < T): writes per-token gradients, or
@@ -65,7 +69,13 @@ shared memory per block at most (HS = 128).
 #ifndef LLMC_ATTENTION_BIAS_CUH
 #define LLMC_ATTENTION_BIAS_CUH
 
+#include <type_traits>
 #include "cuda_common.cuh"
+
+// whether a PE::Grad holds its lane's share of a warp's reduction (static constexpr bool
+// per_lane = true): the kernels then keep it with its lane
+template<class G, class = void> struct GradPerLane { static constexpr bool value = false; };
+template<class G> struct GradPerLane<G, std::void_t<decltype(G::per_lane)>> { static constexpr bool value = G::per_lane; };
 
 #define ATT_DPT 16   // head dimensions per thread
 #define ATT_BQ 64    // query rows per block (forward, dq pass)
@@ -98,8 +108,9 @@ __device__ __forceinline__ PERowOf<PE> pe_bias_row(const PEPositions<PE>& w, int
 template<class PE>
 __device__ __forceinline__ float pe_bias(const PEPositions<PE>& w, const PERowOf<PE>& r, int j) { return pe_bias(w.pe, r, pe_position(w, j)); }
 template<class PE>
-__device__ __forceinline__ void pe_bias_backward(const PEPositions<PE>& w, typename PE::Grad& g, int side, const PERowOf<PE>& r, int j, float ds) {
-    pe_bias_backward(w.pe, g, side, r, pe_position(w, j), ds);
+__device__ __forceinline__ void pe_bias_backward_warp(const PEPositions<PE>& w, typename PE::Grad& g, int side, const PERowOf<PE>& r, int j,
+                                                      float ds, bool valid) {
+    pe_bias_backward_warp(w.pe, g, side, r, pe_position(w, j), ds, valid);
 }
 template<class PE>
 __device__ __forceinline__ void pe_bias_flush(const PEPositions<PE>& w, typename PE::Grad& g, int side, int b, int h, int t, bool valid, int slot) {
@@ -201,6 +212,29 @@ __device__ __forceinline__ void attention_bias_tile(float* bias_row, const PE& p
     }
 }
 
+// one key tile of the online softmax of a row: its logits s (ATT_BK, -inf where masked)
+// update the running maximum m and sum l, rescaling the output o (this thread's
+// dimensions), to which their values (the tile vs) are added
+template<int HS, int TPR>
+__device__ __forceinline__ void attention_softmax_tile(const float* s, float& m, float& l, float* o, const float* vs, int p) {
+    float tile_max = -INFINITY;
+    #pragma unroll
+    for (int jj = 0; jj < ATT_BK; jj++) { tile_max = fmaxf(tile_max, s[jj]); }
+    float m_new = fmaxf(m, tile_max);
+    if (m_new == -INFINITY) { return; } // no key yet (only rows past T)
+    float corr = expf(m - m_new);
+    l *= corr;
+    #pragma unroll
+    for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
+    #pragma unroll
+    for (int jj = 0; jj < ATT_BK; jj++) {
+        float pij = expf(s[jj] - m_new);
+        l += pij;
+        attention_axpy<HS, TPR>(o, pij, vs, jj, p);
+    }
+    m = m_new;
+}
+
 // ----------------------------------------------------------------------------
 // kernels
 
@@ -297,7 +331,7 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
                 float pij = expf(dot * scale + bias[r][jj] - row_lse);
                 float ds = pij * (dp - Di);
                 attention_axpy<HS, TPR>(dq, ds * scale, ks, jj, p);
-                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_ROW, pr, j, ds); }
+                if (p == 0) { pe_bias_backward_warp(pb, acc, PE_SIDE_ROW, pr, j, ds, true); }
             }
         }
     }
@@ -351,13 +385,15 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(k, qs, ii, p));
             float dp = row_group_sum<TPR>(attention_dot<HS, TPR>(v, gs, ii, p));
             int i = i0 + ii;
-            if (j <= i && i < T) {
+            bool valid = j <= i && i < T;
+            float ds = 0.0f;
+            if (valid) {
                 float pij = expf(dot * scale + bias[r][ii] - lses[ii]);
-                float ds = pij * (dp - Ds[ii]);
+                ds = pij * (dp - Ds[ii]);
                 attention_axpy<HS, TPR>(dv, pij, gs, ii, p);
                 attention_axpy<HS, TPR>(dk, ds * scale, qs, ii, p);
-                if (p == 0) { pe_bias_backward(pb, acc, PE_SIDE_COL, rows[ii], j, ds); }
             }
+            pe_bias_backward_warp(pb, acc, PE_SIDE_COL, rows[ii], j, ds, valid && p == 0);
         }
     }
     if (j < T) {

@@ -8,12 +8,16 @@ encoding's parameters; q, k, v, the output gradient and CABLE's S and w are rand
 Compared: the output and the log-sum-exp, dq, dk, dv, and the bias gradients (CABLE's
 dS and, for cable, dw; the parameter gradients of t5, kerple, fire and kerple_power; txl's
 dP, the gradient of its projected sinusoids, and those of r_w and r_r). A shape with rp_len
-> 0 runs the encodings that have randomized positions at a draw of T positions from
-[0, rp_len) (the kernels read the bias at those positions: PEPositions). The reference
+> 0 runs the bias encodings that have randomized positions (PE_BIAS_OF_POSITIONS) at the
+trainer's draw of T positions from [0, rp_len), through the trainer's attention of a layer
+(attn_case_run_layer: the kernels read the bias at those positions, PEPositions). The reference
 backward uses the kernel's own stored output for D_i = dout_i . out_i, as the kernel
 does, so that bf16 rounding of the output does not enter the comparison of gradients
 (and, for the same reason, leaves out the row side of dS for the encodings with
 b = w_i (S_i - S_j), which is zero for the exact D_i).
+
+CoPE, whose attention is its own (llmc/attention_cope.cuh), has its own case at the end
+(cope_case_check): its kernels against CoPE's definition written out again in double.
 */
 #ifndef LLMC_ATTENTION_CHECK_CUH
 #define LLMC_ATTENTION_CHECK_CUH
@@ -22,12 +26,20 @@ b = w_i (S_i - S_j), which is zero for the exact D_i).
 
 typedef struct { int B, T, NH, hs, rp_len; } AttnShape; // rp_len: randomized positions from [0, rp_len) (0: none)
 
-// the attention under test, as the trainer's layer_attention_forward/backward: the bias at
-// the positions pos (NULL: the indices)
-typedef void (*AttnForwardFn)(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, const int* pos, int B, int T, int NH, int HS,
+// the dev/cuda checks' tolerances (relative L2 against the reference): out, lse, dq, dk, dv
+// (fp32 outputs; bf16 outputs, and P and dS rounded to bf16 in the tensor-core kernels),
+// and the bias or encoding parameter gradients, which stay fp32 in both builds
+#if defined(ENABLE_FP32)
+#define TOL_OUT 1e-4
+#else
+#define TOL_OUT 1e-2
+#endif
+#define TOL_PE 1e-3
+
+typedef void (*AttnForwardFn)(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T, int NH, int HS,
                               cudaStream_t stream);
 typedef void (*AttnBackwardFn)(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                               const PEBias& pb, const int* pos, int B, int T, int NH, int HS, cudaStream_t stream);
+                               const PEBias& pb, int B, int T, int NH, int HS, cudaStream_t stream);
 
 // a one-layer model whose layer-0 activations hold random attention inputs, and host
 // copies of exactly what the kernels read
@@ -41,7 +53,7 @@ typedef struct {
     float* w;       // (B, T, NH) cable
     float* slopes;  // (NH) alibi
     int* pos;       // (T) the tokens' positions (randomized positions), NULL: the indices
-    int* pos_dev;   // its device copy
+    const int* pos_dev; // the model's device copy
     float* P;       // (T, C) txl: the projected sinusoids as the kernels see them
 } AttnCase;
 
@@ -77,6 +89,10 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
     cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
+#if defined(PE_BIAS_OF_POSITIONS)
+    cfg.rp_len = s.rp_len;
+    cfg.rp_seed = (int)seed;
+#endif
     GPT2* m = &c->model;
     gpt2_build_from_config(m, &cfg, seed);
     // PE parameters with some weight: a T5 table of unit scale, FIRE's threshold inside the
@@ -108,12 +124,12 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     c->dout = upload_random(m->gs.dsmall, N * C, 1.0f, &rng);
     c->par = download_floatX(m->params_memory, m->num_padded);
     c->slopes = download_float(m->alibi_slopes, s.NH);
-    if (s.rp_len > 0 && rp_supported(PE_ID)) { // one draw, shared by the batch and the heads
+    m->rp_key = rp_key(RP_STREAM_TEST, 6, 0);
+    pe_positions_draw(m, s.T); // the trainer's draw, shared by the batch and the heads
+    c->pos_dev = pe_positions(m, 0);
+    if (c->pos_dev != NULL) {
         c->pos = (int*)malloc_check(s.T * sizeof(int));
-        rp_draw(c->pos, s.T, s.rp_len, seed, rp_key(RP_STREAM_TEST, 6, 0), 0);
-        c->pos_dev = (int*)cuda_malloc(s.T * sizeof(int), "the attention check's positions");
-        cudaCheck(cudaMemcpy(c->pos_dev, c->pos, s.T * sizeof(int), cudaMemcpyHostToDevice));
-        m->rp_span = s.rp_len; // sandwich's table covers the distances of the draw
+        memcpy(c->pos, m->rp_host, s.T * sizeof(int));
     }
     if (m->acts.pe_s != NULL) { // S: a random walk with increments -softplus(N(0, 1)); w around 1
         c->S = (float*)malloc_check(N * s.NH * sizeof(float));
@@ -135,22 +151,32 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
 }
 
 static void attn_case_free(AttnCase* c) {
-    cuda_free(&c->pos_dev);
     gpt2_free(&c->model);
     free(c->qkv); free(c->dout); free(c->par); free(c->S); free(c->w); free(c->slopes); free(c->pos); free(c->P);
 }
 
-// one forward and one backward pass of the given kernels on the case's inputs
+// one forward and one backward pass of the given kernels on the case's inputs, at the indices
 static void attn_case_run(AttnCase* c, AttnForwardFn fwd, AttnBackwardFn bwd) {
     GPT2* m = &c->model;
     AttnShape s = c->s;
     PEBias pb;
     pe_bias_setup(&pb, m, 0, s.B, s.T, 0);
-    fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pb, c->pos_dev, s.B, s.T, s.NH, s.hs, ctx.stream);
+    fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pb, s.B, s.T, s.NH, s.hs, ctx.stream);
     gpt2_zero_grad(m);
     pe_bias_setup(&pb, m, 0, s.B, s.T, 1);
-    bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pb, c->pos_dev, s.B, s.T, s.NH, s.hs, ctx.stream);
+    bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pb, s.B, s.T, s.NH, s.hs, ctx.stream);
     pe_bias_reduce(&pb, m, 0, s.B);
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+}
+
+// the same with the trainer's attention of layer 0 (pe_attention_forward/backward: its
+// kernels, positions and parameter gradients; txl's own kernels)
+static void attn_case_run_layer(AttnCase* c) {
+    GPT2* m = &c->model;
+    AttnShape s = c->s;
+    pe_attention_forward(m, 0, m->acts.atty, m->acts.att_lse, m->acts.qkv, s.B, s.T);
+    gpt2_zero_grad(m);
+    pe_attention_backward(m, 0, m->gs.dbig, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, s.B, s.T);
     cudaCheck(cudaStreamSynchronize(ctx.stream));
 #if defined(PE_TXL)
     free(c->P);
@@ -423,6 +449,25 @@ static void attn_reference_free(AttnRef* r) {
     free(r->out); free(r->lse); free(r->dqkv); free(r->dS); free(r->dw); free(r->dpe);
 }
 
+// milliseconds per call of fn, averaged over `reps` calls after one warm-up call (the
+// dev/cuda timing loops)
+template<class F>
+static float time_ms(F fn, int reps) {
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    fn();
+    cudaCheck(cudaEventRecord(start, ctx.stream));
+    for (int r = 0; r < reps; r++) { fn(); }
+    cudaCheck(cudaEventRecord(stop, ctx.stream));
+    cudaCheck(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    return ms / reps;
+}
+
 // relative L2 error ||x - ref|| / ||ref|| and the largest absolute difference; prints one
 // line and returns 1 if the error exceeds tol
 static int attn_compare(const char* what, const float* x, const double* ref, size_t n, double tol) {
@@ -491,5 +536,172 @@ static int attn_case_compare(AttnCase* c, double tol_out, double tol_pe) {
     free(out); free(lse); free(dqkv);
     return fails;
 }
+
+#if defined(PE_COPE)
+// ----------------------------------------------------------------------------
+// CoPE: its kernels (llmc/attention_cope.cuh) against the definition (train_gpt2.c's CoPE
+// block) in double, each sum written out in full: the position of key j is the sum of the
+// gates of the keys j..i, the gradient of the gate of key t the sum of dpos_ij over j <= t.
+// q, k, v and dout are random; E has P = T / 4 + 1 rows (the far keys' positions clamp),
+// E[u] = a + (2u / P) b + 0.005 r_u with a, b, r_u of N(0, 1) entries: CoPE's gradient jumps
+// where a position crosses an integer, by dA (z[n+1] - 2 z[n] + z[n-1]) (the second difference
+// of z = q.E; the official code's too), and the kernels' fp32 sums of gates land on the other
+// side of an integer than the reference's now and then (their rounding is ~1e-5), so E's
+// second differences are kept small: a jump then stays within the tolerance, while a wrong row
+// of E or a wrong weight is far outside it. The whole-path comparisons with the CPU path
+// (test_gpt2cu reference) use E of irregular unit-scale entries on short sequences. The
+// reference takes D_i from the kernel's stored output, as the kernel does.
+// dz_rows: the rows of the backward's dz scratch (a multiple of COPE_BQ; smaller than the
+// shape's rows makes the backward run in several launches). timed: the kernels' time, too.
+// Returns the failures.
+static int cope_case_check(AttnShape s, uint64_t seed, int dz_rows, double tol_out, double tol_pe, int timed) {
+    int B = s.B, T = s.T, NH = s.NH, hs = s.hs, C = NH * hs, C3 = 3 * C, P = T / 4 + 1;
+    size_t N = (size_t)B * T;
+    printf("CoPE attention kernels (%s): B=%d T=%d NH=%d hs=%d P=%d, dz scratch of %d rows\n", PRECISION_NAME, B, T, NH, hs, P, dz_rows);
+    cuda_context_init();
+    uint64_t rng = random_seed(seed);
+    floatX* qkv_d = (floatX*)cuda_malloc(N * C3 * sizeof(floatX), "qkv");
+    floatX* dout_d = (floatX*)cuda_malloc(N * C * sizeof(floatX), "dout");
+    floatX* E_d = (floatX*)cuda_malloc((size_t)P * hs * sizeof(floatX), "E");
+    floatX* out_d = (floatX*)cuda_malloc(N * C * sizeof(floatX), "out");
+    floatX* dqkv_d = (floatX*)cuda_malloc(N * C3 * sizeof(floatX), "dqkv");
+    float* lse_d = (float*)cuda_malloc(N * NH * sizeof(float), "lse");
+    float* dE_d = (float*)cuda_malloc((size_t)P * hs * sizeof(float), "dE");
+    float* dkv_d = (float*)cuda_malloc(N * 2 * C * sizeof(float), "dkv");
+    float* dz_d = (float*)cuda_malloc((size_t)dz_rows * P * sizeof(float), "dz");
+    float* x = upload_random(qkv_d, N * C3, 1.0f, &rng);
+    float* g = upload_random(dout_d, N * C, 1.0f, &rng);
+    float* E = (float*)malloc_check((size_t)P * hs * sizeof(float));
+    floatX* Ex = (floatX*)malloc_check((size_t)P * hs * sizeof(floatX));
+    for (int e = 0; e < hs; e++) { E[e] = random_normal(&rng); E[hs + e] = random_normal(&rng); } // a, b
+    for (int u = P - 1; u >= 0; u--) {
+        for (int e = 0; e < hs; e++) {
+            Ex[(size_t)u * hs + e] = (floatX)(0.5f * E[e] + 2.0f * u / P * E[hs + e] + 0.005f * random_normal(&rng));
+        }
+    }
+    for (size_t e = 0; e < (size_t)P * hs; e++) { E[e] = (float)Ex[e]; }
+    cudaCheck(cudaMemcpy(E_d, Ex, (size_t)P * hs * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(Ex);
+    cudaCheck(cudaMemset(dE_d, 0, (size_t)P * hs * sizeof(float)));
+    CopeLayer cl = {E_d, dE_d, dkv_d, dz_d, P, dz_rows};
+    cope_attention_forward(out_d, lse_d, qkv_d, cl, B, T, NH, hs, ctx.stream);
+    cope_attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, cl, B, T, NH, hs, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    if (timed) { // after the checked run: dE has its gradient
+        float ms_f = time_ms([&]() { cope_attention_forward(out_d, lse_d, qkv_d, cl, B, T, NH, hs, ctx.stream); }, 10);
+        float ms_b = time_ms([&]() {
+            cope_attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, cl, B, T, NH, hs, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+        }, 10);
+        cudaCheck(cudaMemset(dE_d, 0, (size_t)P * hs * sizeof(float)));
+        cope_attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, cl, B, T, NH, hs, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+        cudaCheck(cudaStreamSynchronize(ctx.stream));
+        printf("  forward  %8.3f ms\n  backward %8.3f ms\n", ms_f, ms_b);
+    }
+    float* out = download_floatX(out_d, N * C);
+    float* lse = download_float(lse_d, N * NH);
+    float* dqkv = download_floatX(dqkv_d, N * C3);
+    float* dE = download_float(dE_d, (size_t)P * hs);
+    double* r_out = (double*)calloc_check(N * C, sizeof(double));
+    double* r_lse = (double*)calloc_check(N * NH, sizeof(double));
+    double* r_dqkv = (double*)calloc_check(N * C3, sizeof(double));
+    double* r_dE = (double*)calloc_check((size_t)P * hs, sizeof(double));
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++) { // one (b, h) after the other: dk, dv and dE are sums over rows
+        for (int h = 0; h < NH; h++) {
+            #pragma omp parallel
+            {
+                double* sc = (double*)malloc_check((size_t)T * sizeof(double));
+                double* pos = (double*)malloc_check((size_t)T * sizeof(double));
+                double* pr = (double*)malloc_check((size_t)T * sizeof(double));
+                double* da = (double*)malloc_check((size_t)T * sizeof(double));
+                double* dpos = (double*)malloc_check((size_t)T * sizeof(double));
+                double* z = (double*)malloc_check((size_t)P * sizeof(double));
+                double* dz = (double*)malloc_check((size_t)P * sizeof(double));
+                double* dE_t = (double*)calloc_check((size_t)P * hs, sizeof(double));
+                double* dkv_t = (double*)calloc_check((size_t)T * 2 * hs, sizeof(double));
+                #pragma omp for schedule(dynamic, 8)
+                for (int i = 0; i < T; i++) {
+                    const float* q = x + ((size_t)b * T + i) * C3 + h * hs;
+                    const float* gi = g + ((size_t)b * T + i) * C + h * hs;
+                    for (int j = 0; j <= i; j++) {
+                        double dot = 0;
+                        for (int e = 0; e < hs; e++) { dot += (double)q[e] * x[((size_t)b * T + j) * C3 + C + h * hs + e]; }
+                        sc[j] = dot * scale;
+                    }
+                    for (int j = 0; j <= i; j++) {
+                        double sum = 0;
+                        for (int t = j; t <= i; t++) { sum += 1 / (1 + exp(-sc[t])); }
+                        pos[j] = fmin(sum, P - 1);
+                    }
+                    for (int u = 0; u < P; u++) {
+                        double dot = 0;
+                        for (int e = 0; e < hs; e++) { dot += (double)q[e] * E[(size_t)u * hs + e]; }
+                        z[u] = dot;
+                        dz[u] = 0;
+                    }
+                    double m = -INFINITY, sum = 0;
+                    for (int j = 0; j <= i; j++) {
+                        double f = floor(pos[j]), w = pos[j] - f;
+                        pr[j] = sc[j] + ((1 - w) * z[(int)f] + w * z[(int)ceil(pos[j])]) * scale;
+                        m = fmax(m, pr[j]);
+                    }
+                    for (int j = 0; j <= i; j++) { pr[j] = exp(pr[j] - m); sum += pr[j]; }
+                    r_lse[((size_t)b * NH + h) * T + i] = m + log(sum);
+                    double* o = r_out + ((size_t)b * T + i) * C + h * hs;
+                    double D = 0;
+                    for (int e = 0; e < hs; e++) { D += (double)gi[e] * out[((size_t)b * T + i) * C + h * hs + e]; }
+                    for (int j = 0; j <= i; j++) {
+                        pr[j] /= sum;
+                        const float* v = x + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
+                        double dp = 0;
+                        for (int e = 0; e < hs; e++) { o[e] += pr[j] * v[e]; dp += (double)gi[e] * v[e]; }
+                        da[j] = pr[j] * (dp - D);
+                        double f = floor(pos[j]), c = ceil(pos[j]), w = pos[j] - f;
+                        dz[(int)f] += da[j] * (1 - w) * scale;
+                        dz[(int)c] += da[j] * w * scale;
+                        dpos[j] = da[j] * (z[(int)c] - z[(int)f]) * scale;
+                    }
+                    double* dq = r_dqkv + ((size_t)b * T + i) * C3 + h * hs;
+                    for (int t = 0; t <= i; t++) {
+                        double dgate = 0;
+                        for (int j = 0; j <= t; j++) { dgate += dpos[j]; }
+                        double gate = 1 / (1 + exp(-sc[t]));
+                        double ds = da[t] + dgate * gate * (1 - gate);
+                        for (int e = 0; e < hs; e++) {
+                            dq[e] += ds * scale * x[((size_t)b * T + t) * C3 + C + h * hs + e];
+                            dkv_t[(size_t)t * 2 * hs + e] += ds * scale * q[e];
+                            dkv_t[(size_t)t * 2 * hs + hs + e] += pr[t] * gi[e];
+                        }
+                    }
+                    for (int u = 0; u < P; u++) {
+                        for (int e = 0; e < hs; e++) { dq[e] += dz[u] * E[(size_t)u * hs + e]; dE_t[(size_t)u * hs + e] += dz[u] * q[e]; }
+                    }
+                }
+                #pragma omp critical
+                {
+                    for (size_t e = 0; e < (size_t)P * hs; e++) { r_dE[e] += dE_t[e]; }
+                    for (int t = 0; t < T; t++) {
+                        for (int e = 0; e < hs; e++) {
+                            r_dqkv[((size_t)b * T + t) * C3 + C + h * hs + e] += dkv_t[(size_t)t * 2 * hs + e];
+                            r_dqkv[((size_t)b * T + t) * C3 + 2 * C + h * hs + e] += dkv_t[(size_t)t * 2 * hs + hs + e];
+                        }
+                    }
+                }
+                free(sc); free(pos); free(pr); free(da); free(dpos); free(z); free(dz); free(dE_t); free(dkv_t);
+            }
+        }
+    }
+    int fails = 0;
+    fails += attn_compare("out", out, r_out, N * C, tol_out);
+    fails += attn_compare("lse", lse, r_lse, N * NH, tol_out);
+    fails += attn_compare("dq, dk, dv", dqkv, r_dqkv, N * C3, tol_out);
+    fails += attn_compare("dE", dE, r_dE, (size_t)P * hs, tol_pe);
+    free(out); free(lse); free(dqkv); free(dE); free(x); free(g); free(E);
+    free(r_out); free(r_lse); free(r_dqkv); free(r_dE);
+    cuda_free(&qkv_d); cuda_free(&dout_d); cuda_free(&E_d); cuda_free(&out_d); cuda_free(&dqkv_d);
+    cuda_free(&lse_d); cuda_free(&dE_d); cuda_free(&dkv_d); cuda_free(&dz_d);
+    return fails;
+}
+#endif
 
 #endif // LLMC_ATTENTION_CHECK_CUH

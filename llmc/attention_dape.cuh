@@ -11,7 +11,7 @@ trainer's hooks as in llmc/attention_bias.cuh (the row form; b = pe_bias + r.shi
 row's constant that the plain kernels leave to the softmax):
   PERow pe_bias_row(const PE& pb, int b, int h, int i)
   float pe_bias(const PE& pb, const PERow& r, int j)
-  void pe_bias_backward(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds)
+  void pe_bias_backward_warp(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds, bool valid)
   void pe_bias_flush(const PE& pb, PE::Grad& g, int side, int b, int h, int t, bool valid, int slot)
 (only the PE_SIDE_COL side: DAPE's bases have parameter gradients, no per-token ones).
 
@@ -46,6 +46,7 @@ small (H = 12, D = 32, k = 3); dape_check_smem refuses what the GPU cannot hold.
 #define DAPE_BR 8        // query rows per block
 #define DAPE_BC 16       // key columns per tile
 #define DAPE_THREADS 256
+static_assert(DAPE_BR * DAPE_BC % 32 == 0, "the base's gradient: whole warps of a tile's pairs");
 
 // one layer's DAPE: weights in the checkpoint layouts W1 (D, Cin, K), W2 (NH, D, K)
 struct DapeParams {
@@ -61,12 +62,18 @@ __host__ __device__ inline int dape_num_params(const DapeParams& dp) {
     return dp.K * dp.Cin * dp.D + dp.D + dp.K * dp.D * dp.NH + dp.NH;
 }
 
+// floats of the base's gradient accumulators of one lane (PE::Grad; none when it is empty)
+template<class PE> __host__ __device__ constexpr int dape_grad_floats() {
+    return std::is_empty<typename PE::Grad>::value ? 0 : (int)(sizeof(typename PE::Grad) / sizeof(float));
+}
+
 // shared memory of a kernel: pointers into `base` (when not NULL), and the size in floats
-struct DapeSmem { float *w1, *b1, *w2, *b2, *x, *hid, *a, *da, *dz, *dx, *row_a, *row_b, *acc, *corr, *params; };
+struct DapeSmem { float *w1, *b1, *w2, *b2, *x, *hid, *a, *da, *dz, *dx, *row_a, *row_b, *acc, *corr, *params, *pe; };
+template<class PE>
 __host__ __device__ inline size_t dape_smem_layout(DapeSmem* s, float* base, const DapeParams& dp, int kind) {
     int p = dp.K / 2, bwd = kind != DAPE_FORWARD, C = dp.NH * dp.HS;
     int hx = bwd ? 4 * p : 2 * p, hh = bwd ? 3 * p : p, ha = bwd ? 2 * p : 0;
-    size_t sizes[15] = {
+    size_t sizes[16] = {
         (size_t)dp.K * dp.Cin * dp.D, (size_t)dp.D, (size_t)dp.K * dp.D * dp.NH, (size_t)dp.NH,
         (size_t)DAPE_BR * (DAPE_BC + 2 * hx) * dp.Cin,                  // x
         (size_t)DAPE_BR * (DAPE_BC + 2 * hh) * dp.D,                    // hid
@@ -78,11 +85,12 @@ __host__ __device__ inline size_t dape_smem_layout(DapeSmem* s, float* base, con
         kind == DAPE_BACKWARD_KV ? 0 : (size_t)DAPE_BR * C,             // acc: out / dq of the rows
         kind == DAPE_FORWARD ? (size_t)DAPE_BR * dp.NH : 0,             // corr: the softmax's rescale
         kind == DAPE_BACKWARD_Q ? (size_t)dape_num_params(dp) : 0,      // params: the block's partial
+        kind == DAPE_BACKWARD_Q ? (size_t)dp.NH * WARP_SIZE * dape_grad_floats<PE>() : 0, // pe: the base's PE::Grad per head and lane
     };
-    float** ptrs[15] = {&s->w1, &s->b1, &s->w2, &s->b2, &s->x, &s->hid, &s->a, &s->da, &s->dz, &s->dx,
-                        &s->row_a, &s->row_b, &s->acc, &s->corr, &s->params};
+    float** ptrs[16] = {&s->w1, &s->b1, &s->w2, &s->b2, &s->x, &s->hid, &s->a, &s->da, &s->dz, &s->dx,
+                        &s->row_a, &s->row_b, &s->acc, &s->corr, &s->params, &s->pe};
     size_t total = 0;
-    for (int k = 0; k < 15; k++) {
+    for (int k = 0; k < 16; k++) {
         if (base != NULL) { *ptrs[k] = base + total; }
         total += (sizes[k] + 3) / 4 * 4; // 16-byte aligned pieces
     }
@@ -190,7 +198,7 @@ __global__ void __launch_bounds__(DAPE_THREADS)
 dape_attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, const DapeParams dp, int T) {
     float* smem = (float*)DYNAMIC_SMEM;
     DapeSmem s;
-    dape_smem_layout(&s, smem, dp, DAPE_FORWARD);
+    dape_smem_layout<PE>(&s, smem, dp, DAPE_FORWARD);
     int b = blockIdx.y, r0 = (gridDim.x - 1 - blockIdx.x) * DAPE_BR; // the longest rows first
     int NH = dp.NH, HS = dp.HS, C = NH * HS, p = dp.K / 2;
     dape_load_weights(s, dp);
@@ -327,15 +335,16 @@ __device__ __forceinline__ float dape_tile_db(const DapeSmem& s, const DapeParam
 // dout_i . out_i (kept for the dk/dv pass), then every key tile up to the rows' last
 // hidden column: dq_i += ds k_c / sqrt(HS), DAPE's parameter gradients of the tile's own
 // output and hidden columns (the block's partial), and the base's parameter gradients
-// (each thread one head; one pe_bias_flush per head into slot (vb NH + h) kv_blocks + kb,
-// where (vb, kb) numbers the blocks kv_blocks to a virtual batch row).
+// (a warp per head at a time, its lanes over the tile's pairs; one pe_bias_flush per head into
+// slot (vb NH + h) kv_blocks + kb, where (vb, kb) numbers the blocks kv_blocks to a virtual
+// batch row).
 template<class PE>
 __global__ void __launch_bounds__(DAPE_THREADS)
 dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, const floatX* dout, const floatX* qkv,
                                  const floatX* out, const float* lse, const PE pb, const DapeParams dp, int T, int kv_blocks) {
     float* smem = (float*)DYNAMIC_SMEM;
     DapeSmem s;
-    dape_smem_layout(&s, smem, dp, DAPE_BACKWARD_Q);
+    dape_smem_layout<PE>(&s, smem, dp, DAPE_BACKWARD_Q);
     int b = blockIdx.y, r0 = blockIdx.x * DAPE_BR;
     int NH = dp.NH, HS = dp.HS, C = NH * HS, p = dp.K / 2, D = dp.D, K = dp.K, Cin = dp.Cin;
     int Wa = DAPE_BC + 4 * p, Wz = DAPE_BC + 2 * p, Wh = DAPE_BC + 6 * p, Wx = DAPE_BC + 8 * p;
@@ -356,9 +365,12 @@ dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, con
     }
     for (int e = threadIdx.x; e < DAPE_BR * C; e += blockDim.x) { s.acc[e] = 0.0f; }
     for (int e = threadIdx.x; e < np; e += blockDim.x) { s.params[e] = 0.0f; }
-    int heads_per_pass = blockDim.x / NH, my_head = threadIdx.x % NH;
-    bool pe_thread = (int)threadIdx.x < heads_per_pass * NH;
-    typename PE::Grad acc = {};
+    typedef typename PE::Grad Grad;
+    Grad* pe_acc = reinterpret_cast<Grad*>(s.pe); // [head][lane]
+    int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
+    if constexpr (dape_grad_floats<PE>() > 0) {
+        for (int e = threadIdx.x; e < NH * WARP_SIZE; e += blockDim.x) { pe_acc[e] = Grad{}; }
+    }
     int last = min(r0 + DAPE_BR, T) - 1;
     int last_hidden = dape_hidden_end(dp, last, T) - 1;
     for (int c0 = 0; c0 <= last_hidden; c0 += DAPE_BC) {
@@ -393,10 +405,18 @@ dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, con
             }
             s.params[e] += g;
         }
-        if (pe_thread) {
-            for (int q = threadIdx.x / NH; q < DAPE_BR * DAPE_BC; q += heads_per_pass) {
-                int r = q / DAPE_BC, u = q % DAPE_BC, i = r0 + r, col = c0 + u;
-                if (i < T && col <= i) { pe_bias_backward(pb, acc, PE_SIDE_COL, pe_bias_row(pb, b, my_head, i), col, dape_tile_db(s, dp, r, u, my_head)); }
+        // the base's gradients: warp w takes the heads w, w + warps, ..., its lanes the tile's
+        // pairs together (pe_bias_backward_warp); a head's accumulators wait in shared memory
+        if constexpr (dape_grad_floats<PE>() > 0) {
+            for (int h = warp; h < NH; h += warps) {
+                Grad acc = pe_acc[h * WARP_SIZE + lane];
+                for (int q = lane; q < DAPE_BR * DAPE_BC; q += WARP_SIZE) {
+                    int r = q / DAPE_BC, u = q % DAPE_BC, i = r0 + r, col = c0 + u;
+                    bool valid = i < T && col <= i;
+                    float db = valid ? dape_tile_db(s, dp, r, u, h) : 0.0f;
+                    pe_bias_backward_warp(pb, acc, PE_SIDE_COL, pe_bias_row(pb, b, h, min(i, T - 1)), min(col, T - 1), db, valid);
+                }
+                pe_acc[h * WARP_SIZE + lane] = acc;
             }
         }
     }
@@ -408,9 +428,9 @@ dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, con
     int block = b * gridDim.x + blockIdx.x;
     for (int e = threadIdx.x; e < np; e += blockDim.x) { partials[(size_t)block * np + e] = s.params[e]; }
     int vb = block / kv_blocks, kb = block % kv_blocks;
-    for (int h = 0; h < NH; h++) {
-        typename PE::Grad mine = {};
-        if (pe_thread && my_head == h) { mine = acc; }
+    for (int h = 0; h < NH; h++) { // head h's accumulators, on the lanes of warp 0
+        Grad mine = {};
+        if constexpr (dape_grad_floats<PE>() > 0) { if (warp == 0) { mine = pe_acc[h * WARP_SIZE + lane]; } }
         pe_bias_flush(pb, mine, PE_SIDE_COL, b, h, 0, false, (vb * NH + h) * kv_blocks + kb);
     }
 }
@@ -425,7 +445,7 @@ dape_attention_backward_kv_kernel(floatX* dqkv, float* dkv, const floatX* dout, 
                                   const float* Dsum, const PE pb, const DapeParams dp, int T) {
     float* smem = (float*)DYNAMIC_SMEM;
     DapeSmem s;
-    dape_smem_layout(&s, smem, dp, DAPE_BACKWARD_KV);
+    dape_smem_layout<PE>(&s, smem, dp, DAPE_BACKWARD_KV);
     int b = blockIdx.y, c0 = blockIdx.x * DAPE_BC;
     int NH = dp.NH, HS = dp.HS, C = NH * HS, p = dp.K / 2;
     float scale = 1.0f / sqrtf((float)HS);
@@ -484,12 +504,16 @@ __global__ void dape_params_reduce_kernel(float* dw1, float* db1, float* dw2, fl
 
 static inline int dape_query_blocks(int B, int T) { return B * CEIL_DIV(T, DAPE_BR); }
 
-// the kernel's dynamic shared memory in bytes; a clear error when the GPU has less
-static size_t dape_check_smem(const DapeParams& dp, int kind, size_t limit) {
-    size_t bytes = dape_smem_layout(NULL, NULL, dp, kind) * sizeof(float);
-    if (bytes > limit) {
-        fatal("DAPE attention needs %.1f KiB of shared memory per block (H=%d, D=%d, k=%d), this GPU allows %.1f KiB",
-              bytes / 1024.0, dp.NH, dp.D, dp.K, limit / 1024.0);
+// the kernel's dynamic shared memory in bytes; a clear error when the GPU has less beside
+// the kernel's static shared memory (limit: the device's opt-in maximum per block)
+template<class PE, class K>
+static size_t dape_check_smem(K* kernel, const DapeParams& dp, int kind, size_t limit) {
+    size_t bytes = dape_smem_layout<PE>(NULL, NULL, dp, kind) * sizeof(float);
+    cudaFuncAttributes fa;
+    cudaCheck(cudaFuncGetAttributes(&fa, kernel));
+    if (bytes + fa.sharedSizeBytes > limit) {
+        fatal("DAPE attention needs %.1f KiB of shared memory per block (H=%d, D=%d, k=%d; %.1f KiB of it static), this GPU allows %.1f KiB",
+              (bytes + fa.sharedSizeBytes) / 1024.0, dp.NH, dp.D, dp.K, fa.sharedSizeBytes / 1024.0, limit / 1024.0);
     }
     return bytes;
 }
@@ -498,7 +522,7 @@ static size_t dape_check_smem(const DapeParams& dp, int kind, size_t limit) {
 template<class PE>
 static void dape_attention_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, const DapeParams& dp,
                                    int B, int T, size_t smem_limit, cudaStream_t stream) {
-    size_t smem = dape_check_smem(dp, DAPE_FORWARD, smem_limit);
+    size_t smem = dape_check_smem<PE>(dape_attention_forward_kernel<PE>, dp, DAPE_FORWARD, smem_limit);
     cudaCheck(cudaFuncSetAttribute(dape_attention_forward_kernel<PE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(CEIL_DIV(T, DAPE_BR), B);
     dape_attention_forward_kernel<PE><<<grid, DAPE_THREADS, smem, stream>>>(out, lse, qkv, pb, dp, T);
@@ -515,8 +539,8 @@ static void dape_attention_backward(floatX* dqkv, float* Dsum, float* dkv, float
                                     float* dw2, float* db2, const floatX* dout, const floatX* qkv, const floatX* out,
                                     const float* lse, const PE& pb, const DapeParams& dp, int B, int T, int kv_blocks,
                                     size_t smem_limit, cudaStream_t stream) {
-    size_t smem_q = dape_check_smem(dp, DAPE_BACKWARD_Q, smem_limit);
-    size_t smem_kv = dape_check_smem(dp, DAPE_BACKWARD_KV, smem_limit);
+    size_t smem_q = dape_check_smem<PE>(dape_attention_backward_q_kernel<PE>, dp, DAPE_BACKWARD_Q, smem_limit);
+    size_t smem_kv = dape_check_smem<PE>(dape_attention_backward_kv_kernel<PE>, dp, DAPE_BACKWARD_KV, smem_limit);
     cudaCheck(cudaFuncSetAttribute(dape_attention_backward_q_kernel<PE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
     cudaCheck(cudaFuncSetAttribute(dape_attention_backward_kv_kernel<PE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));
     dim3 grid_q(CEIL_DIV(T, DAPE_BR), B);

@@ -4,8 +4,8 @@ FlashAttention-2's algorithm with bf16 q, k, v, out and dout, fp32 scores, softm
 statistics and gradients in registers, mma.sync m16n8k16 (llmc/mma.cuh), ldmatrix, and
 cp.async double buffering. The bf16 trainer's attention (llmc/attention_bias.cuh holds the
 fp32 kernels and the hook interface, which these kernels share: pe_bias_row once per
-query row, pe_bias and pe_bias_backward per pair, pe_bias_flush at the end of a backward
-block). Head sizes 32, 64, 128.
+query row, pe_bias and pe_bias_backward_warp per pair, pe_bias_flush at the end of a
+backward block). Head sizes 32, 64, 128.
 
 Layout of the work. A warp owns 16 rows of the block's tile and computes with the
 fragment layouts of mma.m16n8k16 (PTX ISA, dev/cuda/emulate/mma.h): in an accumulator of
@@ -17,12 +17,17 @@ sums are reduced over the quad with two shuffles.
 
   forward   block = 64 query rows (16 per warp); key tiles of 64 stream through shared
             memory, two stages (cp.async of tile j + 1 while tile j is used); Q stays in
-            registers as A fragments. S = Q K^T (K rows give the B fragments by ldmatrix),
+            shared memory and is read into A fragments for each tile (kept in registers, its
+            16 registers at HS = 64 would make the forward spill at the 128 registers of 4
+            blocks per SM). S = Q K^T (K rows give the B fragments by ldmatrix),
             online softmax per row (running max m and sum l, one rescale of O per tile),
             P rounded to bf16 becomes the A fragment of O += P V directly from the
             accumulator layout (V by ldmatrix.trans). Writes out and lse_i = m + log(l)
             (+ r.shift, the row constant the bias left out).
   backward  two kernels, each recomputing p_ij = exp(s_ij / sqrt(HS) + b(i, j) - lse_i):
+            (the A fragments of Q, dO, K and V are read from shared memory for each tile
+            and product, not kept in registers across the pass: at HS = 128 the dq pass
+            then fits its registers without spilling)
             dq pass   (block = 64 query rows, key tiles of 64 (32 at HS = 128)):
                       D_i = dout_i . out_i, dS = P o (dO V^T - D), dQ = dS K / sqrt(HS),
                       and the row side of the bias gradient
@@ -64,6 +69,13 @@ its gradients, the accumulators of O, dQ, dK, dV) is fp32.
 template<int HS> struct MmaTiles {
     static constexpr int DQ_BC = HS == 128 ? 32 : 64;    // keys per tile, dq pass
     static constexpr int KV_BR = HS == 128 ? 32 : 64;    // query rows per tile, dk/dv pass
+    // the forward's minimum of resident blocks per SM for ptxas (__launch_bounds__; 0: none):
+    // at HS = 32, left to itself, ptxas (nvcc 13.0) aimed at 5 blocks of 128 threads (96
+    // registers) and spilled for cable_nw and cable_v1; 4 blocks allow 128 registers
+    static constexpr int FWD_MIN_BLOCKS = HS == 32 ? 4 : 0;
+    // the dk/dv pass's minimum for ptxas: at HS = 32 fire's (a per_lane PE::Grad) was capped
+    // at 168 registers (3 blocks) and spilled; 2 blocks allow 255
+    template<class PE> static constexpr int kv_min_blocks() { return HS == 32 && GradPerLane<typename PE::Grad>::value ? 2 : 0; }
 };
 
 // element (r, c) of a shared-memory tile of rows of HS bf16 values
@@ -123,6 +135,17 @@ __device__ __forceinline__ void mma_tile(float (&acc)[N][4], const uint32_t (&a)
     }
 }
 
+// acc (16 x 8 N) += A B^T for the warp's 16 rows of the tile a (A fragments by ldmatrix, read
+// for this product only: they are not kept in registers across the tiles) and the rows of b
+template<int HS, int N>
+__device__ __forceinline__ void mma_rows_tile(float (&acc)[N][4], const floatX* a, const floatX* b, int warp, int lane) {
+    constexpr int NK = HS / 16;
+    uint32_t af[NK][4];
+    #pragma unroll
+    for (int k = 0; k < NK; k++) { load_a<HS>(af[k], a, warp * 16, 16 * k, lane); }
+    mma_tile<HS, N, NK, true>(acc, af, b, lane);
+}
+
 // A fragments (16 rows x 16 N columns) from fp32 accumulators of 16 x 8 tiles (the layout of
 // C is that of A's two halves): P or dS rounded to bf16 for the next product
 template<int N>
@@ -155,12 +178,20 @@ __device__ __forceinline__ void store_rows(floatX* dst, const float (&acc)[N][4]
 
 // the per-row bias-gradient accumulators acc[r] (rows g, g + 8) summed over the quad that
 // shares the rows: lane tig 0 ends with row g's sum, tig 1 with row g + 8's, the others with
-// zeros, so that each thread flushes one token (PE::Grad is a struct of floats)
+// zeros, so that each thread flushes one token (PE::Grad is a struct of floats); a per_lane
+// PE::Grad stays with its lane
 template<class G>
 __device__ __forceinline__ G quad_gather(const G (&acc)[2], int tig) {
     constexpr int N = sizeof(G) / sizeof(float);
     G out = {};
-    if constexpr (N > 0) {
+    if constexpr (GradPerLane<G>::value) { // the lane's own share (t5, fire): its two rows added
+        float v[2][N], o[N];
+        memcpy(v[0], &acc[0], sizeof(G));
+        memcpy(v[1], &acc[1], sizeof(G));
+        #pragma unroll
+        for (int k = 0; k < N; k++) { o[k] = v[0][k] + v[1][k]; }
+        memcpy(&out, o, sizeof(G));
+    } else if constexpr (N > 0) {
         float v[2][N], o[N];
         memcpy(v[0], &acc[0], sizeof(G));
         memcpy(v[1], &acc[1], sizeof(G));
@@ -193,9 +224,9 @@ __device__ __forceinline__ float quad_sum(float v) {
 // attention_forward_mma_kernel: out_i = softmax_j(q_i.k_j / sqrt(HS) + b(i, j)) v over j <= i
 // for the 64 query rows of this block, and lse_i
 template<int HS, class PE>
-__global__ void __launch_bounds__(MMA_THREADS)
+__global__ void __launch_bounds__(MMA_THREADS, MmaTiles<HS>::FWD_MIN_BLOCKS)
 attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, int T, int NH) {
-    constexpr int NK = HS / 16, NS = MMA_BC / 8, NO = HS / 8;
+    constexpr int NS = MMA_BC / 8, NO = HS / 8;
     floatX* sq = reinterpret_cast<floatX*>(DYNAMIC_SMEM);
     floatX* skv = sq + MMA_BR * HS; // stage s: K at skv + 2 s BC HS, V after it
     int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * MMA_BR; // the longest rows first
@@ -214,7 +245,6 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const P
     #pragma unroll
     for (int r = 0; r < 2; r++) { pr[r] = pe_bias_row(pb, b, h, min(row0 + 8 * r, T - 1)); m[r] = -INFINITY; l[r] = 0.0f; }
     float o[NO][4] = {};
-    uint32_t qa[NK][4];
     for (int jt = 0; jt < ntiles; jt++) {
         if (jt + 1 < ntiles) { // the next tile into the other stage
             floatX* next = skv + ((jt + 1) % 2) * 2 * MMA_BC * HS;
@@ -226,12 +256,8 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const P
         __syncthreads();    // tile jt visible to every warp
         const floatX* sk = skv + (jt % 2) * 2 * MMA_BC * HS;
         const floatX* sv = sk + MMA_BC * HS;
-        if (jt == 0) {
-            #pragma unroll
-            for (int k = 0; k < NK; k++) { load_a<HS>(qa[k], sq, warp * 16, 16 * k, lane); }
-        }
         float s[NS][4] = {};
-        mma_tile<HS, NS, NK, true>(s, qa, sk, lane);
+        mma_rows_tile<HS, NS>(s, sq, sk, warp, lane); // Q's A fragments read for every tile
         // scores with the bias, masked; the tile's row maxima
         int j0 = jt * MMA_BC;
         bool full = j0 + MMA_BC - 1 <= q0 + warp * 16 && q0 + warp * 16 + 15 < T;
@@ -293,7 +319,7 @@ __global__ void __launch_bounds__(MMA_THREADS)
 attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out,
                                 const float* lse, const PE pb, int T, int NH) {
     constexpr int BC = MmaTiles<HS>::DQ_BC;
-    constexpr int NK = HS / 16, NS = BC / 8, NO = HS / 8;
+    constexpr int NS = BC / 8, NO = HS / 8;
     floatX* sq = reinterpret_cast<floatX*>(DYNAMIC_SMEM);
     floatX* sdo = sq + MMA_BR * HS;
     floatX* skv = sdo + MMA_BR * HS;
@@ -333,7 +359,6 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
         rlse[r] = lse[((size_t)b * NH + h) * T + i] - pr[r].shift;
     }
     float dq[NO][4] = {};
-    uint32_t qa[NK][4], ga[NK][4];
     float Di[2];
     typename PE::Grad acc[2] = {};
     for (int jt = 0; jt < ntiles; jt++) {
@@ -348,17 +373,14 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
         const floatX* sk = skv + (jt % 2) * 2 * BC * HS;
         const floatX* sv = sk + BC * HS;
         if (jt == 0) {
-            #pragma unroll
-            for (int k = 0; k < NK; k++) {
-                load_a<HS>(qa[k], sq, warp * 16, 16 * k, lane);
-                load_a<HS>(ga[k], sdo, warp * 16, 16 * k, lane);
-            }
             Di[0] = sD[warp * 16 + g];
             Di[1] = sD[warp * 16 + g + 8];
         }
+        // Q's, then dO's A fragments, read from shared memory for every tile and one at a time:
+        // fewer registers live than both kept for the pass
         float s[NS][4] = {}, dp[NS][4] = {};
-        mma_tile<HS, NS, NK, true>(s, qa, sk, lane);
-        mma_tile<HS, NS, NK, true>(dp, ga, sv, lane);
+        mma_rows_tile<HS, NS>(s, sq, sk, warp, lane);
+        mma_rows_tile<HS, NS>(dp, sdo, sv, warp, lane);
         int j0 = jt * BC;
         bool full = j0 + BC - 1 <= q0 + warp * 16 && q0 + warp * 16 + 15 < T;
         #pragma unroll
@@ -366,12 +388,13 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int r = e / 2, i = row0 + 8 * r, j = j0 + 8 * n + 2 * tig + e % 2;
+                bool valid = full || (j <= i && i < T);
                 float ds = 0.0f;
-                if (full || (j <= i && i < T)) {
+                if (valid) {
                     float p = expf(s[n][e] * scale + pe_bias(pb, pr[r], j) - rlse[r]);
                     ds = p * (dp[n][e] - Di[r]);
-                    pe_bias_backward(pb, acc[r], PE_SIDE_ROW, pr[r], j, ds);
                 }
+                pe_bias_backward_warp(pb, acc[r], PE_SIDE_ROW, pr[r], j, ds, valid);
                 s[n][e] = ds;
             }
         }
@@ -392,11 +415,11 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
 // dV += P^T dO and dK += dS^T Q / sqrt(HS); hands ds_ij to the column side of the bias
 // gradient. Needs D from attention_backward_q_mma_kernel.
 template<int HS, class PE>
-__global__ void __launch_bounds__(MMA_THREADS)
+__global__ void __launch_bounds__(MMA_THREADS, MmaTiles<HS>::template kv_min_blocks<PE>())
 attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* D,
                                  const PE pb, int T, int NH) {
     constexpr int BR = MmaTiles<HS>::KV_BR;
-    constexpr int NK = HS / 16, NS = BR / 8, NO = HS / 8;
+    constexpr int NS = BR / 8, NO = HS / 8;
     floatX* sk = reinterpret_cast<floatX*>(DYNAMIC_SMEM);
     floatX* sv = sk + ATT_KV_BK * HS;
     floatX* sqg = sv + ATT_KV_BK * HS; // stage s: Q at sqg + 2 s BR HS, dO after it
@@ -441,27 +464,22 @@ attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
         const float* rlse = srow + st * 2 * BR;
         const float* rD = rlse + BR;
         const PERowOf<PE>* rows = sr + st * BR;
-        uint32_t ka[NK][4], va[NK][4];
-        #pragma unroll
-        for (int k = 0; k < NK; k++) {
-            load_a<HS>(ka[k], sk, warp * 16, 16 * k, lane);
-            load_a<HS>(va[k], sv, warp * 16, 16 * k, lane);
-        }
         float s[NS][4] = {}, dp[NS][4] = {};
-        mma_tile<HS, NS, NK, true>(s, ka, sq, lane);  // S^T: rows keys, columns queries
-        mma_tile<HS, NS, NK, true>(dp, va, sg, lane); // dP^T
+        mma_rows_tile<HS, NS>(s, sk, sq, warp, lane);  // S^T: rows keys, columns queries
+        mma_rows_tile<HS, NS>(dp, sv, sg, warp, lane); // dP^T
         bool full = i0 >= k0 + warp * 16 + 15 && i0 + BR - 1 < T;
         #pragma unroll
         for (int n = 0; n < NS; n++) {
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int r = e / 2, j = col0 + 8 * r, ii = 8 * n + 2 * tig + e % 2, i = i0 + ii;
+                bool valid = full || (j <= i && i < T);
                 float p = 0.0f, ds = 0.0f;
-                if (full || (j <= i && i < T)) {
+                if (valid) {
                     p = expf(s[n][e] * scale + pe_bias(pb, rows[ii], j) - rlse[ii]);
                     ds = p * (dp[n][e] - rD[ii]);
-                    pe_bias_backward(pb, acc[r], PE_SIDE_COL, rows[ii], j, ds);
                 }
+                pe_bias_backward_warp(pb, acc[r], PE_SIDE_COL, rows[ii], j, ds, valid);
                 s[n][e] = p;
                 dp[n][e] = ds;
             }

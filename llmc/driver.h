@@ -32,6 +32,9 @@ The trainer that includes this file provides the model (type GPT2, real) and:
 #include "dataloader.h"
 #include "tokenizer.h"
 #include "multiprocess.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define MAX_EVAL_LENGTHS 32
 // sampling recomputes the whole prefix for every token (there is no key/value cache), so
@@ -69,9 +72,9 @@ typedef struct {
     float skip_grad_z;           // -sg same for the gradient norm
     uint64_t seed;               // -R
     int eval_lengths[MAX_EVAL_LENGTHS]; // -E comma list (empty: no extrapolation evaluation)
-    int num_eval_lengths;
+    int num_eval_lengths;        // -1: the default (default_eval_lengths)
     int eval_tokens;             // -K scored tokens per length
-    int eval_stride;             // -W sliding-window stride (0: T/2; -1: non-overlapping only)
+    int eval_stride;             // -W sliding-window stride (0: half the training length; -1: non-overlapping only)
     int eval_every;              // -V extrapolation evaluation every this many steps (0: at the end only)
     int argc;                    // the command line, to tell the flags given from the defaults
     char** argv;
@@ -88,8 +91,9 @@ static void usage(void) {
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin)\n"
         "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
         "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c (default cpu)\n"
-        "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv (default\n"
-        "              none); one trainer at a time (a lock); a new run only into a directory without one (-y 1)\n"
+        "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv, the run's flags\n"
+        "              (cmdline) (default none); one trainer at a time (a lock); a new run only into a directory\n"
+        "              without one (-y 1)\n"
         "  -b <int>    micro batch size per process (default 8)\n"
         "  -t <int>    sequence length (default 128)\n"
         "  -d <int>    total batch size in tokens, a positive multiple of B*T*processes (default -1: B*T*processes)\n"
@@ -101,21 +105,24 @@ static void usage(void) {
         "  -v <int>    validation loss every N steps (default 50)\n"
         "  -m <int>    validation batches (default 20; -1: all; 0: no validation)\n"
         "  -s <int>    sample every N steps (default 100; 0: never)\n"
-        "  -g <int>    tokens to sample, at most %d (default 64; learned: cut at maxT - 1)\n"
+        "  -g <int>    tokens to sample, 1 to %d (default 64; learned: cut at maxT - 1)\n"
         "  -n <int>    checkpoint every N steps (default 0: only at the end)\n"
-        "  -y <int>    resume from the latest checkpoint in -o (default 0); flags not given are the run's own\n"
+        "  -y <int>    resume from the latest checkpoint in -o (default 0); flags not given are the run's own;\n"
+        "              without a checkpoint, the run starts again with its flags; with -x 0, evaluate that checkpoint\n"
         "  -z <int>    ZeRO stage (0, or 1 on the CUDA trainer) (default 0)\n"
         "  -a <int>    overfit a single batch, for debugging (default 0)\n"
         "  -sl <float> skip updates whose loss z-score exceeds this (default 0: off)\n"
         "  -sg <float> skip updates whose gradient-norm z-score exceeds this (default 0: off)\n"
         "  -R <int>    random seed for initialization and sampling (default 42)\n"
-        "  -E <list>   extrapolation evaluation lengths, e.g. 128,256,512 (default 1x..16x T; 'none': off)\n"
+        "  -E <list>   extrapolation evaluation lengths, e.g. 128,256,512 (default 1x..16x the training length:\n"
+        "              -t, or the checkpoint's maxT with -x 0; 'none': off)\n"
         "  -K <int>    scored tokens per evaluation length (default 4096)\n"
-        "  -W <int>    sliding-window stride, >= 1 (default T/2; -1: non-overlapping windows only)\n"
+        "  -W <int>    sliding-window stride, >= 1 (default half the training length; -1: non-overlapping only)\n"
         "  -V <int>    extrapolation evaluation every N steps (default 0: at the end only)\n"
         "  -rs <list>  rope: also evaluate with RoPE scaling, any of pi,ntk,yarn (static factor -rf),\n"
         "              dynamic-pi,dynamic-ntk,dynamic-yarn (factor = length / training length) (default none)\n"
-        "  -rf <float> static RoPE scaling factor, >= 1 (default: longest -E length / training length)\n"
+        "  -rf <float> static RoPE scaling factor of -rs pi, ntk, yarn, >= 1 (default: longest -E length /\n"
+        "              training length)\n"
         "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n"
         "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T; for learned,\n"
         "              sinusoidal, rope, xpos, alibi, sandwich, kerple, kerple_power, fire, t5 (default: the\n"
@@ -150,7 +157,12 @@ static void parse_eval_lengths(TrainArgs* a, const char* s) {
     if (strlen(s) >= sizeof(buf)) { fatal("flag -E: list too long"); }
     strcpy(buf, s);
     a->num_eval_lengths = split_list(buf, items, MAX_EVAL_LENGTHS, "-E", "lengths separated by commas, e.g. 128,256, or 'none'");
-    for (int k = 0; k < a->num_eval_lengths; k++) { a->eval_lengths[k] = (int)parse_long("-E", items[k], 1, 1 << 24); }
+    for (int k = 0; k < a->num_eval_lengths; k++) {
+        a->eval_lengths[k] = (int)parse_long("-E", items[k], 1, 1 << 24);
+        for (int j = 0; j < k; j++) {
+            if (a->eval_lengths[j] == a->eval_lengths[k]) { fatal("flag -E: %d is given twice", a->eval_lengths[k]); }
+        }
+    }
 }
 
 // was flag f given on the command line (rather than left at its default)?
@@ -222,11 +234,12 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-m")) { a->val_batches = (int)parse_long(f, v, -1, INT32_MAX); }
         else if (!strcmp(f, "-s")) { a->sample_every = (int)parse_long(f, v, 0, INT32_MAX); }
         else if (!strcmp(f, "-g")) {
-            a->gen_tokens = (int)parse_long(f, v, 1, INT32_MAX);
-            if (a->gen_tokens > MAX_GEN_TOKENS) {
-                fatal("flag -g: at most %d tokens (each sampled token recomputes the whole prefix, so the time grows with the square of -g), got %d",
-                      MAX_GEN_TOKENS, a->gen_tokens);
+            long g = parse_long(f, v, LONG_MIN, LONG_MAX);
+            if (g < 1 || g > MAX_GEN_TOKENS) {
+                fatal("flag -g must be in [1, %d] (each sampled token recomputes the whole prefix, so the time grows with the square of -g), got %ld",
+                      MAX_GEN_TOKENS, g);
             }
+            a->gen_tokens = (int)g;
         }
         else if (!strcmp(f, "-n")) { a->checkpoint_every = (int)parse_long(f, v, 0, INT32_MAX); }
         else if (!strcmp(f, "-y")) { a->resume = (int)parse_long(f, v, 0, 1); }
@@ -266,10 +279,22 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else { fatal("unknown flag %s (./%s -h lists the flags)", f, TRAINER_NAME); }
     }
     if (a->resume && a->output_dir == NULL) { fatal("-y 1 (resume) needs an output directory (-o)"); }
-    if (a->num_eval_lengths < 0) { // default: 1x, 2x, 4x, 8x, 16x the training length
-        a->num_eval_lengths = 5;
-        for (int k = 0; k < 5; k++) { a->eval_lengths[k] = a->T << k; }
+    int static_scaling = 0; // -rf is the factor of these methods only
+    for (int k = 0; k < a->num_eval_variants; k++) {
+        int v = a->eval_variants[k];
+        static_scaling |= v == PE_EVAL_PI || v == PE_EVAL_NTK || v == PE_EVAL_YARN;
     }
+    if (a->rope_factor > 0 && !static_scaling) {
+        fatal("flag -rf: the static RoPE scaling factor is used only by -rs pi, ntk or yarn, and none of them is given");
+    }
+}
+
+// the default -E, once the training length is known (-t when training, the checkpoint's maxT
+// when evaluating only): 1x, 2x, 4x, 8x, 16x it, the length the default -W stride follows too
+static void default_eval_lengths(TrainArgs* a, int train_len) {
+    if (a->num_eval_lengths >= 0) { return; }
+    a->num_eval_lengths = 0;
+    for (int k = 0; k < 5 && ((int64_t)train_len << k) <= (1 << 24); k++) { a->eval_lengths[a->num_eval_lengths++] = train_len << k; }
 }
 
 // ----------------------------------------------------------------------------
@@ -346,6 +371,22 @@ static void outlier_load(FILE* f, OutlierDetector* d, const char* path) {
 // ----------------------------------------------------------------------------
 // the output directory: one trainer at a time, and a new run never over an old one
 
+// the flags a training run was started with (llm.c's argv without -o and -y, each one
+// NUL-terminated as /proc/<pid>/cmdline), written when it starts: a run killed before its
+// first checkpoint is started again with them (-y 1)
+#define RUN_FLAGS_FILE "cmdline"
+
+// The files of the output directory that the trainer writes in place (.lock, main.log)
+// rather than by a rename: a symbolic link there would make it write wherever the link
+// points, outside -o, so one is refused (the other files are replaced by a rename, which
+// replaces a link itself, never its target)
+static void refuse_symlink(const char* path) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        fatal("%s is a symbolic link: the trainer writes its files only inside the output directory (remove the link)", path);
+    }
+}
+
 // Takes an exclusive lock on <dir>/.lock for the life of the process (the system releases
 // it when the process ends, however it ends), so that a second trainer into the same
 // directory stops at once instead of overwriting the first one's checkpoints and log. A
@@ -353,7 +394,9 @@ static void outlier_load(FILE* f, OutlierDetector* d, const char* path) {
 static void output_dir_lock(const char* dir) {
     char path[PATH_MAX + 8];
     snprintf(path, sizeof(path), "%s/.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT, 0644);
+    refuse_symlink(path);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
+    if (fd < 0 && errno == ELOOP) { refuse_symlink(path); } // a link made since the check
     if (fd < 0) { fatal("cannot open %s (%s)", path, strerror(errno)); }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK) {
@@ -385,24 +428,11 @@ static int done_marker_step(const char* dir, const char* name) {
     return (int)step;
 }
 
-// is `name` an AtomicFile temporary, "<name>.<pid>.<n>.tmp" (llmc/utils.h)?
-static int is_temporary_name(const char* name) {
-    size_t n = strlen(name);
-    if (n < 4 || strcmp(name + n - 4, ".tmp") != 0) { return 0; }
-    const char* p = name + n - 4;
-    for (int field = 0; field < 2; field++) { // <n>, then <pid>, each preceded by a dot
-        const char* end = p;
-        while (p > name && p[-1] >= '0' && p[-1] <= '9') { p--; }
-        if (p == end || p - 1 <= name || p[-1] != '.') { return 0; }
-        p--;
-    }
-    return 1;
-}
-
 // Looks at an output directory: returns the step of its latest complete checkpoint (the
 // largest DONE_<step>; -1: none) and names in `run` a file that shows that a run was there
-// (a checkpoint marker, a checkpoint, a state file or a non-empty main.log; "" if none).
-// With `clean` (only under the lock), removes the temporary files that killed runs left.
+// (a checkpoint marker, a checkpoint, a state file, a run's flags or a non-empty main.log;
+// "" if none). With `clean` (only under the lock), removes the temporary files of writes
+// whose process is gone (llmc/utils.h: temporary_is_orphan), and nothing else.
 static int output_dir_scan(const char* dir, char* run, size_t run_size, int clean) {
     DIR* d = opendir(dir);
     if (d == NULL) { fatal("cannot list %s (%s)", dir, strerror(errno)); }
@@ -418,9 +448,11 @@ static int output_dir_scan(const char* dir, char* run, size_t run_size, int clea
         if (step > best) { best = step; }
         struct stat st;
         int shows_run = step >= 0 || (n > 4 && strcmp(name + n - 4, ".bin") == 0 && (!strncmp(name, "model_", 6) || !strncmp(name, "state_", 6)))
-                     || (strcmp(name, "main.log") == 0 && stat(path, &st) == 0 && st.st_size > 0);
+                     || strcmp(name, RUN_FLAGS_FILE) == 0 || (strcmp(name, "main.log") == 0 && stat(path, &st) == 0 && st.st_size > 0);
         if (shows_run && run[0] == '\0') { snprintf(run, run_size, "%s", name); }
-        if (clean && is_temporary_name(name) && unlink(path) != 0) { fatal("cannot remove %s (%s)", path, strerror(errno)); }
+        if (clean && temporary_is_orphan(name, NULL) && unlink(path) != 0 && errno != ENOENT) {
+            fatal("cannot remove %s (%s)", path, strerror(errno));
+        }
     }
     closedir(d);
     return best;
@@ -453,6 +485,7 @@ static void logger_init(Logger* lg, const char* dir, int rank, int training, int
     lg->active = dir != NULL && rank == 0;
     if (!lg->active) { return; }
     snprintf(lg->path, sizeof(lg->path), "%s/main.log", dir);
+    refuse_symlink(lg->path);
     if (!training) { return; }
     AtomicFile af;
     atomic_open(&af, lg->path);
@@ -472,7 +505,10 @@ static void logger_init(Logger* lg, const char* dir, int rank, int training, int
 
 static void logger_line(Logger* lg, const char* fmt, ...) {
     if (!lg->active) { return; }
-    FILE* f = fopen_check(lg->path, "a");
+    int fd = open(lg->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0644);
+    if (fd < 0 && errno == ELOOP) { refuse_symlink(lg->path); } // a link made since the start
+    FILE* f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    if (f == NULL) { fatal("cannot open %s (%s)", lg->path, strerror(errno)); }
     va_list ap;
     va_start(ap, fmt);
     vfprintf(f, fmt, ap);
@@ -551,6 +587,18 @@ static void resume_flags_apply(TrainArgs* a, TrainState* s, const char* path, co
     if (mp->rank == 0 && taken[0] != '\0') { printf("resume: flags of the run, from its state file:%s\n", taken); }
 }
 
+// the OpenMP threads that the CPU trainer's sums are split over: its results depend on
+// their number (the order of the sums, OpenBLAS's included), so a run resumed with another
+// number is not bit-identical to one that was not stopped; 0 where built without OpenMP
+// (the CUDA trainer)
+static int sum_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 0;
+#endif
+}
+
 // ----------------------------------------------------------------------------
 // checkpoints and resume: model_<step>.bin, state_<step>_<rank>.bin, then DONE_<step>
 // once every rank has written its files; resume picks the largest DONE step. Nothing
@@ -571,7 +619,7 @@ static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* m
     memset(&s, 0, sizeof(s));
     s.step = step; s.world = mp->world; s.rank = mp->rank; s.pe = PE_ID; s.rng = rng;
     s.shard_idx = train->shard_idx; s.shard_pos = (uint64_t)train->pos;
-    s.updates = updates; s.bad_steps = bad_steps;
+    s.updates = updates; s.bad_steps = bad_steps; s.threads = sum_threads();
     s.num_params = gpt2_opt_state_size(model);
     resume_record(&s, a, train);
     float* m = (float*)malloc_check(s.num_params * sizeof(float));
@@ -643,6 +691,13 @@ static void load_training_state(GPT2* model, const TrainArgs* a, const MultiProc
     *updates = s.updates;
     *bad_steps = s.bad_steps;
     dataloader_seek(train, (size_t)s.shard_idx, (int64_t)s.shard_pos);
+    if (s.threads > 0 && sum_threads() > 0 && s.threads != sum_threads()) {
+        char rank[32] = "";
+        if (mp->world > 1) { snprintf(rank, sizeof(rank), " (rank %d)", mp->rank); }
+        fprintf(stderr, "warning%s: %s was written with %d OpenMP threads, this run has %d: the steps from here on are not "
+                "bit-identical to a run that was not stopped (OMP_NUM_THREADS=%d resumes exactly)\n",
+                rank, path, s.threads, sum_threads(), s.threads);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -931,9 +986,76 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// what this binary computes: the ranks of a job must all run the same (the trainer, the
+// encoding and the revision of its definition, DAPE's variant and width)
+static void build_description(char* out, size_t n) {
+    char dape[32] = "";
+    if (DAPE_ID != 0) { snprintf(dape, sizeof(dape), ", DAPE width %d", DAPE_WIDTH); }
+    snprintf(out, n, "%s with PE '%s' (revision %d%s)", TRAINER_NAME, model_label(PE_ID, DAPE_ID), pe_revision(PE_ID), dape);
+}
+
+// Writes the flags a training run starts with (RUN_FLAGS_FILE): the command line but -o and -y.
+static void run_flags_save(const TrainArgs* a) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/" RUN_FLAGS_FILE, a->output_dir);
+    AtomicFile af;
+    atomic_open(&af, path);
+    for (int i = 1; i + 1 < a->argc; i += 2) {
+        if (strcmp(a->argv[i], "-o") == 0 || strcmp(a->argv[i], "-y") == 0) { continue; }
+        atomic_write(&af, a->argv[i], 1, strlen(a->argv[i]) + 1);
+        atomic_write(&af, a->argv[i + 1], 1, strlen(a->argv[i + 1]) + 1);
+    }
+    atomic_commit(&af);
+}
+
+// A resume (-y 1) of a run without a complete checkpoint (`run` names a file it left: it was
+// killed before its first): the run starts again at step 0 with the flags it was started
+// with (RUN_FLAGS_FILE), the flags given now in place of theirs. The command line is parsed
+// again as the recorded flags followed by the given ones (kept for the whole run).
+static void run_flags_restart(TrainArgs* a, const MultiProcess* mp, const char* run) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/" RUN_FLAGS_FILE, a->output_dir);
+    if (!file_exists(path)) {
+        fatal("resume: %s holds a run (%s) but neither a complete checkpoint nor the flags it was started with (%s): "
+              "nothing to resume; start a new run in another directory", a->output_dir, run, path);
+    }
+    FILE* f = fopen_read_regular(path);
+    int64_t size = file_size_check(f, path);
+    if (size > (1 << 20)) { fatal("%s: %lld bytes, too large for a run's flags", path, (long long)size); }
+    char* buf = (char*)malloc_check((size_t)size + 1);
+    fread_check(buf, 1, (size_t)size, f, path);
+    fclose(f);
+    int n = 0;
+    for (int64_t i = 0; i < size; i++) { n += buf[i] == '\0'; }
+    if (n % 2 != 0 || (size > 0 && buf[size - 1] != '\0')) { fatal("%s: corrupt (flags and values, each NUL-terminated)", path); }
+    char** argv = (char**)malloc_check((size_t)(1 + n + a->argc) * sizeof(char*));
+    int argc = 0;
+    argv[argc++] = a->argv[0];
+    char taken[2048] = "";
+    for (char* p = buf; p < buf + size;) {
+        char* flag = p;
+        p += strlen(p) + 1;
+        char* value = p;
+        p += strlen(p) + 1;
+        if (flag_given(a, flag)) { continue; }
+        argv[argc++] = flag;
+        argv[argc++] = value;
+        size_t used = strlen(taken);
+        snprintf(taken + used, sizeof(taken) - used, " %s %s", flag, value);
+    }
+    for (int i = 1; i < a->argc; i++) { argv[argc++] = a->argv[i]; }
+    parse_args(a, argc, argv);
+    if (mp->rank == 0) {
+        printf("resume: no complete checkpoint in %s: the run starts again at step 0 with its flags, from %s:%s\n", a->output_dir, path, taken);
+    }
+}
+
 static int train_main(int argc, char** argv) {
     MultiProcess mp;
     mp_init(&mp, &argc, &argv);
+    char build[MP_SHOW_BYTES]; // ranks of different builds are stopped before they exchange anything else
+    build_description(build, sizeof(build));
+    mp_check_same(build, "build", 1);
     TrainArgs a;
     parse_args(&a, argc, argv);
     char desc[4096]; // every flag, so that ranks started differently are caught at once
@@ -946,7 +1068,7 @@ static int train_main(int argc, char** argv) {
     for (int k = 0; k < a.num_eval_lengths; k++) { used += snprintf(desc + used, sizeof(desc) - used, " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { used += snprintf(desc + used, sizeof(desc) - used, " V%d", a.eval_variants[k]); }
     snprintf(desc + used, sizeof(desc) - used, " rf%g rp%d", a.rope_factor, a.rand_pos);
-    mp_check_same(desc, strlen(desc), "configuration (flags)");
+    mp_check_same(desc, "configuration (flags)", 0);
 
     // the output directory: locked for the whole run (its stale temporary files removed);
     // a new training run refuses a directory that holds another run
@@ -961,8 +1083,17 @@ static int train_main(int argc, char** argv) {
     if (mp.rank == 0 && !a.resume && a.max_steps != 0 && run[0] != '\0') {
         fatal("%s holds a run (%s): resume it with -y 1, or give another -o (or remove the directory)", a.output_dir, run);
     }
+    if (mp.rank == 0 && a.resume && a.max_steps == 0) { // evaluation only: of the run's latest checkpoint
+        if (flag_given(&a, "-e")) {
+            fatal("-x 0 -y 1 evaluates the latest checkpoint in %s; -e %s names another model: give one of the two", a.output_dir, a.model);
+        }
+        if (latest < 0) { fatal("-x 0 -y 1: %s holds no complete checkpoint to evaluate", a.output_dir); }
+    }
+    if (a.resume && latest < 0 && a.max_steps != 0) {
+        if (run[0] != '\0') { run_flags_restart(&a, &mp, run); }
+        else if (mp.rank == 0) { printf("no complete checkpoint in %s: a new run starts\n", a.output_dir); }
+    }
     int resume_step = a.resume ? latest : -1;
-    if (a.resume && resume_step < 0 && mp.rank == 0) { printf("no complete checkpoint in %s: a new run starts\n", a.output_dir); }
     TrainState recorded; // what the resumed run's state file records: its flags and data
     if (resume_step >= 0 && a.max_steps != 0) {
         snprintf(path, sizeof(path), "%s/state_%08d_%05d.bin", a.output_dir, resume_step, mp.rank);
@@ -1012,6 +1143,11 @@ static int train_main(int argc, char** argv) {
     }
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
     if (cfg->rp_len > 0) { snprintf(run_pe_label + strlen(run_pe_label), sizeof(run_pe_label) - strlen(run_pe_label), "_rp%d", cfg->rp_len); }
+    char shape[MP_SHOW_BYTES]; // the same build may have read different files on different ranks
+    snprintf(shape, sizeof(shape), "L=%d NH=%d C=%d maxT=%d V=%d Vp=%d DAPE width %d, %zu parameters, rp %d seed %d", cfg->num_layers,
+             cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size, cfg->dape_width,
+             count_parameters(cfg), cfg->rp_len, cfg->rp_seed);
+    mp_check_same(shape, "model", 1);
     if (training && a.T > gpt2_max_length(&model)) {
         fatal("-t %d is beyond maxT = %d of this learned-PE model", a.T, gpt2_max_length(&model));
     }
@@ -1019,6 +1155,8 @@ static int train_main(int argc, char** argv) {
         if (mp.rank == 0) { printf("validation at T = %d, the model's maxT (-t %d is beyond its positions)\n", gpt2_max_length(&model), a.T); }
         a.T = gpt2_max_length(&model);
     }
+    int train_len = training ? a.T : cfg->max_seq_len; // what the extrapolation is measured against
+    default_eval_lengths(&a, train_len);
     // every product of flags in 64 bits: a micro-step's tokens must fit an int
     int64_t tokens_per_micro = (int64_t)a.B * a.T * mp.world;
     if (tokens_per_micro > INT32_MAX) {
@@ -1105,6 +1243,7 @@ static int train_main(int argc, char** argv) {
     }
     Logger logger;
     logger_init(&logger, a.output_dir, mp.rank, training, resume_step >= 0 ? resume_step : 0);
+    if (training && resume_step < 0 && a.output_dir != NULL && mp.rank == 0) { run_flags_save(&a); }
     if (training && a.overfit) { dataloader_reset(&train); dataloader_next_batch(&train); } // the first batch, resumed or not
 
     double total_time = 0;
@@ -1118,7 +1257,7 @@ static int train_main(int argc, char** argv) {
             if (mp.rank == 0) { printf("val loss %.6f\n", vl); }
             logger_line(&logger, "s:%d tel:%.4f\n", step, vl);
         }
-        if (fresh && a.eval_every > 0 && step % a.eval_every == 0 && step > 0 && !last) { extrapolation(&model, &a, &mp, a.T, step); }
+        if (fresh && a.eval_every > 0 && step % a.eval_every == 0 && step > 0 && !last) { extrapolation(&model, &a, &mp, train_len, step); }
         if (fresh && mp.rank == 0 && a.sample_every > 0 && (step % a.sample_every == 0 || last) && step > 0) {
             generate_sample(&model, &tokenizer, a.gen_tokens, &rng);
         }
@@ -1183,7 +1322,7 @@ static int train_main(int argc, char** argv) {
         if (mp.rank == 0) { printf("val loss %.6f\n", vl); }
         logger_line(&logger, "s:0 tel:%.4f\n", vl);
     }
-    extrapolation(&model, &a, &mp, training ? a.T : cfg->max_seq_len, training ? total_steps : 0);
+    extrapolation(&model, &a, &mp, train_len, training ? total_steps : 0);
 
     if (training) { dataloader_free(&train); }
     dataloader_free(&val);

@@ -10,7 +10,8 @@ randomized positions' range L (0: none) and seed (llmc/pe.h), 0...}, then every 
 tensor in the order below. A tensor
 that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
-here as `learned`.
+here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
+and CoPE's number of positions P (llmc/pe.h) derive from it, so no further word holds them.
 */
 #ifndef LLMC_MODEL_H
 #define LLMC_MODEL_H
@@ -48,7 +49,7 @@ typedef struct {
 // ----------------------------------------------------------------------------
 // parameter tensors
 
-#define NUM_PARAMETER_TENSORS 38
+#define NUM_PARAMETER_TENSORS 39
 enum {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
     P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
@@ -57,6 +58,7 @@ enum {
     P_T5_TABLE, P_KERPLE_R1, P_KERPLE_R2,
     P_FIRE_W1, P_FIRE_B1, P_FIRE_W2, P_FIRE_B2, P_FIRE_C, P_FIRE_L,
     P_KPOWER_A, P_KPOWER_P,
+    P_COPE_E,
     P_TXL_WR, P_TXL_RW, P_TXL_RR,
     // DAPE (llmc/dape.h), last: W1 (D, Cin, k), b1 (D), W2 (NH, D, k), b2 (NH) per layer
     P_DAPE_W1, P_DAPE_B1, P_DAPE_W2, P_DAPE_B2,
@@ -69,13 +71,15 @@ static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
     "t5_table", "kerple_r1", "kerple_r2",
     "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L",
     "kpower_a", "kpower_p",
+    "cope_e",
     "txl_wr", "txl_rw", "txl_rr",
     "dape_w1", "dape_b1", "dape_w2", "dape_b2",
 };
 
 // weight decay applies to the matrices (2-D per layer) and to nothing else; DAPE's
-// weights decay and its biases do not (GPT-NeoX's rule in the official code); txl's
-// W_r, r_w and r_r are matrices per layer (and decay in the official code too)
+// weights decay and its biases do not (GPT-NeoX's rule in the official code); CoPE's
+// embeddings decay (a matrix per layer; the official trainer decays every parameter), and
+// so do txl's W_r, r_w and r_r (matrices per layer; decayed in the official code too)
 static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 1, 0, 0, 1, 0, 1, 0,
     0, 0, 1, 0, 1, 0, 0, 0,
@@ -83,6 +87,7 @@ static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 0, 0,
     1, 0, 1, 0, 0, 0,
     0, 0,
+    1,
     1, 1, 1,
     1, 0, 1, 0,
 };
@@ -123,6 +128,7 @@ static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
     sizes[P_FIRE_L] = pe == PE_ID_FIRE ? L : 0;
     sizes[P_KPOWER_A] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
     sizes[P_KPOWER_P] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
+    sizes[P_COPE_E] = pe == PE_ID_COPE ? L * cope_positions((int)maxT) * (C / NH) : 0;
     sizes[P_TXL_WR] = pe == PE_ID_TXL ? L * C * C : 0;
     sizes[P_TXL_RW] = pe == PE_ID_TXL ? L * C : 0;
     sizes[P_TXL_RR] = pe == PE_ID_TXL ? L * C : 0;
@@ -293,6 +299,8 @@ static void gpt2_init_params(float* params, const GPT2Config* cfg, uint64_t seed
                 fill_uniform(p, n, 0.0f, 2.0f, &rng);
                 for (size_t j = 0; j < n; j++) { p[j] = fminf(fmaxf(p[j], KERPLE_POWER_MIN), KERPLE_POWER_P_MAX); }
                 break;
+            case P_COPE_E: // zeros, as the official code: CoPE starts as NoPE
+                fill_const(p, n, 0.0f); break;
             case P_TXL_WR: // r_net: PyTorch's default Linear init, U(+-1/sqrt(C))
                 fill_uniform(p, n, -1.0f / sqrtf((float)cfg->channels), 1.0f / sqrtf((float)cfg->channels), &rng); break;
             case P_TXL_RW: case P_TXL_RR: // torch.randn * 0.02
@@ -410,7 +418,8 @@ static size_t checkpoint_count_nonfinite(const char* path) {
 // training state (resume): int32 header[256], then the AdamW moments m and v (fp32)
 // of this rank's parameters, then `tail` bytes of the driver's own (the training-health
 // windows). llm.c's state file idea, with our own fields. Header words: 0 magic, 1 version,
-// 2 processes, 3 rank, 4 PE id, 10 step, 11 consecutive skipped updates, 12 updates,
+// 2 processes, 3 rank, 4 PE id, 10 step, 11 consecutive skipped updates, 12 updates, 13 the
+// OpenMP threads of the rank that wrote it (0: not recorded, as in files written before it was),
 // 20-21 sampling RNG, 30-35 data position and length of m and v, 40-55 the run's flags
 // that resume depends on (llmc/driver.h: RESUME_FLAGS), 56-61 the identity of the training
 // data, 64-127 the -e it started from, 128-255 its -i pattern (NUL-terminated strings).
@@ -432,6 +441,7 @@ typedef struct {
     uint64_t num_params;  // length of m and v in this file
     int updates;          // AdamW updates applied (skipped steps do not count)
     int bad_steps;        // consecutive skipped updates (training health)
+    int threads;          // OpenMP threads of the process that wrote it (0: not recorded)
     int flags[STATE_NUM_FLAGS];     // the run's flags, as raw int32 words (the driver says which)
     int data_shards;                // the training data: number of shards,
     int64_t data_tokens;            // tokens in all,
@@ -450,6 +460,7 @@ static void state_header_fill(int* h, const TrainState* s) {
     h[10] = s->step;
     h[11] = s->bad_steps;
     h[12] = s->updates;
+    h[13] = s->threads;
     memcpy(&h[20], &s->rng, 8);
     memcpy(&h[30], &s->shard_idx, 8);
     memcpy(&h[32], &s->shard_pos, 8);
@@ -481,6 +492,7 @@ static FILE* state_open(const char* path, TrainState* s, int64_t tail) {
     s->step = h[10];
     s->bad_steps = h[11];
     s->updates = h[12];
+    s->threads = h[13];
     memcpy(&s->rng, &h[20], 8);
     memcpy(&s->shard_idx, &h[30], 8);
     memcpy(&s->shard_pos, &h[32], 8);
@@ -491,7 +503,7 @@ static FILE* state_open(const char* path, TrainState* s, int64_t tail) {
     memcpy(&s->data_hash, &h[60], 8);
     memcpy(s->model, &h[64], STATE_MODEL_BYTES);
     memcpy(s->train_pattern, &h[128], STATE_PATTERN_BYTES);
-    if (s->world < 1 || s->rank < 0 || s->rank >= s->world || s->step < 0 || s->updates < 0 || s->bad_steps < 0
+    if (s->world < 1 || s->rank < 0 || s->rank >= s->world || s->step < 0 || s->updates < 0 || s->bad_steps < 0 || s->threads < 0
         || s->model[STATE_MODEL_BYTES - 1] != '\0' || s->train_pattern[STATE_PATTERN_BYTES - 1] != '\0') {
         fatal("%s: corrupt header", path);
     }

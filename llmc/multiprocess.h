@@ -82,27 +82,36 @@ static void mp_barrier(void) {
 #endif
 }
 
-// Start-up check that every rank was launched with the same configuration: compares
-// a hash of `data` across ranks and stops the job, naming the first rank that differs.
-static void mp_check_same(const void* data, size_t n, const char* what) {
+// Start-up check that every rank has the same `text` (the flags it was started with, the
+// build it runs, the model it built): compares a hash of it across ranks and stops the job,
+// naming the first rank that differs and, with `show`, what that rank and rank 0 have
+// (the first MP_SHOW_BYTES bytes of each text).
+#define MP_SHOW_BYTES 256
+static void mp_check_same(const char* text, const char* what, int show) {
 #ifdef USE_MPI
     uint64_t h = 1469598103934665603ull; // FNV-1a
-    const unsigned char* p = (const unsigned char*)data;
-    for (size_t i = 0; i < n; i++) { h = (h ^ p[i]) * 1099511628211ull; }
+    for (const unsigned char* p = (const unsigned char*)text; *p != '\0'; p++) { h = (h ^ *p) * 1099511628211ull; }
     int world, rank;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     uint64_t* all = (uint64_t*)malloc_check((size_t)world * sizeof(uint64_t));
     MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
-    for (int r = 1; r < world; r++) {
-        if (all[r] != all[0]) {
-            if (rank == 0) { fatal("rank %d was started with a different %s than rank 0", r, what); }
-            MPI_Barrier(MPI_COMM_WORLD); // rank 0 aborts the job
-        }
-    }
+    int r = 1;
+    while (r < world && all[r] == all[0]) { r++; }
     free(all);
+    if (r == world) { return; }
+    // every rank has seen the difference: all take part in gathering the texts for the message
+    char mine[MP_SHOW_BYTES];
+    snprintf(mine, sizeof(mine), "%s", text);
+    char* texts = (char*)malloc_check((size_t)world * MP_SHOW_BYTES);
+    MPI_Allgather(mine, MP_SHOW_BYTES, MPI_CHAR, texts, MP_SHOW_BYTES, MPI_CHAR, MPI_COMM_WORLD);
+    if (rank == 0) {
+        if (show) { fatal("rank %d was started with a different %s than rank 0: %s on rank %d, %s on rank 0", r, what, texts + (size_t)r * MP_SHOW_BYTES, r, texts); }
+        fatal("rank %d was started with a different %s than rank 0", r, what);
+    }
+    MPI_Barrier(MPI_COMM_WORLD); // rank 0 aborts the job
 #else
-    (void)data; (void)n; (void)what;
+    (void)text; (void)what; (void)show;
 #endif
 }
 

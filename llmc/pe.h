@@ -21,7 +21,8 @@ backward) live in one marked section of each trainer.
   12  xpos        q, k        none
   13  sandwich    bias        none
   14  kerple_power bias       a [NH], p [NH]
-  15  txl         q, bias     W_r [C, C], r_w [NH, hs], r_r [NH, hs]
+  15  cope        bias (context) E [P, hs], P = maxT + 1 (the positions' embeddings)
+  16  txl         q, bias     W_r [C, C], r_w [NH, hs], r_r [NH, hs]
 
 The id is stored in word 8 of the checkpoint header; 0 = learned, so llm.c's
 checkpoints (which have 0 there) load as `learned`. Word 11 holds the revision of the
@@ -60,8 +61,9 @@ of 0..T-1; rp_draw makes them, bit for bit the same in both trainers.
 #define PE_ID_XPOS 12
 #define PE_ID_SANDWICH 13
 #define PE_ID_KERPLE_POWER 14
-#define PE_ID_TXL 15
-#define PE_NUM_IDS 16
+#define PE_ID_COPE 15
+#define PE_ID_TXL 16
+#define PE_NUM_IDS 17
 
 #if defined(PE_SINUSOIDAL)
 #define PE_ID PE_ID_SINUSOIDAL
@@ -91,6 +93,8 @@ of 0..T-1; rp_draw makes them, bit for bit the same in both trainers.
 #define PE_ID PE_ID_SANDWICH
 #elif defined(PE_KERPLE_POWER)
 #define PE_ID PE_ID_KERPLE_POWER
+#elif defined(PE_COPE)
+#define PE_ID PE_ID_COPE
 #elif defined(PE_TXL)
 #define PE_ID PE_ID_TXL
 #else
@@ -115,7 +119,7 @@ of 0..T-1; rp_draw makes them, bit for bit the same in both trainers.
 static const char* const PE_NAMES[PE_NUM_IDS] = {
     "learned", "sinusoidal", "rope", "nope", "alibi", "t5",
     "kerple", "fire", "cable_v1", "cable_nw", "cable", "kcable",
-    "xpos", "sandwich", "kerple_power", "txl",
+    "xpos", "sandwich", "kerple_power", "cope", "txl",
 };
 
 static inline const char* pe_name(int id) {
@@ -159,6 +163,12 @@ static inline int pe_revision(int id) {
 // a CABLE increment starts at softplus(0) = log 2 for every head and token, and the
 // weight w of `cable` at 1: the released code's starting point
 #define CABLE_INIT_INCREMENT 0.69314718f
+
+// CoPE's number of positions P: the training length + 1 (the official default, block size
+// + 1: a position counts gates, from 0 to the row's length). maxT is header word 2 of the
+// checkpoint (the training length of every model but `learned`), so a longer evaluation
+// uses the trained P: positions beyond P - 1 share E[P - 1].
+static inline int cope_positions(int maxT) { return maxT + 1; }
 
 // ALiBi head slopes (Press et al.): for a power-of-two n, the geometric sequence
 // 2^(-8/n), 2^(-16/n), ...; otherwise the slopes of the closest smaller power of two

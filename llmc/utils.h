@@ -7,9 +7,11 @@ file), and strict number parsing for command-line flags.
 #ifndef LLMC_UTILS_H
 #define LLMC_UTILS_H
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -34,11 +36,18 @@ static void (*fatal_abort)(int code) = NULL;
 
 __attribute__((format(printf, 1, 2), noreturn))
 static void fatal(const char* fmt, ...) {
-    char msg[1024];
+    char small[1024];
+    char* msg = small; // the whole message, however long (a long path must not hide the reason)
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof(small) && (msg = (char*)malloc((size_t)n + 1)) != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (msg == NULL) { msg = small; } // out of memory: the message as far as it fits
     if (fatal_rank >= 0) { fprintf(stderr, "error (rank %d): %s\n", fatal_rank, msg); }
     else { fprintf(stderr, "error: %s\n", msg); }
     fflush(stderr);
@@ -128,16 +137,66 @@ static void ensure_dir_writable(const char* dir) {
 }
 
 // ----------------------------------------------------------------------------
-// crash-safe writes: everything is written to "<path>.<pid>.<n>.tmp" (a name no other
-// process or write uses), flushed and fsynced, then renamed over <path>. A crash at any
-// moment leaves either the old file or the new one, never a torn one; a failed write
-// removes its temporary file (fatal).
+// crash-safe writes: everything is written to a temporary file in the same directory,
+// flushed and fsynced, then renamed over the file. A crash at any moment leaves either the
+// old file or the new one, never a torn one; a failed write removes its temporary file
+// (fatal). The temporary name, "<dir>/.llmc-tmp.<host>.<pid>.<n>.<name>" (the machine as a
+// hash of its host name, the writer's process id, its n-th write), is used by no other
+// process or write and cannot be mistaken for a user's file: a temporary file is removed
+// only once the process that wrote it is gone (temporary_is_orphan).
+
+#define TMP_PREFIX ".llmc-tmp."
 
 typedef struct {
     FILE* f;
     char path[PATH_MAX];
     char tmp_path[PATH_MAX + 48];
 } AtomicFile;
+
+// this machine, as a hash of its host name: a process id names a process only there (an
+// output directory may be on a filesystem that several machines share)
+static unsigned host_id(void) {
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    unsigned h = 2166136261u; // FNV-1a
+    for (const char* c = host; *c != '\0'; c++) { h = (h ^ (unsigned char)*c) * 16777619u; }
+    return h;
+}
+
+// If `name` (a file name without its directory) is a temporary file of a crash-safe write,
+// returns the name of the file it was writing and sets its writer's machine and process;
+// otherwise NULL
+static const char* temporary_target(const char* name, unsigned* host, long* pid) {
+    size_t np = strlen(TMP_PREFIX);
+    if (strncmp(name, TMP_PREFIX, np) != 0) { return NULL; }
+    const char* p = name + np;
+    unsigned long field[3]; // host (8 hex digits), process id, write number, each ended by a dot
+    for (int k = 0; k < 3; k++) {
+        char* end;
+        if (!(k == 0 ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p))) { return NULL; }
+        errno = 0;
+        field[k] = strtoul(p, &end, k == 0 ? 16 : 10);
+        if (errno != 0 || *end != '.' || (k == 0 && end - p != 8)) { return NULL; }
+        p = end + 1;
+    }
+    if (*p == '\0' || field[1] == 0 || field[1] > INT_MAX) { return NULL; }
+    *host = (unsigned)field[0];
+    *pid = (long)field[1];
+    return p;
+}
+
+// Is `name` a temporary file whose writer is gone (a process of this machine that no longer
+// exists: killed in the middle of a write)? Only such a file may be removed: a user's
+// files, and the writes in progress of another running program (a tokenizer writing shards
+// into the same folder), are never touched. Where `target` is not NULL it gets the name of
+// the file the temporary one was writing.
+static int temporary_is_orphan(const char* name, const char** target) {
+    unsigned host;
+    long pid;
+    const char* t = temporary_target(name, &host, &pid);
+    if (target != NULL) { *target = t; }
+    return t != NULL && host == host_id() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
 
 // test hook: when the environment variable LLMC_SLOW_WRITE_MS is set, every atomic
 // write sleeps that long before its commit, so a test can kill a process mid-save
@@ -156,8 +215,15 @@ static void atomic_open(AtomicFile* af, const char* path) {
     static unsigned counter = 0; // writes of this process so far
     if (strlen(path) >= PATH_MAX) { fatal("path too long: %s", path); }
     strcpy(af->path, path);
-    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.%d.%u.tmp", path, (int)getpid(), counter++);
-    af->f = fopen(af->tmp_path, "wb");
+    const char* slash = strrchr(path, '/');
+    int dir_len = slash == NULL ? 0 : (int)(slash - path + 1); // the directory, with its slash
+    snprintf(af->tmp_path, sizeof(af->tmp_path), "%.*s" TMP_PREFIX "%08x.%d.%u.%s", dir_len, path, host_id(),
+             (int)getpid(), counter++, path + dir_len);
+    // a new file (O_EXCL): never through a link or over a file that is there, but for one
+    // that an earlier process with this process id left (this name is this process's)
+    int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(af->tmp_path) == 0) { fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0644); }
+    af->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (af->f == NULL) { fatal("cannot write %s (%s)", af->tmp_path, strerror(errno)); }
     pending_tmp[pending_tmp_slot(NULL)] = af->tmp_path;
 }

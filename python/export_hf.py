@@ -17,11 +17,14 @@ its encoding's definition) and a copy of python/model.py, which loads them:
     import sys; sys.path.insert(0, OUTDIR)
     from model import GPT
     model = GPT.from_folder(OUTDIR)
+
+A checkpoint the trainer refuses (not a regular file, a bad header or size, a NaN or an
+infinity in a parameter) is refused here too: one line on stderr naming the file and the
+problem, exit status 1. Every file is written crash-safely (a temporary file, renamed).
 """
 import argparse
 import json
 import os
-import shutil
 from dataclasses import asdict
 
 import torch
@@ -76,11 +79,11 @@ def export(checkpoint, outdir, dtype_name="float32"):
         sd = {name: torch.tensor(a.copy()).to(dtype) for name, a in w.items()}
         config = {"config": asdict(cfg), "pe_revision": M.ENCODINGS[cfg.pe].revision, "torch_dtype": dtype_name,
                   "load_with": "sys.path.insert(0, folder); from model import GPT; GPT.from_folder(folder)"}
-        shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(__file__)), "model.py"),
-                        os.path.join(outdir, "model.py"))
-    torch.save(sd, os.path.join(outdir, "pytorch_model.bin"))
-    with open(os.path.join(outdir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "model.py"), "rb") as f:
+            source = f.read()
+        M.atomic_write(os.path.join(outdir, "model.py"), lambda f: f.write(source))
+    M.atomic_write(os.path.join(outdir, "pytorch_model.bin"), lambda f: torch.save(sd, f))
+    M.atomic_write(os.path.join(outdir, "config.json"), lambda f: f.write(json.dumps(config, indent=2).encode()))
     return cfg
 
 
@@ -90,7 +93,7 @@ if __name__ == "__main__":
     parser.add_argument("outdir", help="the folder to write")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args()
-    try:
+    try:  # a bad checkpoint or folder: one line on stderr that names the file, and exit 1
         cfg = export(args.checkpoint, args.outdir, args.dtype)
     except (OSError, ValueError) as e:
         raise SystemExit("error: %s" % e)

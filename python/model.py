@@ -24,9 +24,11 @@ An encoding is one class below with up to three hooks, as the trainer's:
   bias(model, l, h, ev, pos)   h: (B, T, C), the attention block's input after ln_1;
                                returns the additive attention bias b(i, j), broadcastable
                                to (B, NH, T, T), or None
+  score_bias(model, l, q, k)   q, k: (B, NH, T, hs) after rotate; a term added to the
+                               scores that depends on q and k (CoPE's, Transformer-XL's),
+                               (B, NH, T, T), or None
 (ev: the evaluation variant in effect, a PEEval; pos: (T,) the tokens' positions, 0..T-1
-or a draw of randomized positions, span their range), or replaces the scores altogether
-(scores(model, l, h, q, k, ev, pos): txl), `tensors(cfg)`, the shapes of its
+or a draw of randomized positions, span their range), `tensors(cfg)`, the shapes of its
 parameter tensors, which the checkpoint stores after GPT-2's in the order of
 PE_TENSOR_ORDER, `revision`, the revision of its definition (checkpoint header word 11,
 llmc/pe.h pe_revision), `eval_variants`, the evaluation variants it has, and
@@ -34,10 +36,13 @@ llmc/pe.h pe_revision), `eval_variants`, the evaluation variants it has, and
 encoding is adding a class, its tensors' names to PE_TENSOR_ORDER (where llmc/model.h
 puts them) and a PE_NAMES entry.
 """
+import itertools
 import json
 import math
 import os
-from dataclasses import dataclass
+import socket
+import stat
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -52,7 +57,7 @@ CHECKPOINT_FP32 = 3
 CHECKPOINT_BF16 = 5
 # header word 8: the PE id, the index in this list
 PE_NAMES = ["learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire",
-            "cable_v1", "cable_nw", "cable", "kcable", "xpos", "sandwich", "kerple_power", "txl"]
+            "cable_v1", "cable_nw", "cable", "kcable", "xpos", "sandwich", "kerple_power", "cope", "txl"]
 # header words 9 and 10 (DAPE's variant and width): this file has no DAPE and refuses a
 # checkpoint with either nonzero; word 11 is the revision of the PE's definition
 # (Encoding.revision), which must be the one implemented here
@@ -71,7 +76,7 @@ RP_ONE_DRAW = ("learned", "sinusoidal")
 GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                 "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
-                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p",
+                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e",
                    "txl_wr", "txl_rw", "txl_rr"]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
@@ -134,10 +139,84 @@ def checkpoint_layout(cfg):
            [(k, pe_shapes[k]) for k in PE_TENSOR_ORDER if k in pe_shapes]
 
 
+def check_config(cfg, where):
+    """Raises ValueError naming `where` (the file it comes from) for a configuration no model
+    can be built with, as the trainer's gpt2_config_check."""
+    sizes = [getattr(cfg, f.name) for f in fields(Config) if f.name != "pe"]
+    if cfg.pe not in PE_NAMES:
+        raise ValueError("%s: unknown positional encoding %r (one of %s)" % (where, cfg.pe, ", ".join(PE_NAMES)))
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes) or \
+            cfg.num_layers < 1 or cfg.num_heads < 1 or cfg.channels < 1 or cfg.channels % cfg.num_heads != 0 or \
+            cfg.vocab_size < 2 or cfg.padded_vocab_size < cfg.vocab_size or cfg.max_seq_len < 1:
+        raise ValueError("%s: bad configuration: %s" % (where, cfg))
+    if cfg.pe in ("rope", "xpos", "sandwich") and (cfg.channels // cfg.num_heads) % 2 != 0:
+        raise ValueError("%s: %s needs an even head size, got %d" % (where, cfg.pe, cfg.channels // cfg.num_heads))
+    if cfg.pe == "sinusoidal" and cfg.channels < 4:  # its frequencies divide by C/2 - 1
+        raise ValueError("%s: sinusoidal needs at least 4 channels, got %d" % (where, cfg.channels))
+    if cfg.pe == "txl" and cfg.channels % 2 != 0:  # its sinusoids come in C/2 pairs
+        raise ValueError("%s: txl needs an even number of channels, got %d" % (where, cfg.channels))
+    if cfg.rp_len < 0 or (cfg.rp_len > 0 and cfg.pe not in RP_SUPPORTED) or \
+            (cfg.pe == "learned" and cfg.rp_len > cfg.max_seq_len):
+        raise ValueError("%s: randomized positions from [0, %d) on PE '%s' with maxT %d (header word %d)"
+                         % (where, cfg.rp_len, cfg.pe, cfg.max_seq_len, HEADER_RP_LEN))
+
+
+def check_finite(tensors, where):
+    """Raises ValueError naming `where` if a parameter is a NaN or an infinity: the trainer
+    refuses such a model (and never writes one)."""
+    for name, a in tensors.items():
+        bad = int(np.size(a) - np.count_nonzero(np.isfinite(np.asarray(a, dtype=np.float32))))
+        if bad > 0:
+            raise ValueError("%s holds %d NaN or infinite value(s) in tensor %s: a diverged model, which the trainer refuses too"
+                             % (where, bad, name))
+
+
+def open_regular(path):
+    """Opens for reading (binary) a file that must be a regular one: a FIFO, a device or a
+    directory is refused at once, and the open does not block, so a FIFO without a writer
+    cannot hang the reader (the trainer's fopen_read_regular)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("%s is not a regular file" % path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+_writes = itertools.count()  # crash-safe writes of this process so far
+
+
+def atomic_write(path, write):
+    """Writes `path` crash-safely, as the trainer (llmc/utils.h: AtomicFile): write(f) fills a
+    temporary file of the same folder, ".llmc-tmp.<host>.<pid>.<n>.<name>" (a name no user's
+    file has; the trainer removes one whose process is gone), which is fsynced and renamed over
+    path; on an error it is removed."""
+    host = 2166136261  # FNV-1a of the host name, as the trainer's host_id
+    for b in socket.gethostname().encode():
+        host = ((host ^ b) * 16777619) & 0xFFFFFFFF
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, ".llmc-tmp.%08x.%d.%d.%s" % (host, os.getpid(), next(_writes), name))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def read_checkpoint(path):
     """Reads a checkpoint (version 3: fp32, version 5: bf16) with numpy: its Config and a
-    dict name -> float32 array. Raises ValueError with a clear message on a bad file."""
-    with open(path, "rb") as f:
+    dict name -> float32 array. Raises ValueError with a clear message on a bad file (also
+    one that is not a regular file, and a model with a NaN or an infinity, as the trainer)."""
+    with open_regular(path) as f:
         data = f.read()
     if len(data) < 1024:
         raise ValueError("%s is not a checkpoint: %d bytes, shorter than the header" % (path, len(data)))
@@ -156,19 +235,7 @@ def read_checkpoint(path):
     cfg = Config(max_seq_len=int(header[2]), vocab_size=int(header[3]), num_layers=int(header[4]),
                  num_heads=int(header[5]), channels=int(header[6]), padded_vocab_size=int(header[7]),
                  pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]))
-    if cfg.num_layers < 1 or cfg.num_heads < 1 or cfg.channels % cfg.num_heads != 0 or \
-            cfg.vocab_size < 2 or cfg.padded_vocab_size < cfg.vocab_size or cfg.max_seq_len < 1:
-        raise ValueError("%s: bad configuration in the header: %s" % (path, cfg))
-    if cfg.pe in ("rope", "xpos", "sandwich") and (cfg.channels // cfg.num_heads) % 2 != 0:
-        raise ValueError("%s: %s needs an even head size, got %d" % (path, cfg.pe, cfg.channels // cfg.num_heads))
-    if cfg.pe == "sinusoidal" and cfg.channels < 4:  # its frequencies divide by C/2 - 1
-        raise ValueError("%s: sinusoidal needs at least 4 channels, got %d" % (path, cfg.channels))
-    if cfg.pe == "txl" and cfg.channels % 2 != 0:  # its sinusoids come in C/2 pairs
-        raise ValueError("%s: txl needs an even number of channels, got %d" % (path, cfg.channels))
-    if cfg.rp_len < 0 or (cfg.rp_len > 0 and cfg.pe not in RP_SUPPORTED) or \
-            (cfg.pe == "learned" and cfg.rp_len > cfg.max_seq_len):
-        raise ValueError("%s: randomized positions from [0, %d) on PE '%s' with maxT %d (header word %d)"
-                         % (path, cfg.rp_len, cfg.pe, cfg.max_seq_len, HEADER_RP_LEN))
+    check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
         raise ValueError("%s holds revision %d of PE '%s' (header word %d), this model file implements revision %d; "
@@ -189,6 +256,7 @@ def read_checkpoint(path):
         n = int(np.prod(shape))
         tensors[name] = flat[offset:offset + n].reshape(shape)
         offset += n
+    check_finite(tensors, path)
     return cfg, tensors
 
 
@@ -207,10 +275,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
         flat = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
     elif version != CHECKPOINT_FP32:
         raise ValueError("checkpoint version %d: only 3 (fp32) and 5 (bf16) exist" % version)
-    with open(path + ".tmp", "wb") as f:
-        f.write(header.tobytes())
-        f.write(flat.tobytes())
-    os.replace(path + ".tmp", path)
+    atomic_write(path, lambda f: (f.write(header.tobytes()), f.write(flat.tobytes())))
 
 
 # ----------------------------------------------------------------------------
@@ -283,11 +348,8 @@ class Encoding:
     def bias(self, model, l, h, ev, pos):
         return None
 
-    def scores(self, model, l, h, q, k, ev, pos):
-        """The attention logits (B, NH, T, T) before the causal mask: q k^T / sqrt(hs) + bias."""
-        scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(q.shape[3]))
-        bias = self.bias(model, l, h, ev, pos)
-        return scores if bias is None else scores + bias
+    def score_bias(self, model, l, q, k):
+        return None
 
 
 class Learned(Encoding):
@@ -522,6 +584,41 @@ class Cable(Encoding):
         return diff
 
 
+class Cope(Encoding):
+    """CoPE, contextual position encoding (Golovneva et al. 2024), transcribed from the official
+    code, facebookresearch/RAM projects/cope/src/cope/context_position.py (commit eff93c7),
+    ContextPosSelfAttn.forward with its defaults (gates from the attention's own keys, the sum
+    divided by sqrt(hs)): each key's position is the sum of the gates sigmoid(q.k / sqrt(hs))
+    from it up to the query, clamped at P - 1; q.E is interpolated between the position's
+    floor and ceil. E is `cope_e` (L, P, hs), the official pos_emb (1, hs, P) transposed per
+    layer; P = maxT + 1 (the official block_size + 1), zeros at the start (the trainer's
+    initialization)."""
+    @staticmethod
+    def tensors(cfg):
+        return {"cope_e": (cfg.num_layers, cfg.max_seq_len + 1, cfg.channels // cfg.num_heads)}
+
+    def score_bias(self, model, l, q, k):
+        T, hs = q.shape[2], q.shape[3]
+        npos = model.cfg.max_seq_len + 1                                  # :69-73
+        pos_emb = model.cope_e[l].T                                       # :76-78, (hs, npos)
+        attn_mask = torch.ones(T, T, dtype=q.dtype, device=q.device).tril()
+        gate_logits = q @ k.transpose(-1, -2)                             # :99-101
+        gates = torch.sigmoid(gate_logits / math.sqrt(hs))                # :102
+        gates = gates * attn_mask                                         # :103-104
+        positions = gates.flip(-1).cumsum(dim=-1).flip(-1)                # :105
+        positions = positions.clamp(max=npos - 1)                         # :106
+        pos_logits_fixed = q @ pos_emb                                    # :111
+        positions_ceil = positions.ceil().long()                          # :114
+        positions_floor = positions.floor().long()                        # :115
+        pos_logits_ceil = pos_logits_fixed.gather(-1, positions_ceil)     # :116
+        pos_logits_floor = pos_logits_fixed.gather(-1, positions_floor)   # :117
+        pos_ceil_weight = positions - positions_floor                     # :120
+        pos_logits = pos_logits_ceil * pos_ceil_weight + pos_logits_floor * (1 - pos_ceil_weight)  # :121-123
+        # :137-139 adds pos_logits to q.k and divides the sum by sqrt(hs); the scores here
+        # are q.k / sqrt(hs) already
+        return pos_logits / math.sqrt(hs)
+
+
 class TransformerXL(Encoding):
     """Transformer-XL's relative encoding as the DAPE repository computes it
     (chuanyang-Zheng/DAPE, megatron/model/positional_embeddings.py, PositionalEmbedding
@@ -546,7 +643,7 @@ class TransformerXL(Encoding):
         x_padded = torch.cat([zero_pad, x], dim=-1).view(*x.shape[:-2], T2 + 1, T1)
         return x_padded[..., 1:, :].reshape(x.shape)
 
-    def scores(self, model, l, h, q, k, ev, pos):
+    def score_bias(self, model, l, q, k):
         B, NH, T, hs = q.shape
         C = model.cfg.channels
         pos_seq = torch.arange(T - 1, -1, -1.0, dtype=q.dtype, device=q.device)              # :761
@@ -559,14 +656,16 @@ class TransformerXL(Encoding):
         r_head_k = (pos_emb @ model.txl_wr[l].T).view(T, NH, hs)                                # :775-776
         BD = torch.einsum("bnid,jnd->bnij", rr_head_q, r_head_k)                                # :778
         BD = self.rel_shift(BD)                                                                 # :779
-        return (AC + BD) * (1 / math.sqrt(hs))                                                  # :785
+        # :785 scales AC + BD by 1/sqrt(hs); the scores here are q.k / sqrt(hs) already, so
+        # this term is the rest: AC - q k^T = r_w k^T, and BD
+        return (AC - q @ k.transpose(2, 3) + BD) * (1 / math.sqrt(hs))
 
 
 ENCODINGS = {
     "learned": Learned(), "sinusoidal": Sinusoidal(), "rope": Rope(), "nope": Encoding(),
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
-    "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "txl": TransformerXL(),
+    "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
 }
 
 # ----------------------------------------------------------------------------
@@ -602,15 +701,41 @@ class GPT(nn.Module):
     def from_folder(cls, folder, dtype=torch.float32):
         """A model from a folder written by export_hf.py for an encoding Hugging Face's GPT-2
         does not have: config.json (this Config and the encoding's revision) and
-        pytorch_model.bin (a state dict)."""
-        with open(os.path.join(folder, "config.json")) as f:
-            config = json.load(f)
-        cfg = Config(**config["config"])
+        pytorch_model.bin (a state dict). Raises ValueError naming the file and the problem
+        for a damaged one (not JSON, no valid configuration, a truncated or corrupt state
+        dict, missing or misshapen tensors, NaN or infinite values)."""
+        config_path, weights_path = os.path.join(folder, "config.json"), os.path.join(folder, "pytorch_model.bin")
+        try:
+            with open_regular(config_path) as f:
+                config = json.loads(f.read())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError("%s is not valid JSON (%s)" % (config_path, e)) from None
+        try:
+            cfg = Config(**config["config"])
+        except (KeyError, TypeError) as e:
+            raise ValueError("%s: no valid \"config\" entry with the fields %s (%s)"
+                             % (config_path, ", ".join(f.name for f in fields(Config)), e)) from None
+        check_config(cfg, config_path)
         revision = config.get("pe_revision", 0)  # folders exported before revisions existed hold revision 0
         if revision != ENCODINGS[cfg.pe].revision:
-            raise ValueError("%s holds revision %d of PE '%s', this model file implements revision %d"
+            raise ValueError("%s holds revision %s of PE '%s', this model file implements revision %d"
                              % (folder, revision, cfg.pe, ENCODINGS[cfg.pe].revision))
-        return cls(cfg, torch.load(os.path.join(folder, "pytorch_model.bin"), map_location="cpu"), dtype)
+        with open_regular(weights_path) as f:
+            try:
+                tensors = torch.load(f, map_location="cpu", weights_only=True)
+            except Exception as e:  # the zip reader's and the unpickler's errors, whatever the damage
+                raise ValueError("%s cannot be read as a state dict, truncated or corrupt (%s: %s)"
+                                 % (weights_path, type(e).__name__, e)) from None
+        if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+            raise ValueError("%s is not a state dict (a dict of tensors)" % weights_path)
+        missing = [name for name, _ in checkpoint_layout(cfg) if name not in tensors]
+        if missing:
+            raise ValueError("%s lacks the tensor(s) %s of this configuration" % (weights_path, ", ".join(missing)))
+        for name, shape in checkpoint_layout(cfg):
+            if tuple(tensors[name].shape) != tuple(shape):
+                raise ValueError("%s: tensor %s has shape %s, expected %s" % (weights_path, name, tuple(tensors[name].shape), shape))
+        check_finite({name: t.float().numpy() for name, t in tensors.items()}, weights_path)
+        return cls(cfg, tensors, dtype)
 
     def save_checkpoint(self, path, version=CHECKPOINT_FP32):
         """Writes the parameters as a checkpoint of the C trainers (e.g. to evaluate at long lengths there)."""
@@ -669,7 +794,10 @@ class GPT(nn.Module):
             q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
             pos_l = pos[l if draws > 1 else 0]
             q, k = self.pe.rotate(self, l, q, k, ev, pos_l, span)
-            scores = self.pe.scores(self, l, h, q, k, ev, pos_l)
+            scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(hs))
+            for bias in (self.pe.bias(self, l, h, ev, pos_l), self.pe.score_bias(self, l, q, k)):
+                if bias is not None:
+                    scores = scores + bias
             att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
             y = (att @ v).transpose(1, 2).reshape(B, T, C)
             x = x + y @ self.attprojw[l].T + self.attprojb[l]

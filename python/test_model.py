@@ -23,7 +23,17 @@ trainer, for every encoding, in float64 (make test-python):
   6. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
      and 10, another revision of the encoding's definition in word 11, randomized positions
      on an encoding without them in word 12) and variants the encoding does not have are
-     refused with a clear message.
+     refused with a clear message;
+  7. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
+     a NaN and a FIFO (one line on stderr naming the file, exit status 1, within seconds);
+     GPT.from_folder refuses a config.json that is not JSON or holds no valid configuration and
+     a truncated, incomplete or NaN-holding pytorch_model.bin with a ValueError naming the file;
+     write_checkpoint leaves a user's "<name>.tmp" alone and no temporary file behind;
+  8. with COPE_OFFICIAL=path/to/context_position.py (facebookresearch/RAM's
+     projects/cope/src/cope/context_position.py, not part of this repository): the official
+     CoPE layer against model.py's transcription on random q, k, v, E (3 heads of 8, T = 50,
+     P = 21, so positions clamp), in float64: the attention output and the gradients of q,
+     k, v and E.
 
 Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
 both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
@@ -292,6 +302,114 @@ def test_bad_files(good, tmp, pe, all_cases):
     expect_error("bad file: DAPE width (word 10)", variant("dape_w.bin", with_word(10, 32)), "header word 10 (DAPE width) is 32")
 
 
+def expect_cli_error(what, args, fragment):
+    """python3 ARGS must exit nonzero within 60 s with one line on stderr containing fragment."""
+    global failures
+    try:
+        r = subprocess.run([sys.executable] + args, capture_output=True, text=True, timeout=60)
+        lines = r.stderr.splitlines()
+        ok = r.returncode != 0 and len(lines) == 1 and fragment in lines[0]
+        said = "exit %d: %s" % (r.returncode, r.stderr.strip()[-300:])
+    except subprocess.TimeoutExpired:
+        ok, said = False, "still running after 60 s"
+    print("  %-52s %s  (%s)" % (what, "ok  " if ok else "FAIL", said))
+    if not ok:
+        failures += 1
+
+
+def test_tool_errors(ckpt, tmp):
+    """Bad input to export_hf.py and GPT.from_folder (a checkpoint of an encoding other than
+    learned, whose export is a folder for GPT.from_folder), and write_checkpoint's temporary file."""
+    global failures
+    exporter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "export_hf.py")
+    data = bytearray(open(ckpt, "rb").read())
+    data[1024 + 4 * 7:1024 + 4 * 8] = np.float32(np.nan).tobytes()  # one parameter
+    nan = os.path.join(tmp, "nan.bin")
+    open(nan, "wb").write(data)
+    expect_cli_error("export: a checkpoint with a NaN", [exporter, nan, os.path.join(tmp, "nan_out")],
+                     "nan.bin holds 1 NaN or infinite value(s) in tensor wte")
+    fifo = os.path.join(tmp, "fifo.bin")
+    os.mkfifo(fifo)
+    expect_cli_error("export: a FIFO as the checkpoint", [exporter, fifo, os.path.join(tmp, "fifo_out")],
+                     "fifo.bin is not a regular file")
+    good = os.path.join(tmp, "folder_good")
+    export_hf.export(ckpt, good)
+    def damaged(name, file, content):
+        """A copy of the exported folder with `file` replaced by content (bytes), loaded."""
+        folder = os.path.join(tmp, "folder_" + name)
+        os.makedirs(folder)
+        for f in os.listdir(good):
+            open(os.path.join(folder, f), "wb").write(open(os.path.join(good, f), "rb").read())
+        open(os.path.join(folder, file), "wb").write(content)
+        return lambda: M.GPT.from_folder(folder)
+    config = json.load(open(os.path.join(good, "config.json")))
+    def config_with(**change):
+        c = json.loads(json.dumps(config))
+        c["config"].update(change)
+        return json.dumps(c).encode()
+    weights = open(os.path.join(good, "pytorch_model.bin"), "rb").read()
+    sd = torch.load(os.path.join(good, "pytorch_model.bin"))
+    def weights_with(change):
+        path = os.path.join(tmp, "weights.bin")
+        torch.save(change(dict(sd)), path)
+        return open(path, "rb").read()
+    expect_error("from_folder: config.json not JSON", damaged("json", "config.json", b"{\"config\": "),
+                 "config.json is not valid JSON")
+    expect_error("from_folder: config.json without a configuration", damaged("noconfig", "config.json", b"{}"),
+                 "config.json: no valid \"config\" entry")
+    expect_error("from_folder: config.json with 0 layers", damaged("layers", "config.json", config_with(num_layers=0)),
+                 "config.json: bad configuration")
+    expect_error("from_folder: config.json with an unknown encoding", damaged("pe", "config.json", config_with(pe="nonsense")),
+                 "config.json: unknown positional encoding 'nonsense'")
+    expect_error("from_folder: truncated pytorch_model.bin", damaged("trunc", "pytorch_model.bin", weights[:len(weights) // 2]),
+                 "pytorch_model.bin cannot be read as a state dict, truncated or corrupt")
+    expect_error("from_folder: pytorch_model.bin without wte", damaged("missing", "pytorch_model.bin",
+                 weights_with(lambda d: {k: v for k, v in d.items() if k != "wte"})), "pytorch_model.bin lacks the tensor(s) wte")
+    expect_error("from_folder: pytorch_model.bin with a NaN", damaged("nan", "pytorch_model.bin",
+                 weights_with(lambda d: dict(d, lnfw=d["lnfw"] * np.nan))), "pytorch_model.bin holds")
+    # write_checkpoint: its temporary file is its own, and none is left
+    out = os.path.join(tmp, "written.bin")
+    open(out + ".tmp", "wb").write(b"a user's file")
+    cfg, tensors = M.read_checkpoint(ckpt)
+    M.write_checkpoint(out, cfg, tensors)
+    ok = open(out + ".tmp", "rb").read() == b"a user's file" and M.read_checkpoint(out)[0] == cfg and \
+        not [f for f in os.listdir(tmp) if f.startswith(".llmc-tmp.")]
+    print("  %-52s %s" % ("write_checkpoint: a user's written.bin.tmp kept, none left", "ok  " if ok else "FAIL"))
+    failures += 0 if ok else 1
+
+
+def check_official_cope(path):
+    """The official ContextPosSelfAttn (its defaults; dropout 0) against Cope.score_bias."""
+    import importlib.util
+    import types
+    spec = importlib.util.spec_from_file_location("context_position", path)
+    official = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(official)
+    print("=== cope: the official code (%s) against model.py (float64)" % path)
+    torch.manual_seed(0)
+    B, NH, T, hs, maxT = 2, 3, 50, 8, 20
+    cfg = types.SimpleNamespace(drop=0.0, cope_layers=1, cope_npos=None, block_size=maxT, head_dim=hs,
+                                cope_val_gates=False, cope_sep_key=False, pos_emb="cope", cope_nodiv=False)
+    layer = official.ContextPosSelfAttn(cfg, 0).double()
+    E = torch.randn(maxT + 1, hs, dtype=torch.float64, requires_grad=True)
+    with torch.no_grad():
+        layer.pos_emb.copy_(E.T[None])
+    q, k, v = (torch.randn(B * NH, T, hs, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.ones(T, T, dtype=torch.float64).tril()[None]
+    want = layer(q, k, k, v, attn_mask=mask)
+    owner = types.SimpleNamespace(cfg=types.SimpleNamespace(max_seq_len=maxT), cope_e=[E])
+    qh, kh, vh = (t.view(B, NH, T, hs) for t in (q, k, v))
+    scores = qh @ kh.transpose(2, 3) / math.sqrt(hs) + M.Cope().score_bias(owner, 0, qh, kh)
+    got = (torch.softmax(scores.masked_fill(mask[0] == 0, float("-inf")), dim=-1) @ vh).view(B * NH, T, hs)
+    check("official: attention output", got.detach().numpy(), want.detach().numpy())
+    g = torch.randn_like(want)
+    dwant = torch.autograd.grad((want * g).sum(), (q, k, v, layer.pos_emb))
+    dgot = torch.autograd.grad((got * g).sum(), (q, k, v, E))
+    for name, a, b in zip(("q", "k", "v"), dgot, dwant):
+        check("official: d %s" % name, a.numpy(), b.numpy())
+    check("official: d E (pos_emb transposed)", dgot[3].numpy(), dwant[3][0].T.numpy())
+
+
 def main():
     args = sys.argv[1:]
     build = args[0] if args else "build"
@@ -321,6 +439,10 @@ def main():
             else:
                 check_model_folder(folder, ref)
             test_bad_files(ckpt, tmp, pe, pe == pes[0])
+            if pe == next(p for p in pes + ["cable"] if p != "learned"):
+                test_tool_errors(ckpt, tmp)
+    if os.environ.get("COPE_OFFICIAL"):
+        check_official_cope(os.environ["COPE_OFFICIAL"])
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 

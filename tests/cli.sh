@@ -45,16 +45,30 @@ expect "empty -E list" "flag -E expects lengths" "${OK[@]}" -E ""
 expect "-E of a comma" "flag -E expects lengths" "${OK[@]}" -E ","
 expect "-E with an empty item" "flag -E expects lengths" "${OK[@]}" -E 64,,128
 expect "-W 0" "flag -W: a stride of 0" "${OK[@]}" -W 0
-expect "-g beyond the bound" "flag -g: at most" "${OK[@]}" -g 100000 -s 1
+expect "-g beyond the bound" "flag -g must be in \[1, 1024\]" "${OK[@]}" -g 100000 -s 1
 expect "ZeRO stage 1 on the CPU trainer" "only in the CUDA trainer" "${OK[@]}" -z 1
+expect "-g 0, with the bound it has" "flag -g must be in \[1, 1024\]" "${OK[@]}" -g 0 -s 1
+expect "-E with a length given twice" "flag -E: 64 is given twice" "${OK[@]}" -E 64,32,64
+expect "-rf without a static -rs method" "flag -rf: the static RoPE scaling factor is used only by -rs pi, ntk or yarn" "${OK[@]}" -rf 2
+LONG="$DIR$(printf '/missing%.0s' $(seq 1 150)).bin" # 1200 characters: the reason comes after them
+expect "a long path does not hide the reason" "missing.bin (No such file or directory)" "${OK[@]}" -e "$LONG"
 mkfifo "$DIR/fifo.bin" "$DIR/fifo_000000.bin"
 expect "a FIFO as the checkpoint" "fifo.bin is not a regular file" "${OK[@]}" -e "$DIR/fifo.bin"
 expect "a FIFO as a shard" "fifo_000000.bin is not a regular file" "${OK[@]}" -i "$DIR/fifo_*.bin"
 mkdir -p "$DIR/done"
 touch "$DIR/done/DONE_99999999999"
 expect "a checkpoint marker beyond int" "DONE_99999999999: a checkpoint marker whose step is beyond" "${OK[@]}" -o "$DIR/done" -y 1
+(cd "$DIR" && "$BIN" "${OK[@]}" -o "$DIR/ck" > /dev/null 2>&1)
+# evaluation only: the default -E lengths and sliding stride both follow the checkpoint's
+# training length (maxT = 32), not -t
+(cd "$DIR" && "$BIN" -e "$DIR/ck/model_00000002.bin" -x 0 -t 16 -b 2 -m 1 -K 64 -j "$VAL" > "$DIR/out" 2> /dev/null)
+lengths=$(grep -E '^\| +[0-9]+ \| nonoverlap' "$DIR/out" | awk '{print $2}' | tr '\n' ' ')
+if [ "$lengths" = "32 64 128 256 512 " ] && grep -q "trained at T=32, step 0 (sliding stride 16)" "$DIR/out"; then
+    echo "  ok    evaluation only: default -E 32..512 and stride 16 from the checkpoint's length 32"
+else
+    echo "  FAIL  evaluation only: default -E and stride from the checkpoint's length: lengths $lengths"; cat "$DIR/out"; failures=$((failures + 1))
+fi
 if [ "$PE" = learned ]; then
-    (cd "$DIR" && "$BIN" "${OK[@]}" -o "$DIR/ck" > /dev/null 2>&1)
     expect "learned: T beyond maxT of a checkpoint" "beyond maxT" -e "$DIR/ck/model_00000002.bin" -t 64 -b 2 -x 2 -v 0 -s 0 -E none -i "$TRAIN" -j "$VAL"
     expect "learned: -rp beyond maxT of a checkpoint" "need as many rows of wpe" -e "$DIR/ck/model_00000002.bin" -x 0 -E none -rp 64 -j "$VAL"
     expect "-rp smaller than -t" "is more than the 16 randomized positions" "${OK[@]}" -rp 16
@@ -73,8 +87,8 @@ fi
 # temporary file left behind
 mkdir -p "$DIR/full"
 LIMIT="trap '' XFSZ; ulimit -f 10000" expect "disk full while writing a checkpoint" "write error in .*model_00000002.bin.*File too large" "${OK[@]}" -o "$DIR/full"
-if [ -z "$(ls "$DIR/full" | grep '\.tmp$')" ]; then echo "  ok    disk full: no temporary file left"
-else echo "  FAIL  disk full: temporary files left: $(ls "$DIR/full" | tr '\n' ' ')"; failures=$((failures + 1)); fi
+if [ -z "$(ls -A "$DIR/full" | grep '^\.llmc-tmp\.')" ]; then echo "  ok    disk full: no temporary file left"
+else echo "  FAIL  disk full: temporary files left: $(ls -A "$DIR/full" | tr '\n' ' ')"; failures=$((failures + 1)); fi
 head -c 3000 /dev/urandom > "$DIR/gpt2_tokenizer.bin"
 expect "corrupt tokenizer file" "gpt2_tokenizer.bin" "${OK[@]}" -s 1
 printf 'garbage' > "$DIR/shard_000000.bin"

@@ -2,7 +2,9 @@
 # Multi-process training (MPI), for one encoding (default: cable):
 #  1. mpirun -np 2 with B/2 per rank gives the same losses, step by step, and the same
 #     final checkpoint as one process with B (tolerance: floating-point summation order);
-#  2. ranks started with different flags are stopped at start-up, naming the rank;
+#  2. ranks started with different flags, built with different encodings (two binaries under
+#     one mpirun) or holding different models (the same -e naming another file on each) are
+#     stopped at start-up with one line naming the rank, and for builds and models both sides;
 #  3. a rank that fails (a bad token only it reads) or is killed ends the whole job
 #     within seconds, never a hang.
 set -euo pipefail
@@ -29,19 +31,45 @@ awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { printf "max loss
 "$TEST" compare "$DIR/np1/model_00000010.bin" "$DIR/np2/model_00000010.bin" 1e-4 | tail -1
 "$TEST" compare "$DIR/np1/model_00000010.bin" "$DIR/np2/model_00000010.bin" 1e-4 > /dev/null || fail "final checkpoints differ"
 
-# a number (-b) and a list (-E: its items, not only their count) that differ on rank 1
-for flag in "-b" "-E"; do
-    echo "=== $PE: ranks started with a different $flag"
+# stopped WHAT TEXT CMD...: the job must end with an error within 60 s, its output holding TEXT
+stopped() {
+    local what=$1 text=$2 rc; shift 2
+    echo "=== $PE: $what"
     set +e
-    FLAG=$flag timeout 60 "${MPIRUN[@]}" -x FLAG -np 2 bash -c \
-        'r=$OMPI_COMM_WORLD_RANK; if [ "$FLAG" = -b ]; then v=$((2 + r)); else v=64,$((128 * (1 + r))); fi; exec "$0" "$@" "$FLAG" "$v"' \
-        "$BIN" "${ARGS[@]}" -b 2 > "$DIR/mismatch.log" 2>&1
+    timeout 60 "$@" > "$DIR/stopped.log" 2>&1
     rc=$?
     set -e
-    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mismatched $flag: exit code $rc"
-    grep -q "rank 1 was started with a different configuration" "$DIR/mismatch.log" || { cat "$DIR/mismatch.log"; fail "no message naming rank 1"; }
-    echo "ok: stopped at start-up, naming rank 1"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$what: exit code $rc"
+    grep -q -- "$text" "$DIR/stopped.log" || { cat "$DIR/stopped.log"; fail "$what: no line with '$text'"; }
+    echo "ok: stopped at start-up: $(grep -o "rank 1 was started.*" "$DIR/stopped.log")"
+}
+
+# a number (-b) and a list (-E: its items, not only their count) that differ on rank 1
+for flag in "-b" "-E"; do
+    stopped "ranks started with a different $flag" "rank 1 was started with a different configuration" \
+        "${MPIRUN[@]}" -x FLAG="$flag" -np 2 bash -c \
+        'r=$OMPI_COMM_WORLD_RANK; if [ "$FLAG" = -b ]; then v=$((2 + r)); else v=64,$((128 * (1 + r))); fi; exec "$0" "$@" "$FLAG" "$v"' \
+        "$BIN" "${ARGS[@]}" -b 2
 done
+
+# two binaries under one mpirun: both builds named
+OTHER=$([ "$PE" = learned ] && echo cable || echo learned)
+stopped "ranks that run different builds" \
+    "error (rank 0): rank 1 was started with a different build than rank 0: train_gpt2 with PE '$OTHER' (revision 0) on rank 1, train_gpt2 with PE '$PE' (revision 0) on rank 0" \
+    "${MPIRUN[@]}" -np 1 "$BIN" "${ARGS[@]}" -b 2 : -np 1 "build/train_gpt2_$OTHER" "${ARGS[@]}" -b 2
+
+# one -e path naming another file on each rank (each rank in its own folder): both models named
+STARTER=$(realpath data/starter)
+for t in 32 64; do
+    "$BIN" -e nano -b 2 -t $t -x 1 -v 0 -s 0 -E none -i "$STARTER/starter_train_*.bin" -j "$STARTER/starter_val_*.bin" -o "$DIR/m$t" > /dev/null
+done
+mkdir -p "$DIR/rank0" "$DIR/rank1"
+cp "$DIR/m32/model_00000001.bin" "$DIR/rank0/model.bin"
+cp "$DIR/m64/model_00000001.bin" "$DIR/rank1/model.bin"
+stopped "ranks that read different models" \
+    "error (rank 0): rank 1 was started with a different model than rank 0: L=2 NH=4 C=128 maxT=64 .* on rank 1, L=2 NH=4 C=128 maxT=32 .* on rank 0" \
+    "${MPIRUN[@]}" -x DIR="$DIR" -np 2 bash -c 'cd "$DIR/rank$OMPI_COMM_WORLD_RANK" && exec "$0" "$@"' "$(realpath "$BIN")" \
+    -e model.bin -x 0 -b 2 -t 32 -m 1 -E none -j "$STARTER/starter_val_*.bin"
 
 echo "=== $PE: a rank reads a bad token"
 # rank 1 alone reads tokens 64..128 of the first batch (B=2, T=32 per rank)

@@ -10,9 +10,16 @@
 #     with -a 1 overfits the same batch (bit-exact);
 #  5. what an output directory and a resume refuse, with one line and a nonzero exit: a new
 #     run over an old one, a second trainer into a directory in use, a resume past the new
-#     -x, changed -b/-t/-d/-a/-e/-i, an old state file, a FIFO as the state file; an
-#     evaluation-only run into the directory leaves main.log's lines as they are;
-#  6. (learned) a run with randomized positions (-rp) killed with SIGKILL and resumed without
+#     -x, changed -b/-t/-d/-a/-e/-i, an old state file, a FIFO as the state file, -x 0 -y 1
+#     with another -e or without a checkpoint, a main.log or .lock that is a symbolic link, a
+#     resume of a run with no checkpoint and no record of its flags; an evaluation-only run
+#     into the directory leaves main.log's lines as they are;
+#  6. a run killed before its first checkpoint, resumed with `-o DIR -y 1` alone, starts
+#     again from step 0 with its own flags and ends bit-identical to an uninterrupted run;
+#  7. a trainer removes only the temporary files whose writer is gone: a user's files and a
+#     tokenizer writing into the directory at the same time are left alone;
+#  8. a resume with another number of OpenMP threads (not bit-exact) says so in a warning.
+#  9. (learned) a run with randomized positions (-rp) killed with SIGKILL and resumed without
 #     -rp (the checkpoint has it) draws the same positions: bit-identical checkpoint and
 #     main.log; a resume with another -rp is refused.
 set -euo pipefail
@@ -53,9 +60,10 @@ echo "ok: steps 11-20 after kill -9 and resume are bit-identical (checkpoint, lo
 echo "=== $PE: kill -9 while a checkpoint is being written"
 LLMC_SLOW_WRITE_MS=3000 "$BIN" "${ARGS[@]}" -n 5 -o "$DIR/save" > "$DIR/save1.log" &
 pid=$!
-wait_for_tmp() { # wait_for_tmp PREFIX SECONDS: a temporary file PREFIX.<pid>.<n>.tmp appears
-    for _ in $(seq 1 $(( $2 * 20 ))); do compgen -G "$1.*.tmp" > /dev/null && return 0; sleep 0.05; done
-    fail "timed out waiting for $1.*.tmp"
+wait_for_tmp() { # wait_for_tmp FILE SECONDS: a temporary file of FILE (.llmc-tmp.<host>.<pid>.<n>.<name>) appears
+    local pattern="$(dirname "$1")/.llmc-tmp.*.$(basename "$1")"
+    for _ in $(seq 1 $(( $2 * 20 ))); do compgen -G "$pattern" > /dev/null && return 0; sleep 0.05; done
+    fail "timed out waiting for $pattern"
 }
 wait_for_tmp "$DIR/save/model_00000010.bin" 120
 sleep 0.5 # the write has finished; the commit waits in the test hook before its rename
@@ -155,6 +163,26 @@ refused "one epoch resumed with another -d" "resume: -d 128 differs from this ru
 "$BIN" "${EPOCH[@]}" -o "$DIR/epoch" -y 1 > "$DIR/epoch2.log"
 grep -q "already ended at step 10 (-x -1): nothing to train" "$DIR/epoch2.log" || fail "a finished run resumed did not say so"
 echo "  ok    a finished run resumed says so and stops: $(tail -1 "$DIR/epoch2.log")"
+# evaluation only with -y 1: the run's latest checkpoint, so -e is refused, and so is a directory without one
+refused "-x 0 -y 1 with another -e" "-x 0 -y 1 evaluates the latest checkpoint in $DIR/r; -e $DIR/r/model_00000003.bin names another model" \
+    -e "$DIR/r/model_00000003.bin" -x 0 -y 1 -E 32 -K 64 "${DATA[@]}" -o "$DIR/r"
+mkdir -p "$DIR/empty"
+refused "-x 0 -y 1 without a checkpoint" "-x 0 -y 1: $DIR/empty holds no complete checkpoint to evaluate" -x 0 -y 1 -E 32 -K 64 "${DATA[@]}" -o "$DIR/empty"
+# main.log and .lock are written in place: a symbolic link there (to a file outside -o) is refused
+echo "outside" > "$DIR/outside.txt"
+mkdir -p "$DIR/link" "$DIR/lock"
+ln -s "$DIR/outside.txt" "$DIR/link/main.log"
+ln -s "$DIR/outside.txt" "$DIR/lock/.lock"
+refused "an evaluation into a main.log that is a link" "$DIR/link/main.log is a symbolic link" \
+    -e "$DIR/r/model_00000006.bin" -x 0 -E 32 -K 64 "${DATA[@]}" -o "$DIR/link"
+refused "a run into a .lock that is a link" "$DIR/lock/.lock is a symbolic link" "${SMALL[@]}" -x 2 -o "$DIR/lock"
+[ "$(cat "$DIR/outside.txt")" = outside ] || fail "a file outside -o was written through a link"
+# a directory that holds a run (main.log) but no checkpoint and no record of its flags
+mkdir -p "$DIR/nolog"
+printf 's:0 tel:10.0000\n' > "$DIR/nolog/main.log"
+refused "a resume of a run with neither a checkpoint nor its flags" "holds a run (main.log) but neither a complete checkpoint nor the flags" \
+    -o "$DIR/nolog" -y 1
+[ "$(cat "$DIR/nolog/main.log")" = "s:0 tel:10.0000" ] || fail "a refused resume changed main.log"
 # a second trainer into a directory in use
 "$BIN" "${SMALL[@]}" -x 100000 -o "$DIR/busy" > /dev/null 2>&1 &
 busy=$!
@@ -162,6 +190,52 @@ for _ in $(seq 1 1200); do grep -q "^s:1 " "$DIR/busy/main.log" 2> /dev/null && 
 refused "a second trainer into a directory in use" "is in use by another trainer (process $busy holds" "${SMALL[@]}" -x 2 -o "$DIR/busy" -y 1
 kill $busy; wait $busy 2> /dev/null || true
 echo "ok: every case refused with one line; main.log and the run's files untouched"
+
+echo "=== $PE: a run killed before its first checkpoint, resumed with -o DIR -y 1 alone"
+# the run of $DIR/r, killed while it writes its first checkpoint (held 3 s before its commit)
+LLMC_SLOW_WRITE_MS=3000 "$BIN" "${SMALL[@]}" -x 6 -n 3 -o "$DIR/killed" > /dev/null &
+pid=$!
+wait_for_tmp "$DIR/killed/model_00000003.bin" 120
+kill -9 $pid; wait $pid 2> /dev/null || true
+[ ! -e "$DIR/killed/DONE_00000003" ] || fail "the first checkpoint completed before the kill"
+"$BIN" -o "$DIR/killed" -y 1 > "$DIR/killed.log"
+grep -q "the run starts again at step 0 with its flags" "$DIR/killed.log" || { cat "$DIR/killed.log"; fail "no restart with the run's flags"; }
+"$TEST" compare "$DIR/r/model_00000006.bin" "$DIR/killed/model_00000006.bin" 0 > /dev/null || fail "the restarted run's checkpoint differs"
+cmp "$DIR/r.main.log" "$DIR/killed/main.log" || fail "the restarted run's main.log differs"
+echo "ok: started again from step 0 with the run's flags: checkpoint and main.log bit-identical to an uninterrupted run"
+
+echo "=== $PE: only temporary files whose writer is gone are removed"
+[ -x ./tokenizer ] || fail "./tokenizer is not built (make tokenizer)"
+touch "$DIR/r/notes.2024.1.tmp" "$DIR/r/model_00000003.bin.999.0.tmp"
+printf '11\nhello world' > "$DIR/doc.stream"
+# a tokenizer killed while it writes a shard into the directory leaves a temporary file
+LLMC_SLOW_WRITE_MS=60000 ./tokenizer shard -s val "$DIR/r/dead" < "$DIR/doc.stream" > /dev/null 2>&1 &
+pid=$!
+wait_for_tmp "$DIR/r/dead_val_000000.bin" 60
+kill -9 $pid; wait $pid 2> /dev/null || true
+# a tokenizer writing a shard into the directory while a trainer starts there
+LLMC_SLOW_WRITE_MS=5000 ./tokenizer shard -s val "$DIR/r/live" < "$DIR/doc.stream" > /dev/null 2> "$DIR/live.err" &
+pid=$!
+wait_for_tmp "$DIR/r/live_val_000000.bin" 60
+"$BIN" -e "$DIR/r/model_00000006.bin" -x 0 -E 32 -K 64 "${DATA[@]}" -o "$DIR/r" > /dev/null
+wait $pid || { cat "$DIR/live.err"; fail "the tokenizer writing into the directory failed"; }
+[ -e "$DIR/r/live_val_000000.bin" ] || fail "the tokenizer's shard is missing"
+[ -e "$DIR/r/notes.2024.1.tmp" ] && [ -e "$DIR/r/model_00000003.bin.999.0.tmp" ] || fail "a user's file was removed"
+[ -z "$(ls -A "$DIR/r" | grep '^\.llmc-tmp\.')" ] || fail "a dead writer's temporary file is left: $(ls -A "$DIR/r" | grep '^\.llmc-tmp\.')"
+echo "ok: a user's *.tmp files and a running tokenizer's shard kept, a killed writer's temporary file removed"
+
+echo "=== $PE: a resume with another number of OpenMP threads says so"
+OMP_NUM_THREADS=2 "$BIN" "${SMALL[@]}" -x 4 -n 2 -o "$DIR/omp" > /dev/null
+for threads in 2 1; do
+    mkdir -p "$DIR/omp$threads"
+    cp "$DIR"/omp/{model_00000002.bin,state_00000002_00000.bin,DONE_00000002,main.log} "$DIR/omp$threads/"
+    OMP_NUM_THREADS=$threads "$BIN" "${SMALL[@]}" -x 4 -n 2 -o "$DIR/omp$threads" -y 1 > /dev/null 2> "$DIR/omp$threads.err"
+done
+[ ! -s "$DIR/omp2.err" ] || { cat "$DIR/omp2.err"; fail "a warning with the same number of threads"; }
+grep -q "state_00000002_00000.bin was written with 2 OpenMP threads, this run has 1: the steps from here on are not bit-identical" "$DIR/omp1.err" \
+    || { cat "$DIR/omp1.err"; fail "no warning when the number of threads changes"; }
+"$TEST" compare "$DIR/omp/model_00000004.bin" "$DIR/omp2/model_00000004.bin" 0 > /dev/null || fail "a resume with the same threads differs"
+echo "ok: $(cat "$DIR/omp1.err")"
 
 if [ "$PE" = learned ]; then
     echo "=== $PE: randomized positions (-rp 128): kill -9, then resume"

@@ -214,8 +214,8 @@ expected_total=$(wc -l < "$T/docs.expected")
 nshards=$(( (expected_total + 39) / 40 ))
 want="x_val_000000.bin"
 for i in $(seq 1 $((nshards - 1))); do want="$want"$'\n'$(printf 'x_train_%06d.bin' "$i"); done
-if [ "$(cd "$T/sh" && ls)" = "$(echo "$want" | sort)" ]; then ok "shard names: val first, then train, numbered on ($nshards shards, no temporary files)"
-else bad "shard names: val first, then train, numbered on" "$(ls "$T/sh" | tr '\n' ' ')"; fi
+if [ "$(cd "$T/sh" && ls -A)" = "$(echo "$want" | sort)" ]; then ok "shard names: val first, then train, numbered on ($nshards shards, no temporary files)"
+else bad "shard names: val first, then train, numbered on" "$(ls -A "$T/sh" | tr '\n' ' ')"; fi
 shard_tokens $(echo "$want" | sed "s|^|$T/sh/|") > "$T/sh.ids"
 check "shards hold end-of-text + tokens of each document, in order" cmp "$T/sh.ids" "$T/docs.expected"
 sizes_ok=1
@@ -230,32 +230,32 @@ done
 check "info counts the documents" bash -c "$TOK info '$T'/sh/*.bin | tail -n 1 | grep -q ' 5 documents'"
 mkdir -p "$T/sh2"
 check "shard -s names every shard with the split" \
-    bash -c "$TOK shard -n 1000 -s test '$T/sh2/y' < '$T/docs.stream' > /dev/null && [ \"\$(ls '$T/sh2')\" = y_test_000000.bin ]"
+    bash -c "$TOK shard -n 1000 -s test '$T/sh2/y' < '$T/docs.stream' > /dev/null && [ \"\$(ls -A '$T/sh2')\" = y_test_000000.bin ]"
 
-# a second, shorter run into the same prefix leaves none of the first run's shards behind
-# (nor a killed run's temporary file); other splits and other prefixes stay
+# a second, shorter run into the same prefix leaves none of the first run's shards behind;
+# other splits, other prefixes and files that only look like temporary ones stay
 mkdir -p "$T/stale"
 $TOK shard -n 40 "$T/stale/x" < "$T/docs.stream" > /dev/null
 touch "$T/stale/x_train_000001.bin.999.0.tmp" "$T/stale/x_test_000000.bin" "$T/stale/y_train_000001.bin"
 stream_of "$T/docs/1" > "$T/one.stream"
 check "a shorter run into the same prefix removes the other shards of its splits" \
-    bash -c "$TOK shard -n 40 '$T/stale/x' < '$T/one.stream' > /dev/null && [ \"\$(cd '$T/stale' && ls | tr '\n' ' ')\" = 'x_test_000000.bin x_val_000000.bin y_train_000001.bin ' ]"
+    bash -c "$TOK shard -n 40 '$T/stale/x' < '$T/one.stream' > /dev/null && [ \"\$(cd '$T/stale' && ls -A | tr '\n' ' ')\" = 'x_test_000000.bin x_train_000001.bin.999.0.tmp x_val_000000.bin y_train_000001.bin ' ]"
 
 # a crash (kill -9) while a shard is being written leaves no file that looks like a shard
 stream_of "$MOBY" > "$T/moby.stream"
 mkdir -p "$T/crash"
 LLMC_SLOW_WRITE_MS=3000 $TOK shard -s val "$T/crash/z" < "$T/moby.stream" > /dev/null 2>&1 &
 pid=$!
-for _ in $(seq 100); do compgen -G "$T/crash/z_val_000000.bin.*.tmp" > /dev/null && break; sleep 0.05; done
+for _ in $(seq 100); do compgen -G "$T/crash/.llmc-tmp.*.z_val_000000.bin" > /dev/null && break; sleep 0.05; done
 kill -9 $pid 2> /dev/null; wait $pid 2> /dev/null
-if compgen -G "$T/crash/z_val_000000.bin.*.tmp" > /dev/null && [ -z "$(cd "$T/crash" && ls -- *.bin 2> /dev/null)" ]; then ok "killed while writing: only a .tmp file, no shard"
-else bad "killed while writing: only a .tmp file, no shard" "$(ls "$T/crash")"; fi
-check "rerun after the crash writes the shard" bash -c "$TOK shard -s val '$T/crash/z' < '$T/moby.stream' > /dev/null && $TOK info '$T/crash/z_val_000000.bin' && [ \"\$(ls '$T/crash')\" = z_val_000000.bin ]"
+if compgen -G "$T/crash/.llmc-tmp.*.z_val_000000.bin" > /dev/null && [ -z "$(cd "$T/crash" && ls -- *.bin 2> /dev/null)" ]; then ok "killed while writing: only a temporary file, no shard"
+else bad "killed while writing: only a temporary file, no shard" "$(ls -A "$T/crash")"; fi
+check "rerun after the crash writes the shard and removes the temporary file" bash -c "$TOK shard -s val '$T/crash/z' < '$T/moby.stream' > /dev/null && $TOK info '$T/crash/z_val_000000.bin' && [ \"\$(ls -A '$T/crash')\" = z_val_000000.bin ]"
 
 # a full disk (here: a file size limit) fails cleanly and leaves nothing behind
 mkdir -p "$T/full"
 fails_cleanly "shard on a full disk" "write error|cannot flush" bash -c "trap '' XFSZ; ulimit -f 100; $TOK shard -n 200000 '$T/full/f' < '$T/moby.stream' > /dev/null"
-[ -z "$(ls "$T/full")" ] && ok "full disk: no shard and no temporary file left" || bad "full disk: no shard and no temporary file left" "$(ls "$T/full")"
+[ -z "$(ls -A "$T/full")" ] && ok "full disk: no shard and no temporary file left" || bad "full disk: no shard and no temporary file left" "$(ls -A "$T/full")"
 
 # ----------------------------------------------------------------------------
 # bad input gives one clear line on stderr and a nonzero exit

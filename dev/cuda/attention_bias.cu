@@ -3,12 +3,15 @@ Causal attention with the positional encoding's bias computed on the fly, forwar
 backward, in versions selected on the command line; each is checked against the CPU
 reference (llmc/attention_check.cuh: double precision, the bias from the encodings'
 definitions) and timed with cudaEvents. The encoding is a compile-time switch, as in
-the trainer, whose PE hooks (pe_bias, pe_bias_backward, pe_bias_flush) every version
+the trainer, whose PE hooks (pe_bias, pe_bias_backward_warp, pe_bias_flush) every version
 calls.
 
   make -C dev/cuda attention_bias PE=cable [PRECISION=FP32]
   ./dev/cuda/attention_bias_cable VERSION [T B NH HS]     (default 1024 2 12 64)
   ./dev/cuda/attention_bias_cable check                    (every shape below, no timing)
+  ./dev/cuda/attention_bias_cable launches                 (bf16: the tensor-core and DAPE
+                                                           kernels' threads and dynamic shared
+                                                           memory, for dev/cuda/resources.py)
 
 version 1  one thread per query row (forward, dq pass) or key (dk/dv pass), every
            operand read from global memory, each row's scores computed twice (max, then
@@ -20,12 +23,12 @@ version 3  the bf16 build's kernels (llmc/attention_mma.cuh): FlashAttention-2 o
            to the fp32 scores in registers; bf16 builds only
 
 txl brings its own kernels (llmc/attention_txl.cuh, fp32 on CUDA cores in both builds):
-they are its versions 2 and 3; it has no version 1.
+every version runs them, as the trainer's layer attention does.
 
-`check` runs the build's trainer kernel (version 3 in bf16, 2 in fp32) on lengths that are
-no multiple of the tiles (T = 200, two heads, two rows of the batch; T = 77 and 100 at head
-sizes 32 and 128; T = 77 at randomized positions drawn from [0, 300) for the encodings that
-have them) and on T = 1024 with one head; in the CPU emulation (make
+`check` runs the trainer's attention of a layer (pe_attention_forward/backward: version 3 in
+bf16, 2 in fp32) on lengths that are no multiple of the tiles (T = 200, two heads, two rows
+of the batch; T = 77 and 100 at head sizes 32 and 128; T = 77 at randomized positions drawn
+from [0, 300) for the bias encodings that have them) and on T = 1024 with one head; in the CPU emulation (make
 test-cuda-emulate) this is the test of the tensor-core kernels. Tolerances (relative L2
 against the double-precision reference): fp32 1e-4 for out, lse, dq, dk, dv; bf16 1e-2 (the
 inputs are exact in bf16; P and dS are rounded to bf16 before their second product and the
@@ -100,7 +103,7 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
             float p = expf(dot * scale + pe_bias(pb, pr, j) - row_lse);
             float ds = p * (dp - Di);
             for (int e = 0; e < HS; e++) { dq[e] += ds * scale * (float)k[e]; }
-            pe_bias_backward(pb, acc, PE_SIDE_ROW, pr, j, ds);
+            pe_bias_backward_warp(pb, acc, PE_SIDE_ROW, pr, j, ds, true);
         }
         floatX* dst = dqkv + ((size_t)b * T + i) * C3 + h * HS;
         for (int e = 0; e < HS; e++) { dst[e] = (floatX)dq[e]; }
@@ -109,7 +112,8 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
 }
 
 // attention_backward_kv_naive_kernel: one thread per key j: dk_j, dv_j and the column side of
-// the bias gradient over the queries i >= j (needs D from the dq pass)
+// the bias gradient over the queries i >= j (needs D from the dq pass); the threads of a block
+// walk the queries together, from the block's first key on (pe_bias_backward_warp)
 template<class PE>
 __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                                    const float* D, const PE pb, int T, int NH, int HS) {
@@ -117,102 +121,50 @@ __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* d
     int C = NH * HS, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
     typename PE::Grad acc = {};
-    if (j < T) {
-        const floatX* k = qkv + ((size_t)b * T + j) * C3 + C + h * HS;
-        const floatX* v = k + C;
-        float dk[NAIVE_MAX_HS], dv[NAIVE_MAX_HS];
-        for (int e = 0; e < HS; e++) { dk[e] = 0.0f; dv[e] = 0.0f; }
-        for (int i = j; i < T; i++) {
+    const floatX* k = qkv + ((size_t)b * T + min(j, T - 1)) * C3 + C + h * HS;
+    const floatX* v = k + C;
+    float dk[NAIVE_MAX_HS], dv[NAIVE_MAX_HS];
+    for (int e = 0; e < HS; e++) { dk[e] = 0.0f; dv[e] = 0.0f; }
+    for (int i = blockIdx.x * blockDim.x; i < T; i++) {
+        bool valid = j <= i;
+        float ds = 0.0f;
+        PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
+        if (valid) {
             const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
             const floatX* g = dout + ((size_t)b * T + i) * C + h * HS;
             float dot = 0.0f, dp = 0.0f;
             for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; dp += (float)g[e] * (float)v[e]; }
-            PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
             float p = expf(dot * scale + pe_bias(pb, pr, j) - (lse[((size_t)b * NH + h) * T + i] - pr.shift));
-            float ds = p * (dp - D[((size_t)b * NH + h) * T + i]);
+            ds = p * (dp - D[((size_t)b * NH + h) * T + i]);
             for (int e = 0; e < HS; e++) { dv[e] += p * (float)g[e]; dk[e] += ds * scale * (float)q[e]; }
-            pe_bias_backward(pb, acc, PE_SIDE_COL, pr, j, ds);
         }
+        pe_bias_backward_warp(pb, acc, PE_SIDE_COL, pr, min(j, T - 1), ds, valid);
+    }
+    if (j < T) {
         floatX* dst = dqkv + ((size_t)b * T + j) * C3 + h * HS;
         for (int e = 0; e < HS; e++) { dst[C + e] = (floatX)dk[e]; dst[2 * C + e] = (floatX)dv[e]; }
     }
     pe_bias_flush(pb, acc, PE_SIDE_COL, b, h, j, j < T, (b * NH + h) * gridDim.x + blockIdx.x);
 }
 
-#if !defined(PE_ATTENTION) // the encodings with hooks into the shared kernels
-// version V's kernels (1 naive, 2 fp32 tiled, 3 tensor cores) with the bias hooks of PE
-template<int V, class PE>
-static void version_forward(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    if constexpr (V == 1) {
-        dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
-        attention_forward_naive_kernel<PE><<<grid, NAIVE_BLOCK, 0, stream>>>(out, lse, qkv, pb, T, NH, HS);
-        cudaCheckLaunch("attention_forward_naive_kernel");
-    } else if constexpr (V == 2) {
-        attention_forward_tiled(out, lse, qkv, pb, B, T, NH, HS, stream);
-    } else {
-#if !defined(ENABLE_FP32) // version 3 exists in bf16 builds only
-        attention_forward_mma(out, lse, qkv, pb, B, T, NH, HS, stream);
-#endif
-    }
-}
-template<int V, class PE>
-static void version_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                             const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    if constexpr (V == 1) {
-        dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
-        attention_backward_q_naive_kernel<PE><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, D, dout, qkv, out, lse, pb, T, NH, HS);
-        cudaCheckLaunch("attention_backward_q_naive_kernel");
-        attention_backward_kv_naive_kernel<PE><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, dout, qkv, lse, D, pb, T, NH, HS);
-        cudaCheckLaunch("attention_backward_kv_naive_kernel");
-    } else if constexpr (V == 2) {
-        attention_backward_tiled(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
-    } else {
-#if !defined(ENABLE_FP32) // version 3 exists in bf16 builds only
-        attention_backward_mma(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream);
-#endif
-    }
-}
-// the same at the positions pos (NULL: the indices), as the trainer's layer_attention_*
-template<int V>
-static void version_forward_at(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, const int* pos, int B, int T, int NH, int HS,
-                               cudaStream_t stream) {
-    if (pos != NULL) { version_forward<V>(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); }
-    else { version_forward<V>(out, lse, qkv, pb, B, T, NH, HS, stream); }
-}
-template<int V>
-static void version_backward_at(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
-                                const PEBias& pb, const int* pos, int B, int T, int NH, int HS, cudaStream_t stream) {
-    if (pos != NULL) { version_backward<V>(dqkv, D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, stream); }
-    else { version_backward<V>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, HS, stream); }
-}
-#endif
-
-// milliseconds per call of fn, averaged over `reps` calls after one warm-up call
-template<class F>
-static float time_ms(F fn, int reps) {
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
-    fn();
-    cudaCheck(cudaEventRecord(start, ctx.stream));
-    for (int r = 0; r < reps; r++) { fn(); }
-    cudaCheck(cudaEventRecord(stop, ctx.stream));
-    cudaCheck(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
-    return ms / reps;
+static void attention_forward_naive(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T, int NH, int HS,
+                                    cudaStream_t stream) {
+    dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
+    attention_forward_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(out, lse, qkv, pb, T, NH, HS);
+    cudaCheckLaunch("attention_forward_naive_kernel");
 }
 
-#if defined(ENABLE_FP32)
-#define TOL_OUT 1e-4
-#else
-#define TOL_OUT 1e-2
-#endif
-#define TOL_PE 1e-3
+static void attention_backward_naive(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
+                                     const PEBias& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
+    dim3 grid(CEIL_DIV(T, NAIVE_BLOCK), NH, B);
+    attention_backward_q_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, D, dout, qkv, out, lse, pb, T, NH, HS);
+    cudaCheckLaunch("attention_backward_q_naive_kernel");
+    attention_backward_kv_naive_kernel<PEBias><<<grid, NAIVE_BLOCK, 0, stream>>>(dqkv, dout, qkv, lse, D, pb, T, NH, HS);
+    cudaCheckLaunch("attention_backward_kv_naive_kernel");
+}
 
-// one case: the version's kernels against the CPU reference; returns the number of failures
+// one case: the version's kernels (fwd NULL: the trainer's attention of the layer) against
+// the CPU reference; returns the number of failures
 static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int version, int timed) {
     if (s.T < 1 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
         fatal("bad shape T=%d B=%d NH=%d hs=%d (head sizes 32, 64, 128)", s.T, s.B, s.NH, s.hs);
@@ -220,16 +172,20 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
     printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d\n", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
     AttnCase c;
     attn_case_setup(&c, s, 1);
-    attn_case_run(&c, fwd, bwd);
+    if (fwd != NULL) { attn_case_run(&c, fwd, bwd); } else { attn_case_run_layer(&c); }
     int fails = attn_case_compare(&c, TOL_OUT, TOL_PE);
     if (timed) {
         GPT2* m = &c.model;
         PEBias pf, pbw;
         pe_bias_setup(&pf, m, 0, s.B, s.T, 0);
         pe_bias_setup(&pbw, m, 0, s.B, s.T, 1);
-        float ms_f = time_ms([&]() { fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, c.pos_dev, s.B, s.T, s.NH, s.hs, ctx.stream); }, 10);
+        float ms_f = time_ms([&]() {
+            if (fwd == NULL) { pe_attention_forward(m, 0, m->acts.atty, m->acts.att_lse, m->acts.qkv, s.B, s.T); return; }
+            fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, s.B, s.T, s.NH, s.hs, ctx.stream);
+        }, 10);
         float ms_b = time_ms([&]() {
-            bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, c.pos_dev, s.B, s.T, s.NH, s.hs, ctx.stream);
+            if (fwd == NULL) { pe_attention_backward(m, 0, m->gs.dbig, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, s.B, s.T); return; }
+            bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, s.B, s.T, s.NH, s.hs, ctx.stream);
         }, 10);
         // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
         double pairs = (double)s.B * s.NH * s.T * (s.T + 1) / 2.0;
@@ -240,9 +196,44 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
     return fails;
 }
 
+#if !defined(ENABLE_FP32)
+// `launches`: threads per block and dynamic shared memory of the bf16 build's attention kernels
+// as their launchers ask for them, one line per kernel and head size, for dev/cuda/resources.py
+// (beside ptxas's report); DAPE's at GPT-2 small's shape (12 heads of 64, D = DAPE_WIDTH, k = 3);
+// txl's own kernels in its build, instead of the tensor-core ones
+template<int HS>
+static void print_mma_launches() {
+#if defined(PE_TXL)
+    printf("txl_forward_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, txl_forward_smem<HS>());
+    printf("txl_backward_q_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, txl_forward_smem<HS>());
+    printf("txl_backward_kv_kernel %d %d %zu\n", HS, ATT_KV_BK * HS / ATT_DPT, txl_backward_kv_smem<HS>());
+    printf("txl_backward_p_kernel %d %d %zu\n", HS, TXL_BLOCK * HS / ATT_DPT, txl_backward_p_smem<HS>());
+#else
+    printf("attention_forward_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_forward_smem<HS>());
+    printf("attention_backward_q_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_backward_q_smem<HS>());
+    printf("attention_backward_kv_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_backward_kv_smem<HS, PEBias>());
+#endif
+}
+static int print_launches() {
+    print_mma_launches<32>();
+    print_mma_launches<64>();
+    print_mma_launches<128>();
+    DapeParams dp = {};
+    dp.K = 3; dp.D = DAPE_WIDTH; dp.NH = 12; dp.HS = 64; dp.Cin = dape_in_channels(PE_ID, dp.NH);
+    const char* names[3] = {"dape_attention_forward_kernel", "dape_attention_backward_q_kernel", "dape_attention_backward_kv_kernel"};
+    const int kinds[3] = {DAPE_FORWARD, DAPE_BACKWARD_Q, DAPE_BACKWARD_KV};
+    for (int k = 0; k < 3; k++) {
+        printf("%s - %d %zu\n", names[k], DAPE_THREADS, dape_smem_layout<PEBias>(NULL, NULL, dp, kinds[k]) * sizeof(float));
+    }
+    return 0;
+}
+#endif
+
 int main(int argc, char** argv) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+#if !defined(ENABLE_FP32)
+    if (argc > 1 && strcmp(argv[1], "launches") == 0) { return print_launches(); }
+#endif
+    if (cuda_device_count() == 0) {
         printf("attention_bias: no CUDA device, skipped\n");
         return 0;
     }
@@ -252,18 +243,17 @@ int main(int argc, char** argv) {
     AttnBackwardFn bwd;
     switch (version) {
 #if defined(PE_ATTENTION)
-        case 2: case 3: fwd = layer_attention_forward; bwd = layer_attention_backward; break; // the encoding's own kernels
-        default: fatal("unknown version %d (PE %s: 2 and 3, its own kernels)", version, pe_name(PE_ID));
+        case 1: case 2: case 3: fwd = NULL; bwd = NULL; break; // the encoding's own kernels
 #else
-        case 1: fwd = version_forward_at<1>; bwd = version_backward_at<1>; break;
-        case 2: fwd = version_forward_at<2>; bwd = version_backward_at<2>; break;
+        case 1: fwd = attention_forward_naive; bwd = attention_backward_naive; break;
+        case 2: fwd = attention_forward_tiled<PEBias>; bwd = attention_backward_tiled<PEBias>; break;
 #if !defined(ENABLE_FP32)
-        case 3: fwd = version_forward_at<3>; bwd = version_backward_at<3>; break;
+        case 3: fwd = attention_forward_mma<PEBias>; bwd = attention_backward_mma<PEBias>; break;
+#endif
 #endif
         default: fatal("unknown version %d (1: naive, 2: fp32 tiled, 3: tensor cores, bf16 builds)", version);
-#endif
     }
-    if (check) { fwd = layer_attention_forward; bwd = layer_attention_backward; } // the trainer's own dispatch
+    if (check) { fwd = NULL; bwd = NULL; } // the trainer's attention of a layer
     int fails = 0;
     if (check) {
         const AttnShape shapes[] = {{2, 200, 2, 64, 0}, {1, 1024, 1, 64, 0}, {1, 77, 2, 32, 300}, {1, 100, 1, 128, 0}};

@@ -1,0 +1,61 @@
+/*
+CoPE's attention kernels (llmc/attention_cope.cuh), forward and backward, checked against
+CoPE's definition in double (llmc/attention_check.cuh: cope_case_check, each position and
+each gate's gradient summed out in full) and timed with cudaEvents. CoPE is no bias of the
+attention_bias kernels, so it has this file of its own.
+
+  make -C dev/cuda attention_cope        (attention_cope_fp32: the fp32 build)
+  ./dev/cuda/attention_cope VERSION [T B NH HS]     (default 1024 2 12 64)
+  ./dev/cuda/attention_cope check                    (every shape below, no timing)
+
+version 1  the trainer's kernels, the backward's dz scratch holding every row (one launch)
+version 2  the same with a dz scratch of one block of rows (the backward in one launch per
+           block: the grouping the trainer falls back to when T x P rows exceed 64 MiB)
+
+`check` runs both versions on lengths that are no multiple of the tiles (T = 200, two heads,
+two rows of the batch; T = 77 and 100 at head sizes 32 and 128; version 2 at T = 300); P =
+T / 4 + 1, so the far keys' positions clamp. Tolerances (relative L2 against the reference):
+fp32 1e-4 for out, lse, dq, dk, dv; bf16 1e-2 (the inputs are exact in bf16, the kernels
+compute in fp32, the outputs are rounded to bf16); dE, fp32 in both builds, 1e-3.
+*/
+#define TESTING
+#include "../../train_gpt2.cu"
+#include "../../llmc/attention_check.cuh"
+
+// the dz scratch of a version: every row of the shape (1), or one block (2)
+static int version_dz_rows(int version, AttnShape s) {
+    return version == 1 ? s.B * s.NH * CEIL_DIV(s.T, COPE_BQ) * COPE_BQ : COPE_BQ;
+}
+
+int main(int argc, char** argv) {
+    if (cuda_device_count() == 0) {
+        printf("attention_cope: no CUDA device, skipped\n");
+        return 0;
+    }
+    int fails = 0;
+    if (argc > 1 && strcmp(argv[1], "check") == 0) {
+        const AttnShape shapes[] = {{2, 200, 2, 64}, {1, 77, 2, 32}, {1, 100, 1, 128}};
+        for (const AttnShape& s : shapes) { fails += cope_case_check(s, 7, version_dz_rows(1, s), TOL_OUT, TOL_PE, 0); }
+        AttnShape s = {1, 300, 1, 64};
+        fails += cope_case_check(s, 8, version_dz_rows(2, s), TOL_OUT, TOL_PE, 0);
+    } else {
+        int version = argc > 1 ? atoi(argv[1]) : 1;
+        if (version != 1 && version != 2) { fatal("unknown version %d (1: one backward launch, 2: one launch per block)", version); }
+        AttnShape s = {2, 1024, 12, 64};
+        if (argc > 2) { s.T = atoi(argv[2]); }
+        if (argc > 3) { s.B = atoi(argv[3]); }
+        if (argc > 4) { s.NH = atoi(argv[4]); }
+        if (argc > 5) { s.hs = atoi(argv[5]); }
+        if (s.T < 4 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
+            fatal("bad shape T=%d B=%d NH=%d hs=%d (T >= 4; head sizes 32, 64, 128)", s.T, s.B, s.NH, s.hs);
+        }
+#if defined(CUDA_EMULATION)
+        int timed = 0; // the emulation has no clock
+#else
+        int timed = 1;
+#endif
+        fails = cope_case_check(s, 7, version_dz_rows(version, s), TOL_OUT, TOL_PE, timed);
+    }
+    printf("%s\n", fails == 0 ? "ok" : "FAILED");
+    return fails == 0 ? 0 : 1;
+}
