@@ -808,8 +808,8 @@ static void pe_positions_draw(GPT2* model, int T) {
 }
 
 // the device positions of the tokens in layer l (or the embedding, l = 0) of the last
-// forward pass; NULL: the indices
-static const int* pe_positions(const GPT2* model, int l) {
+// forward pass; NULL: the indices (unused in the builds of encodings without randomized positions)
+[[maybe_unused]] static const int* pe_positions(const GPT2* model, int l) {
     if (!model->rp_drawn) { return NULL; }
     return model->acts.positions + (size_t)(rp_draws(model->config.pe, model->config.num_layers) > 1 ? l : 0) * model->seq_len;
 }
