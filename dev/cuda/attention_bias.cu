@@ -169,9 +169,11 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
     if (s.T < 1 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
         fatal("bad shape T=%d B=%d NH=%d hs=%d (head sizes 32, 64, 128)", s.T, s.B, s.NH, s.hs);
     }
-    printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d\n", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
     AttnCase c;
     attn_case_setup(&c, s, 1);
+    printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
+    if (c.pos != NULL) { printf(", positions drawn from [0, %d)", s.rp_len); }
+    printf("\n");
     if (fwd != NULL) { attn_case_run(&c, fwd, bwd); } else { attn_case_run_layer(&c); }
     int fails = attn_case_compare(&c, TOL_OUT, TOL_PE);
     if (timed) {
