@@ -17,7 +17,7 @@
 # of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
 
 PE ?= learned
-PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable xpos sandwich kerple_power cope
+PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable xpos sandwich kerple_power cope txl
 ifeq ($(filter $(PE),$(PE_LIST)),)
 $(error unknown PE '$(PE)'; valid names: $(PE_LIST))
 endif

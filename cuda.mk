@@ -15,6 +15,7 @@
 #                            comparison with the CPU path in fp32 and bf16, the attention
 #                            kernels (minutes)
 #   make emulate-tiny PE=<name> [DAPE=<variant>]   the comparison alone, fp32, tiny model
+#                            (VARIANT=rp for both: under a draw of randomized positions)
 #
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
 # test_gpt2cu (<pe>: the Makefile's stem, with DAPE e.g. kerple_dape1x3). bf16 builds use
@@ -178,7 +179,8 @@ $(EMU)/enums_emulated: dev/cuda/emulate/enums.cpp $(EMU_SRC)/.prepared
 # nor in DAPE's, registers x threads per block within an SM's 65,536; the threads and dynamic
 # shared memory as the launchers ask for them, printed by the emulated dev/cuda/attention_bias
 # (make test-cuda-emulate builds it)
-# (cope computes its attention with its own kernels, dev/cuda/attention_cope.cu: not in it)
+# (cope computes its attention with its own kernels, dev/cuda/attention_cope.cu: not in it; txl's
+# own kernels are, their launches printed by its attention_bias)
 RESOURCE_PES := $(filter-out cope,$(PE_LIST))
 test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(EMU)/attention_$(pe))
 	@for pe in $(RESOURCE_PES); do $(EMU)/attention_$$pe launches > $(BUILD)/launches_$$pe.txt || exit 1; done
@@ -186,11 +188,13 @@ test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(
 
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
-# head sizes 64, 32, 128; CoPE's kernels: dev/cuda/attention_cope check) against the
-# double-precision reference, one of them again under AddressSanitizer, the stand-ins'
-# enums against the CUDA headers, the planted defects the emulation must report
-# (dev/cuda/emulate/defects.sh), then the mutants; CoPE's whole CUDA path against the
-# CPU path (emulate-tiny: its attention is no bias of the kernels the others share)
+# head sizes 64, 32, 128; T = 77 at randomized positions; CoPE's kernels: dev/cuda/attention_cope
+# check) against the double-precision reference, one of them again under AddressSanitizer, the
+# stand-ins' enums against the CUDA headers, the planted defects the emulation must report
+# (dev/cuda/emulate/defects.sh), then the mutants; then the whole CUDA path against the CPU
+# path (emulate-tiny) for CoPE and txl (their attention is no bias of the kernels the others
+# share) and at randomized positions for rope (a table per layer) and kerple (the fp32
+# kernels' bias at the positions, and its parameters' gradients)
 test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
                    $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32
 	$(EMU)/mma_check
@@ -205,15 +209,19 @@ test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(p
 	@echo "=== planted defects: the emulation's reports ==="
 	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
 	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE) "$(EMU_COMPILE)"
-	@echo "=== cope: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
+	@echo "=== cope, txl: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
 	$(MAKE) emulate-tiny PE=cope
+	$(MAKE) emulate-tiny PE=txl
+	@echo "=== rope, kerple at randomized positions: the same ==="
+	$(MAKE) emulate-tiny PE=rope VARIANT=rp
+	$(MAKE) emulate-tiny PE=kerple VARIANT=rp
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every
 # gradient, 10 AdamW steps), the attention kernels (fp32: versions 1 and 2; bf16: version 3;
 # CoPE: dev/cuda/attention_cope.cu's versions 1 and 2, and its check)
 emulate: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(EMU)/test_gpt2cu_$(STEM) $(EMU)/attention_$(STEM)_fp32 $(EMU)/attention_$(STEM) $(BUILD)/test_gpt2_$(STEM)
-	$(BUILD)/test_gpt2_$(STEM) debug-state $(BUILD)/ref_$(STEM)
+	$(BUILD)/test_gpt2_$(STEM) debug-state $(BUILD)/ref_$(STEM) $(VARIANT)
 	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_$(STEM)
 	$(EMU)/test_gpt2cu_$(STEM) reference $(BUILD)/ref_$(STEM)
 	$(EMU)/attention_$(STEM)_fp32 1 100 2 2 32
@@ -222,5 +230,5 @@ emulate: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(EMU)/test_gpt2cu_$(STEM) $(EMU)/atten
 
 # only test_gpt2cu's comparison (fp32), on a tiny model (test_gpt2 debug-state-tiny): seconds
 emulate-tiny: $(EMU)/test_gpt2cu_$(STEM)_fp32 $(BUILD)/test_gpt2_$(STEM)
-	$(BUILD)/test_gpt2_$(STEM) debug-state-tiny $(BUILD)/ref_tiny_$(STEM)
+	$(BUILD)/test_gpt2_$(STEM) debug-state-tiny $(BUILD)/ref_tiny_$(STEM) $(VARIANT)
 	$(EMU)/test_gpt2cu_$(STEM)_fp32 reference $(BUILD)/ref_tiny_$(STEM)

@@ -17,8 +17,9 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          writes the reference that test_gpt2cu compares the CUDA
                          path against (llmc/debug_state.h), optionally under an
                          evaluation variant (rope: pi, ntk, yarn, dynamic-pi,
-                         dynamic-ntk, dynamic-yarn; xpos: bca)
-  ./test_gpt2 debug-state-tiny PREFIX
+                         dynamic-ntk, dynamic-yarn; xpos: bca) or with randomized
+                         positions (rp)
+  ./test_gpt2 debug-state-tiny PREFIX [VARIANT]
                          the same for a tiny model, small enough for the CUDA path's
                          CPU emulation (dev/cuda/Makefile) to run in seconds
   ./gradcheck torch-reference PREFIX [MODEL.bin|-] [VARIANT]
@@ -35,6 +36,7 @@ is exceeded.
 #include "llmc/debug_state.h"
 
 static int failures = 0;
+static char tmpdir[256]; // the tests' files (main)
 
 static void check(int ok, const char* what, double value, double tol) {
     printf("  %-58s %s  (%.3g, tolerance %.3g)\n", what, ok ? "ok  " : "FAIL", value, tol);
@@ -44,7 +46,7 @@ static void check(int ok, const char* what, double value, double tol) {
 // a tiny model: 2 layers, 3 heads (a non-power-of-two count for ALiBi's slopes),
 // head size 4, a vocabulary of 250 padded to 256
 static GPT2Config tiny_config(int maxT) {
-    GPT2Config c;
+    GPT2Config c = {0};
     c.num_layers = 2; c.num_heads = 3; c.channels = 12;
     c.vocab_size = 250; c.padded_vocab_size = 256; c.max_seq_len = maxT; c.pe = PE_ID;
     gpt2_config_set_dape(&c);
@@ -92,6 +94,42 @@ static double ref_cable_S(GPT2* model, int l, int b, int h, int t, int T, int fo
         S -= force_m ? m : inc;
     }
     return S;
+}
+#endif
+
+#if defined(PE_TXL)
+// Transformer-XL as the DAPE repository's RelativePositionalEncodingLayer computes it
+// (positional_embeddings.py:758-789), for row b, head h of layer l, on T x T matrices:
+// AC[i][j] = (q_i + r_w) . k_j; BDraw[i][j'] = (q_i + r_r) . (W_r R(T - 1 - j'))_h with
+// pos_seq = T-1, ..., 0 and R(n) = [sin(n w), cos(n w)], w_k = 1 / 10000^(2k/C); then
+// _rel_shift (:743-756): a zero column prepended, the (T, T + 1) matrix viewed as
+// (T + 1, T), its first row dropped, viewed as (T, T). Returns (AC + BD) / sqrt(hs) at (i, j).
+static double ref_txl_score(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+    const real* rw = model->params.txl_rw + (size_t)l * C + h * hs;
+    const real* rr = model->params.txl_rr + (size_t)l * C + h * hs;
+    double ac = 0;
+    for (int c = 0; c < hs; c++) { ac += (q[c] + rw[c]) * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c]; }
+    // the shifted matrix's (i, j) is the padded matrix's element at flat index T + i T + j
+    size_t f = (size_t)T + (size_t)i * T + j;
+    size_t pr = f / (T + 1), pc = f % (T + 1);
+    double bd = 0;
+    if (pc > 0) { // column 0 is the zero pad
+        const real* qr = qkv + ((size_t)b * T + pr) * 3 * C + h * hs;
+        double n = T - 1 - (double)(pc - 1); // pos_seq[j'] at j' = pc - 1
+        for (int o = 0; o < hs; o++) {
+            const real* W = model->params.txl_wr + ((size_t)l * C + h * hs + o) * C;
+            double r = 0;
+            for (int k = 0; k < C / 2; k++) {
+                double inv_freq = 1 / pow(10000.0, 2.0 * k / C);
+                r += W[k] * sin(n * inv_freq) + W[C / 2 + k] * cos(n * inv_freq);
+            }
+            bd += (qr[o] + rr[o]) * r;
+        }
+    }
+    return (ac + bd) / sqrt((double)hs);
 }
 #endif
 
@@ -156,6 +194,13 @@ static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
     double zf = 0, zc = 0;
     for (int c = 0; c < hs; c++) { zf += q[c] * E[(size_t)floor(pos) * hs + c]; zc += q[c] * E[(size_t)ceil(pos) * hs + c]; }
     return ((pos - floor(pos)) * zc + (1 - (pos - floor(pos))) * zf) / sqrt((double)hs);
+#elif defined(PE_TXL)
+    // the attention adds q_i . k_j / sqrt(hs) itself
+    int C = model->config.channels, hs = C / NH;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    double qk = 0;
+    for (int c = 0; c < hs; c++) { qk += qkv[((size_t)b * T + i) * 3 * C + h * hs + c] * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c]; }
+    return ref_txl_score(model, l, b, h, i, j, T) - qk / sqrt((double)hs);
 #elif defined(PE_CABLE_FAMILY)
     double d = ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
 #if defined(PE_CABLE)
@@ -177,9 +222,11 @@ static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
 typedef double (*BiasFn)(GPT2* model, int l, int b, int h, int i, int j, int T);
 
 // naive attention with an explicit bias matrix from `bias` on the model's stored q, k, v
-// of layer l; returns the largest difference to the model's stored attention output
+// of layer l, at the tokens' positions (randomized positions: the layer's draw); returns
+// the largest difference to the model's stored attention output
 static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int T) {
     int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
+    const int* pos = pe_positions(model, l);
     const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
     const real* out = model->acts.t.atty + (size_t)l * model->acts_N * C;
     double* scores = (double*)malloc_check((size_t)T * T * sizeof(double));
@@ -193,7 +240,7 @@ static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int
                     for (int c = 0; c < hs; c++) {
                         dot += qkv[((size_t)b * T + i) * 3 * C + h * hs + c] * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c];
                     }
-                    scores[i * T + j] = dot / sqrt((double)hs) + bias(model, l, b, h, i, j, T);
+                    scores[i * T + j] = dot / sqrt((double)hs) + bias(model, l, b, h, pos[i], pos[j], T);
                 }
             }
             for (int i = 0; i < T; i++) {
@@ -380,7 +427,7 @@ static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
 #if defined(PE_ROPE) || defined(PE_XPOS)
         // rope, with a scaling variant's frequencies and YaRN's factor (rope_frequencies, whose
         // table is checked against hand-computed values in test_identities)
-        int pos = bt % T;
+        int pos = pe_positions(model, l)[bt % T];
         double freq[2048];
         double mscale = rope_frequencies(freq, hs, &model->pe_eval, T);
         for (int part = 0; part < 2; part++) {
@@ -391,9 +438,9 @@ static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
                     double f = mscale;
 #if defined(PE_XPOS)
                     // torchscale: zeta = (2k + 0.4 hs) / (1.4 hs), q times zeta^(n/512), k times
-                    // zeta^(-n/512), n = pos - ceil(T/2)
+                    // zeta^(-n/512), n = pos - ceil(T/2) (randomized positions: the middle of their range)
                     double zeta = (2.0 * k + 0.4 * hs) / (1.4 * hs);
-                    f = pow(zeta, (part == 0 ? 1 : -1) * (pos - ceil(T / 2.0)) / 512.0);
+                    f = pow(zeta, (part == 0 ? 1 : -1) * (pos - ceil(model->rp_span / 2.0)) / 512.0);
 #endif
                     double* p = ref + part * C + h * hs + 2 * k;
                     double a = p[0], bb = p[1];
@@ -413,7 +460,7 @@ static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
     int C = model->config.channels;
     double maxdiff = 0;
     for (int bt = 0; bt < B * T; bt++) {
-        int pos = bt % T;
+        int pos = pe_positions(model, 0)[bt % T];
         for (int c = 0; c < C; c++) {
             double ref = model->params.wte[(size_t)x[bt] * C + c];
 #if defined(PE_LEARNED)
@@ -432,15 +479,21 @@ static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
     return maxdiff;
 }
 
-static void test_reference_forward(void) {
-    printf("forward pass against the definition (%s)\n", pe_name(PE_ID));
+// rp: under randomized positions drawn from [0, 3T) (the encodings that have them)
+static void test_reference_forward(int rp) {
+    printf("forward pass against the definition (%s%s)\n", pe_name(PE_ID), rp ? ", randomized positions" : "");
     int B = 2, T = 40; // T > 16 exercises T5's logarithmic buckets
     GPT2Config cfg = tiny_config(T);
 #if defined(PE_COPE)
     cfg.max_seq_len = COPE_TEST_MAXT;
 #endif
+    if (rp) {
+        cfg.rp_len = 3 * T; cfg.rp_seed = 5;
+        if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
+    }
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 7);
+    model.rp_key = rp_key(RP_STREAM_TEST, 1, 0);
     uint64_t rng = random_seed(11);
     perturb_parameters(&model, 0.1f, &rng);
 #if defined(PE_COPE)
@@ -476,6 +529,109 @@ static void test_reference_forward(void) {
 // identities that pin the math
 
 static void expect_failure(const char* what, void (*fn)(const void*), const void* arg, const char* expect);
+
+// ---- randomized positions (llmc/pe.h, -rp L) ----
+
+// the logits of every position of one forward pass over x (B x T), into out (B T Vp)
+static void all_logits(GPT2* model, const int* x, int B, int T, float* out) {
+    gpt2_forward(model, x, NULL, B, T, 0);
+    for (int bt = 0; bt < B * T; bt++) { gpt2_logits_row(model, bt / T, bt % T, out + (size_t)bt * model->config.padded_vocab_size); }
+}
+
+static void fail_rp_too_long(const void* arg) {
+    (void)arg;
+    GPT2Config cfg = tiny_config(20);
+    cfg.rp_len = 20; cfg.rp_seed = 1;
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1);
+    int x[24] = {0};
+    gpt2_forward(&model, x, NULL, 1, 24, 0); // 24 positions cannot be drawn from [0, 20)
+}
+
+// The draw (rp_draw): sorted, distinct, within [0, L), L = T is 0..T-1, every position
+// equally likely, a function of (seed, key, layer) alone; in a model: L = T and the
+// plainpos variant give the plain model's logits bit for bit, a learned model equals a
+// plain one whose wpe rows are the drawn ones, the draw changes the logits, the layers
+// draw apart (except the embeddings), and more tokens than L are refused.
+static void test_random_positions(void) {
+    printf("randomized positions (%s)\n", pe_name(PE_ID));
+    int bad = 0, T = 8, L = 32, N = 4000;
+    int pos[64], again[64], count[32] = {0};
+    for (int n = 0; n < N; n++) {
+        rp_draw(pos, T, L, 3, rp_key(RP_STREAM_TEST, (uint64_t)n, 0), n % 4);
+        for (int t = 0; t < T; t++) {
+            bad += pos[t] < 0 || pos[t] >= L || (t > 0 && pos[t] <= pos[t - 1]);
+            if (pos[t] >= 0 && pos[t] < L) { count[pos[t]]++; }
+        }
+    }
+    check(bad == 0, "4000 draws of 8 from [0, 32): sorted, distinct, in range", bad, 0);
+    double worst = 0; // each position is drawn with probability T/L: N T/L = 1000 times, sd 27
+    for (int p = 0; p < L; p++) { worst = fmax(worst, fabs(count[p] - (double)N * T / L) / ((double)N * T / L)); }
+    check(worst < 0.12, "every position drawn 1000 +- 12% times (4.5 sd)", worst, 0.12);
+    rp_draw(pos, 40, 40, 3, 9, 0);
+    bad = 0;
+    for (int t = 0; t < 40; t++) { bad += pos[t] != t; }
+    check(bad == 0, "L = T draws 0..T-1", bad, 0);
+    rp_draw(pos, 40, 100, 3, 9, 1);
+    rp_draw(again, 40, 100, 3, 9, 1);
+    check(memcmp(pos, again, sizeof(int) * 40) == 0, "the same seed, key and layer draw the same", 0, 0);
+    int differ[3] = {0, 0, 0};
+    const uint64_t seeds[3] = {4, 3, 3}, keys[3] = {9, 10, 9};
+    const int layers[3] = {1, 1, 2};
+    for (int v = 0; v < 3; v++) {
+        rp_draw(again, 40, 100, seeds[v], keys[v], layers[v]);
+        differ[v] = memcmp(pos, again, sizeof(int) * 40) != 0;
+    }
+    check(differ[0] && differ[1] && differ[2], "another seed, key or layer draws another", differ[0] + differ[1] + differ[2], 3);
+
+    if (!rp_supported(PE_ID) || DAPE_ID != 0) { return; }
+    int B = 2;
+    T = 24;
+    GPT2Config cfg = tiny_config(T);
+    GPT2 plain, model;
+    gpt2_build_from_config(&plain, &cfg, 5);
+    uint64_t rng = random_seed(21);
+    perturb_parameters(&plain, 0.1f, &rng);
+    int Vp = cfg.padded_vocab_size, x[48];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    float* a = (float*)malloc_check((size_t)B * T * Vp * sizeof(float));
+    float* b = (float*)malloc_check((size_t)B * T * Vp * sizeof(float));
+    all_logits(&plain, x, B, T, a);
+    char path[300];
+    snprintf(path, sizeof(path), "%s/rp.bin", tmpdir);
+    gpt2_save_checkpoint(&plain, path);
+    gpt2_build_from_checkpoint(&model, path); // the same weights, then -rp T
+    model.config.rp_len = T; model.config.rp_seed = 3;
+    model.rp_key = rp_key(RP_STREAM_TEST, 2, 0);
+    all_logits(&model, x, B, T, b);
+    check(memcmp(a, b, (size_t)B * T * Vp * sizeof(float)) == 0, "L = T: the plain model's logits, bit for bit", 0, 0);
+    model.config.rp_len = 3 * T;
+    model.pe_eval.variant = PE_EVAL_PLAINPOS;
+    all_logits(&model, x, B, T, b);
+    check(memcmp(a, b, (size_t)B * T * Vp * sizeof(float)) == 0, "L = 3T under plainpos: the plain model's logits", 0, 0);
+    model.pe_eval.variant = PE_EVAL_PLAIN;
+    all_logits(&model, x, B, T, b);
+    double change = 0;
+    for (size_t k = 0; k < (size_t)B * T * Vp; k++) { change = fmax(change, fabs(a[k] - b[k])); }
+    check(change > 1e-3, "L = 3T: a draw changes the logits", change, 1e-3);
+    int draws = rp_draws(PE_ID, cfg.num_layers);
+    int layers_differ = memcmp(pe_positions(&model, 0), pe_positions(&model, 1), sizeof(int) * T) != 0;
+    check(layers_differ == (draws > 1), draws > 1 ? "each layer draws its own positions" : "one draw serves every layer (the embedding)",
+          layers_differ, draws > 1);
+#if defined(PE_LEARNED)
+    // the drawn rows of wpe moved to rows 0..T-1 of a plain model
+    const int* drawn = pe_positions(&model, 0);
+    int C = cfg.channels;
+    for (int t = 0; t < T; t++) { memcpy(plain.params.wpe + (size_t)t * C, model.params.wpe + (size_t)drawn[t] * C, C * sizeof(real)); }
+    all_logits(&plain, x, B, T, a);
+    check(memcmp(a, b, (size_t)B * T * Vp * sizeof(float)) == 0, "learned: = a plain model with wpe rows pi_t", 0, 0);
+#endif
+    expect_failure("T beyond the range of randomized positions", fail_rp_too_long, NULL, "cannot be drawn from the range [0, 20)");
+    free(a); free(b);
+    gpt2_free(&plain);
+    gpt2_free(&model);
+}
+// ---- end of randomized positions ----
 
 #if defined(PE_CABLE_NW)
 static double alibi_bias_of_this_model(GPT2* model, int l, int b, int h, int i, int j, int T) {
@@ -630,7 +786,9 @@ static void test_xpos(void) {
     real* r = (real*)malloc_check(n * sizeof(real));
     for (size_t i = 0; i < n; i++) { a[i] = r[i] = random_normal(&rng); }
     PEEval plain = {PE_EVAL_PLAIN, 1, T};
-    rope_rotate(a, &plain, INFINITY, B, T, C, NH, 1);
+    int pos[40];
+    for (int t = 0; t < T; t++) { pos[t] = t; }
+    rope_rotate(a, &plain, INFINITY, pos, T, B, T, C, NH, 1);
     double e = 0;
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T;
@@ -644,8 +802,8 @@ static void test_xpos(void) {
     }
     check(e < 1e-5, "scale base gamma = inf: q, k rotated exactly as rope", e, 1e-5);
     for (size_t i = 0; i < n; i++) { a[i] = r[i]; }
-    rope_rotate(a, &plain, XPOS_SCALE_BASE, B, T, C, NH, 1);
-    rope_rotate(a, &plain, XPOS_SCALE_BASE, B, T, C, NH, -1); // the transpose of the same map
+    rope_rotate(a, &plain, XPOS_SCALE_BASE, pos, T, B, T, C, NH, 1);
+    rope_rotate(a, &plain, XPOS_SCALE_BASE, pos, T, B, T, C, NH, -1); // the transpose of the same map
     double moved = 0;
     for (size_t i = 0; i < n; i++) { moved = fmax(moved, fabs(a[i] - r[i])); }
     check(moved > 1e-3, "gamma = 512: forward then backward map is not the identity (decay)", moved, 1e-3);
@@ -954,7 +1112,6 @@ static void expect_failure(const char* what, FailFn fn, const void* arg, const c
     if (!(exited_with_error && said && one_line)) { printf("    stderr was: %s", buf); }
 }
 
-static char tmpdir[256];
 
 static void write_shard(const char* path, int magic, int version, int ntok_header, const uint16_t* toks, int ntok) {
     FILE* f = fopen_check(path, "wb");
@@ -1233,7 +1390,7 @@ static void test_long_error(void) {
 
 static void test_overfit(void) {
     printf("overfitting one batch\n");
-    GPT2Config cfg;
+    GPT2Config cfg = {0};
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 32;
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 16; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
@@ -1278,7 +1435,7 @@ static long rss_kib(void) {
 static void test_long_sequence_memory(void) {
     printf("memory of an 8192-token evaluation\n");
     int T = 8192;
-    GPT2Config cfg;
+    GPT2Config cfg = {0};
     cfg.num_layers = 1; cfg.num_heads = 2; cfg.channels = 16;
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 64; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
@@ -1516,7 +1673,7 @@ static void test_dape_identities(void) {
         check(d < 1e-5, what, d, 1e-5);
         PEBias pb;
         pe_bias_setup(&pb, &model, l, B, T, 0);
-        attention_forward(plain, lse, model.acts.t.qkv + (size_t)l * model.acts_N * 3 * C, &pb, model.att_scratch, B, T, C, NH);
+        attention_forward(plain, lse, model.acts.t.qkv + (size_t)l * model.acts_N * 3 * C, &pb, pe_positions(&model, l), model.att_scratch, B, T, C, NH);
         double e = 0;
         for (size_t k = 0; k < (size_t)B * T * C; k++) { e = fmax(e, fabs(plain[k] - model.acts.t.atty[(size_t)l * model.acts_N * C + k])); }
         snprintf(what, sizeof(what), "layer %d, W2 = b2 = 0: = the plain attention's output", l);
@@ -1740,22 +1897,30 @@ static double dape_min_preactivation(GPT2* model, int B, int T) {
     return least;
 }
 
-// edge_exact: DAPE's edge rule (llmc/dape.h) for the run
-static void test_gradients(int edge_exact) {
+// edge_exact: DAPE's edge rule (llmc/dape.h) for the run; rp: under one draw of
+// randomized positions from [0, 3T), checking the tensors the positions reach first (wpe,
+// qkvw, the encoding's own)
+static void test_gradients(int edge_exact, int rp) {
 #ifndef REAL_DOUBLE
     printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
-    (void)edge_exact;
+    (void)edge_exact; (void)rp;
     failures++;
 #else
-    printf("gradient checks against central finite differences (%s, fp64%s)\n", model_label(PE_ID, DAPE_ID),
-           DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "");
+    printf("gradient checks against central finite differences (%s, fp64%s%s)\n", model_label(PE_ID, DAPE_ID),
+           DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "",
+           rp ? ", randomized positions" : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
 #if defined(PE_COPE)
     cfg.max_seq_len = COPE_TEST_MAXT;
 #endif
+    if (rp) {
+        cfg.rp_len = 3 * T; cfg.rp_seed = 8;
+        if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
+    }
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 13);
+    model.rp_key = rp_key(RP_STREAM_TEST, 3, 0); // one draw for every forward pass of the check
     model.dape_edge_exact = edge_exact;
     uint64_t rng = random_seed(17);
     perturb_parameters(&model, 0.1, &rng);
@@ -1787,6 +1952,7 @@ static void test_gradients(int edge_exact) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
         size_t n = model.param_sizes[k];
         if (n == 0) { continue; }
+        if (rp && k != P_WPE && k != P_QKVW && k < P_CABLE_WB) { offset += n; continue; }
         // up to 24 single elements, spread over the tensor, and one random direction
         double worst = 0, worst_abs = 0;
         int samples = n < 24 ? (int)n : 24;
@@ -1851,11 +2017,13 @@ static void test_gradients(int edge_exact) {
 
 // `variant` (NULL: plain) names an evaluation variant (llmc/pe.h) that the whole reference
 // runs under, forward, backward and steps: a RoPE scaling method at s = 2 (a static factor
-// of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2.
+// of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2; or "rp":
+// randomized positions from [0, 2T) (the checkpoint's words 12, 13), one fixed draw (its
+// key in the state's words 12-13) for the batch and every step.
 // tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
 // (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full)
 static void write_debug_state(const char* prefix, const char* variant, int tiny) {
-    GPT2Config cfg;
+    GPT2Config cfg = {0};
     cfg.num_layers = DEBUG_LAYERS; cfg.num_heads = DEBUG_HEADS; cfg.channels = DEBUG_CHANNELS;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = DEBUG_T; cfg.pe = PE_ID;
     int B = DEBUG_B, T = DEBUG_T;
@@ -1867,6 +2035,12 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     cfg.max_seq_len = COPE_TEST_MAXT;
 #endif
     gpt2_config_set_dape(&cfg);
+    int rp = variant != NULL && strcmp(variant, "rp") == 0;
+    if (rp && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no randomized positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
+    if (rp) {
+        cfg.rp_len = 2 * T; cfg.rp_seed = 77;
+        if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
+    }
     int Vp = cfg.padded_vocab_size;
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 1234);
@@ -1879,10 +2053,11 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = 1.3f; } // L = 41.6 of T = 64: both sides of max(L, i)
 #endif
     PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
-    while (variant != NULL && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
     if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     model.pe_eval = e;
+    model.rp_key = rp_key(RP_STREAM_TEST, 5, 0);
     char path[1024];
     snprintf(path, sizeof(path), "%s_model.bin", prefix);
     gpt2_save_checkpoint(&model, path);
@@ -1916,6 +2091,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     memcpy(&header[10], &factor, 4);
     uint64_t np = model.num_parameters;
     memcpy(&header[8], &np, 8);
+    memcpy(&header[12], &model.rp_key, 8);
     snprintf(path, sizeof(path), "%s_state.bin", prefix);
     AtomicFile af;
     atomic_open(&af, path);
@@ -1928,7 +2104,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           model_label(PE_ID, DAPE_ID), PE_EVAL_NAMES[e.variant], loss, losses[0], losses[DEBUG_STEPS - 1]);
+           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : PE_EVAL_NAMES[e.variant], loss, losses[0], losses[DEBUG_STEPS - 1]);
     free(x); free(y); free(logits); free(grads);
     gpt2_free(&model);
 }
@@ -1946,22 +2122,31 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
 // in `real` (fp64 in the gradcheck build), under the evaluation variant `variant` (NULL:
 // plain): training length L = T / 2, so that the dynamic RoPE methods scale by s = 2 and
 // BCA masks, and a static RoPE factor of 4, other than the dynamic one.
+// The variant "rp" instead: randomized positions from [0, 2T) (a new model's checkpoint
+// words 12, 13; learned with 2T rows of wpe), one fixed draw, written after the gradients.
 // int32 header[256] = {TORCH_REF_MAGIC, 1, B, T, PE id, sizeof(real), variant, L, 0...}
-// (num_params as uint64 at word 8, the RoPE factor as a double at word 10), then int32
-// inputs[B*T], int32 targets[B*T], real logits[B*T*Vp], real loss, real grads[num_params].
+// (num_params as uint64 at word 8, the RoPE factor as a double at word 10, the draws' key
+// as uint64 at word 12, their number (0: plain positions) at word 14), then int32
+// inputs[B*T], int32 targets[B*T], real logits[B*T*Vp], real loss, real grads[num_params],
+// int32 positions[draws*T].
 static void write_torch_reference(const char* prefix, const char* checkpoint, const char* variant) {
     char path[1024];
     int B = TORCH_REF_B, T = TORCH_REF_T;
+    int rp = variant != NULL && strcmp(variant, "rp") == 0;
     PEEval e = {PE_EVAL_PLAIN, 4.0, T / 2};
-    while (variant != NULL && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
-    if (!ok) { fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
+    if (!ok || (rp && (!rp_supported(PE_ID) || DAPE_ID != 0))) { fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     if (checkpoint == NULL) {
         GPT2Config cfg = tiny_config(T);
         cfg.num_heads = 3; cfg.channels = 24;
 #if defined(PE_COPE)
         cfg.max_seq_len = 40; // P = 41: the far keys' positions clamp, the near ones do not
 #endif
+        if (rp) {
+            cfg.rp_len = 2 * T; cfg.rp_seed = 31;
+            if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
+        }
         GPT2 init;
         gpt2_build_from_config(&init, &cfg, 1234);
         uint64_t rng = random_seed(7);
@@ -1981,6 +2166,9 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     GPT2 model; // the parameters as the file holds them, in fp32 or bf16
     gpt2_build_from_checkpoint(&model, checkpoint);
     model.pe_eval = e;
+    if (rp && model.config.rp_len == 0) { fatal("torch-reference rp: %s has no randomized positions", checkpoint); }
+    model.rp_key = rp_key(RP_STREAM_TEST, 4, 0);
+    int draws = rp ? rp_draws(PE_ID, model.config.num_layers) : 0;
     int C = model.config.channels, V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     int* x = (int*)malloc_check((size_t)B * T * sizeof(int));
     int* y = (int*)malloc_check((size_t)B * T * sizeof(int));
@@ -1998,6 +2186,8 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     uint64_t np = model.num_parameters;
     memcpy(&header[8], &np, 8);
     memcpy(&header[10], &e.rope_factor, 8);
+    memcpy(&header[12], &model.rp_key, 8);
+    header[14] = draws;
     snprintf(path, sizeof(path), "%s_ref.bin", prefix);
     AtomicFile af;
     atomic_open(&af, path);
@@ -2007,6 +2197,7 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     atomic_write(&af, logits, sizeof(real), (size_t)B * T * Vp);
     atomic_write(&af, &model.mean_loss, sizeof(real), 1);
     atomic_write(&af, model.grads_memory, sizeof(real), model.num_parameters);
+    atomic_write(&af, model.rp_pos, sizeof(int), (size_t)draws * T);
     atomic_commit(&af);
     free(x); free(y); free(logits);
     gpt2_free(&model);
@@ -2048,16 +2239,19 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (argc > 2 && strcmp(argv[1], "debug-state-tiny") == 0) {
-        write_debug_state(argv[2], NULL, 1);
+        write_debug_state(argv[2], argc > 3 ? argv[3] : NULL, 1);
         return 0;
     }
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());
     ensure_dir_writable(tmpdir);
     if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
-        test_gradients(1);
-        if (DAPE_ID > 1) { test_gradients(0); } // the last k/2 rows by the other edge rule
+        test_gradients(1, 0);
+        if (DAPE_ID > 1) { test_gradients(0, 0); } // the last k/2 rows by the other edge rule
+        if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, 1); }
     } else {
-        test_reference_forward();
+        test_reference_forward(0);
+        if (rp_supported(PE_ID) && DAPE_ID == 0) { test_reference_forward(1); }
+        test_random_positions();
         test_identities();
         test_permutation();
         test_matmul();

@@ -109,6 +109,7 @@ static void test_reference(const char* prefix) {
     memcpy(&factor, &header[10], 4);
     e.rope_factor = factor;
     model.pe_eval = e;
+    memcpy(&model.rp_key, &header[12], 8); // the draw of randomized positions (the checkpoint has their range)
     if (np != model.num_parameters) { fatal("the debug state has %llu parameters, the checkpoint %zu", (unsigned long long)np, model.num_parameters); }
     int V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     size_t BT = (size_t)B * T;
@@ -200,16 +201,16 @@ static void test_attention(void) {
     return;
 #endif
     const AttnShape shapes[] = {
-        {1, 4096, 1, 64},  // long: every tiling boundary, T = 4096, one head
-        {2, 1000, 2, 32},  // T not a multiple of any tile, two rows of the batch, two heads
-        {1, 777, 2, 128},  // the widest head
+        {1, 4096, 1, 64, 0},    // long: every tiling boundary, T = 4096, one head
+        {2, 1000, 2, 32, 0},    // T not a multiple of any tile, two rows of the batch, two heads
+        {1, 777, 2, 128, 3000}, // the widest head, at randomized positions (the encodings that have them)
     };
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
         AttnShape s = shapes[k];
         printf("attention kernels alone (%s, %s): B=%d T=%d NH=%d hs=%d\n", pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
         AttnCase c;
         attn_case_setup(&c, s, 1000 + k);
-        attn_case_run(&c, attention_forward<PEBias>, attention_backward<PEBias>);
+        attn_case_run_layer(&c);
         failures += attn_case_compare(&c, TOL_ATT_OUT, TOL_ATT_PE);
         attn_case_free(&c);
     }
@@ -220,7 +221,7 @@ static void test_attention(void) {
 
 static void test_memory(void) {
     int T = 16384;
-    GPT2Config cfg;
+    GPT2Config cfg = {};
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 256;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = T; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);

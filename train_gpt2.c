@@ -79,6 +79,9 @@ typedef struct {
     real* kpower_a; // (L, NH) Kerple-power
     real* kpower_p; // (L, NH)
     real* cope_e;   // (L, P, hs) CoPE: the embedding of each position u, P = maxT + 1
+    real* txl_wr;   // (L, C, C) Transformer-XL: W_r, the projection of the sinusoids
+    real* txl_rw;   // (L, NH, hs) its content bias r_w
+    real* txl_rr;   // (L, NH, hs) its position bias r_r
     real* dape_w1;  // (L, D, Cin, k) DAPE's first convolution (llmc/dape.h), Cin = NH or 2 NH
     real* dape_b1;  // (L, D)
     real* dape_w2;  // (L, NH, D, k) its second convolution
@@ -95,6 +98,7 @@ static void point_parameters(ParameterTensors* params, real* memory, const size_
         &params->t5_table, &params->kerple_r1, &params->kerple_r2,
         &params->fire_w1, &params->fire_b1, &params->fire_w2, &params->fire_b2, &params->fire_c, &params->fire_L,
         &params->kpower_a, &params->kpower_p, &params->cope_e,
+        &params->txl_wr, &params->txl_rw, &params->txl_rr,
         &params->dape_w1, &params->dape_b1, &params->dape_w2, &params->dape_b2,
     };
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
@@ -207,9 +211,14 @@ typedef struct {
     struct DapeWork* dape; // DAPE's per-thread row workspaces (the DAPE section)
     int dape_edge_exact;  // DAPE: PyTorch's zero padding past the sequence's end (llmc/dape.h)
     real* alibi_slopes;   // (NH)
-    real* pe_table;       // (NH, pe_table_len) sandwich: the bias of each head and distance
-    int pe_table_len;
+    real* pe_table;       // sandwich: (NH, pe_table_len) the bias of each head and distance;
+    int pe_table_len;     // txl: (pe_table_len, C) the sinusoids R_n of each distance
+    real* pe_rel;         // txl: (acts_T, C) the layer's projected sinusoids P
+    real* pe_drel;        // txl: (acts_B, acts_T + 2, C) per batch row: dP, then dr_w, dr_r
     PEEval pe_eval;       // the evaluation variant in effect (llmc/pe.h; zeros: plain)
+    uint64_t rp_key;      // randomized positions: the key of the next forward pass's draw (the driver's)
+    int* rp_pos;          // (draws, acts_T) the positions of the last forward pass: a draw, or 0..T-1
+    int rp_span;          // their range: the draws' L, or T
     // the last forward pass
     int batch_size;
     int seq_len;
@@ -310,12 +319,12 @@ void matmul_forward_naive(real* out, const real* inp, const real* weight, const 
     }
 }
 
-// matmul_backward_naive: dinp += dout @ weight, dweight += dout^T @ inp, dbias += column
-// sums of dout; plain loops
+// matmul_backward_naive: dinp += dout @ weight (unless dinp is NULL), dweight += dout^T @
+// inp, dbias += column sums of dout; plain loops
 void matmul_backward_naive(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
                            const real* weight, int N, int C, int OC) {
-    #pragma omp parallel for
-    for (int n = 0; n < N; n++) {
+    #pragma omp parallel for if (dinp != NULL)
+    for (int n = 0; n < (dinp != NULL ? N : 0); n++) {
         const real* g = dout + (size_t)n * OC;
         real* d = dinp + (size_t)n * C;
         for (int o = 0; o < OC; o++) {
@@ -350,7 +359,7 @@ void matmul_forward(real* out, const real* inp, const real* weight, const real* 
 // matmul_backward: as matmul_backward_naive, through BLAS gemm
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
                      const real* weight, int N, int C, int OC) {
-    cblas_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1, dout, OC, weight, C, 1, dinp, C);
+    if (dinp != NULL) { cblas_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1, dout, OC, weight, C, 1, dinp, C); }
     cblas_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1, dout, OC, inp, C, 1, dweight, C);
     if (dbias != NULL) {
         for (int n = 0; n < N; n++) {
@@ -453,16 +462,47 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 //                                         term is no bias b(i, j) (CoPE's depends on the row's
 //                                         scores), and its workspace per thread
 // model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
-// attention): the driver sets it around its extrapolation evaluation, plain otherwise.
-// A block defines PE_EMBED, PE_LAYER, PE_BIAS, PE_ATTENTION for the hooks it implements; the
-// others do nothing (defaults after the last block; without PE_ATTENTION a layer's attention
-// is attention_forward / attention_backward with the bias hooks). PE_BH_GRADS is the number of gradient
-// accumulators each (batch, head) of the attention backward needs for the PE's shared
-// parameters (summed afterwards by pe_bias_reduce, so threads never race).
+// attention, plain positions): the driver sets it around its extrapolation evaluation,
+// plain otherwise. A block defines PE_EMBED, PE_LAYER, PE_BIAS, PE_ATTENTION for the hooks
+// it implements; the others do nothing (defaults after the last block; without PE_ATTENTION
+// a layer's attention is attention_forward / attention_backward with the bias hooks).
+// PE_BH_GRADS is the number of gradient accumulators each (batch, head) of the attention
+// backward needs for the PE's shared parameters (summed afterwards by pe_bias_reduce, so
+// threads never race). Positions: an encoding reads the position of token t as
+// pe_positions(model, l)[t], which is t itself unless the model was trained with randomized
+// positions (llmc/pe.h, -rp L); the attention hands the bias hooks the positions of query and
+// key, not their indices.
 // ============================================================================
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
 static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
+
+// ---- randomized positions (llmc/pe.h) ----
+// are the positions of this forward pass drawn (a model trained with -rp, not under the
+// plainpos evaluation variant)?
+static int rp_active(const GPT2* model) {
+    return model->config.rp_len > 0 && model->pe_eval.variant != PE_EVAL_PLAINPOS;
+}
+
+// the positions of a forward pass over T tokens into model->rp_pos: one draw per layer, or
+// one for the embedding (rp_draws), from the model's seed and the driver's key; 0..T-1
+// when none are drawn (each draw's row then holds them)
+static void pe_positions_draw(GPT2* model, int T) {
+    const GPT2Config* c = &model->config;
+    int draws = rp_draws(c->pe, c->num_layers);
+    for (int d = 0; d < draws; d++) {
+        int* pos = model->rp_pos + (size_t)d * T;
+        if (rp_active(model)) { rp_draw(pos, T, c->rp_len, (uint64_t)c->rp_seed, model->rp_key, d); }
+        else { for (int t = 0; t < T; t++) { pos[t] = t; } }
+    }
+    model->rp_span = rp_active(model) ? c->rp_len : T;
+}
+
+// the positions of the tokens in layer l (or in the embedding, l = 0) of the last forward pass
+static const int* pe_positions(const GPT2* model, int l) {
+    return model->rp_pos + (size_t)(rp_draws(model->config.pe, model->config.num_layers) > 1 ? l : 0) * model->seq_len;
+}
+// ---- end of randomized positions ----
 
 // kerple and kerple_power: the attention backward's per-(batch, head) pairs of accumulators
 // summed into the two per-head gradient tensors of the layer
@@ -486,9 +526,10 @@ static void pe_clamp(real* x, size_t n, real lo, real hi) {
 static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
     int C = model->config.channels;
     const real* wpe = model->params.wpe;
+    const int* pos = pe_positions(model, 0);
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
-        const real* p = wpe + (size_t)(bt % T) * C;
+        const real* p = wpe + (size_t)pos[bt % T] * C;
         real* o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) { o[c] += p[c]; }
     }
@@ -496,8 +537,9 @@ static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
 static void pe_embed_backward(GPT2* model, real* dout, int B, int T) {
     int C = model->config.channels;
     real* dwpe = model->grads.wpe;
+    const int* pos = pe_positions(model, 0);
     for (int bt = 0; bt < B * T; bt++) {
-        real* d = dwpe + (size_t)(bt % T) * C;
+        real* d = dwpe + (size_t)pos[bt % T] * C;
         const real* g = dout + (size_t)bt * C;
         for (int c = 0; c < C; c++) { d[c] += g[c]; }
     }
@@ -513,9 +555,10 @@ static void pe_embed_backward(GPT2* model, real* dout, int B, int T) {
 static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
     int C = model->config.channels, half = C / 2;
     real scale = sqrt((real)C);
+    const int* positions = pe_positions(model, 0);
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
-        double pos = bt % T + SINUSOIDAL_FIRST_POS;
+        double pos = positions[bt % T] + SINUSOIDAL_FIRST_POS;
         real* o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) { o[c] *= scale; }
         for (int k = 0; k < half; k++) {
@@ -548,9 +591,11 @@ static void pe_embed_backward(GPT2* model, real* dout, int B, int T) {
 #else
 #define XPOS_GAMMA INFINITY // rope is xpos without the decay: zeta^(n / inf) = 1
 #endif
-// rotates (direction 1) or rotates back (-1) q and k of every token, with the frequencies of
-// the evaluation variant e and xPos's decay of scale base gamma
-static void rope_rotate(real* qkv, const PEEval* e, double gamma, int B, int T, int C, int NH, int direction) {
+// rotates (direction 1) or rotates back (-1) q and k of every token, token t at position
+// pos[t] (of a range of `span` positions: xpos's centre), with the frequencies of the
+// evaluation variant e and xPos's decay of scale base gamma
+static void rope_rotate(real* qkv, const PEEval* e, double gamma, const int* pos, int span, int B, int T, int C, int NH,
+                        int direction) {
     int hs = C / NH;
     double inv_freq[hs / 2];
     double mscale = rope_frequencies(inv_freq, hs, e, T);
@@ -559,9 +604,9 @@ static void rope_rotate(real* qkv, const PEEval* e, double gamma, int B, int T, 
         for (int t = 0; t < T; t++) {
             real* row = qkv + ((size_t)b * T + t) * 3 * C;
             for (int k = 0; 2 * k < hs; k++) {
-                double angle = t * inv_freq[k];
+                double angle = pos[t] * inv_freq[k];
                 real cs = (real)cos(angle), sn = (real)(direction * sin(angle));
-                double z = pow(xpos_zeta(k, hs), (t - (T + 1) / 2) / gamma);
+                double z = pow(xpos_zeta(k, hs), (pos[t] - (span + 1) / 2) / gamma);
                 double f[2] = {mscale * z, mscale / z}; // the factors of q and k
                 for (int part = 0; part < 2; part++) { // q, then k
                     for (int h = 0; h < NH; h++) {
@@ -577,13 +622,13 @@ static void rope_rotate(real* qkv, const PEEval* e, double gamma, int B, int T, 
 }
 static void pe_layer_forward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
-    rope_rotate(model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA, B, T,
-                c->channels, c->num_heads, 1);
+    rope_rotate(model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA,
+                pe_positions(model, l), model->rp_span, B, T, c->channels, c->num_heads, 1);
 }
 static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
-    rope_rotate(model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA, B, T,
-                c->channels, c->num_heads, -1);
+    rope_rotate(model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA,
+                pe_positions(model, l), model->rp_span, B, T, c->channels, c->num_heads, -1);
 }
 #if defined(PE_XPOS)
 #define PE_BIAS
@@ -798,13 +843,14 @@ typedef struct { const real* table; int len; } PEBias;
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     (void)l; (void)B; (void)backward;
     int NH = model->config.num_heads, hs = model->config.channels / NH;
-    if (model->pe_table_len < T) {
+    int len = T > model->rp_span ? T : model->rp_span; // distances below the positions' range
+    if (model->pe_table_len < len) {
         free(model->pe_table);
-        model->pe_table = (real*)malloc_check((size_t)NH * T * sizeof(real));
+        model->pe_table = (real*)malloc_check((size_t)NH * len * sizeof(real));
         for (int h = 0; h < NH; h++) {
-            for (int n = 0; n < T; n++) { model->pe_table[(size_t)h * T + n] = (real)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
+            for (int n = 0; n < len; n++) { model->pe_table[(size_t)h * len + n] = (real)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
         }
-        model->pe_table_len = T;
+        model->pe_table_len = len;
     }
     pb->table = model->pe_table;
     pb->len = model->pe_table_len;
@@ -852,6 +898,102 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
 static void pe_project(GPT2* model) {
     pe_clamp(model->params.kpower_a, model->param_sizes[P_KPOWER_A], KERPLE_POWER_MIN, INFINITY);
     pe_clamp(model->params.kpower_p, model->param_sizes[P_KPOWER_P], KERPLE_POWER_MIN, KERPLE_POWER_P_MAX);
+}
+
+#elif defined(PE_TXL)
+// txl: Transformer-XL's relative encoding as the DAPE repository computes it (its
+// RelativePositionalEncodingLayer, with the layer's 1/sqrt(hs)): the scores of head h are
+//   s_ij = ((q_i + r_w) . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs)
+// with r_w, r_r learned per layer and head (hs values each), and P[n] = W_r R_n the
+// projection (W_r: C x C, no bias, per layer) of the sinusoids of distance n,
+// R_n[k] = sin(n w_k), R_n[C/2 + k] = cos(n w_k), w_k = 10000^(-2k/C) over the model's
+// width C; P_h is head h's hs columns of P. No position embedding. The attention's own
+// q_i . k_j / sqrt(hs) is the first term's; the rest is the bias, which reads q_i and k_j
+// from the layer's qkv (the positions are the tokens': txl takes no -rp):
+//   b(i, j) = (r_w . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs)
+// The official code computes the second term for every (i, key) as a T x T matrix and
+// moves row i's entries into place with a rel-shift; here row i - j of P (T x C,
+// recomputed per layer from W_r by pe_bias_setup) is read directly. Backward, with
+// g = ds_ij / sqrt(hs): dk_j += g r_w, dq_i += g P_h[i - j], dP_h[i - j] += g (q_i + r_r),
+// dr_w += g k_j, dr_r += g P_h[i - j], into per-batch-row buffers (pe_drel: each (b, h) is
+// one thread's); pe_bias_reduce sums them over the batch and turns dP into dW_r = dP^T R.
+#define PE_BIAS
+#define PE_BH_GRADS 0
+typedef struct {
+    const real* qkv; real* dqkv; const real* P; real* dP; const real* rw; const real* rr;
+    int T, C, hs; real scale;
+} PEBias;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    int C = model->config.channels, NH = model->config.num_heads;
+    if (model->pe_table_len < T) { // R_n for n < T, computed in double
+        free(model->pe_table);
+        model->pe_table = (real*)malloc_check((size_t)T * C * sizeof(real));
+        for (int n = 0; n < T; n++) {
+            for (int k = 0; k < C / 2; k++) {
+                double angle = n * pow(10000.0, -2.0 * k / C);
+                model->pe_table[(size_t)n * C + k] = (real)sin(angle);
+                model->pe_table[(size_t)n * C + C / 2 + k] = (real)cos(angle);
+            }
+        }
+        model->pe_table_len = T;
+    }
+    matmul_forward(model->pe_rel, model->pe_table, model->params.txl_wr + (size_t)l * C * C, NULL, T, C, C);
+    pb->qkv = model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * C;
+    pb->dqkv = backward ? model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * C : NULL;
+    pb->P = model->pe_rel;
+    pb->dP = backward ? model->pe_drel : NULL;
+    pb->rw = model->params.txl_rw + (size_t)l * C;
+    pb->rr = model->params.txl_rr + (size_t)l * C;
+    pb->T = T;
+    pb->C = C;
+    pb->hs = C / NH;
+    pb->scale = 1 / sqrt((real)pb->hs);
+    if (backward) { memset(pb->dP, 0, (size_t)B * (T + 2) * C * sizeof(real)); }
+}
+static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
+    const real* q = pb->qkv + ((size_t)b * pb->T + i) * 3 * pb->C + h * pb->hs;
+    const real* k = pb->qkv + ((size_t)b * pb->T + j) * 3 * pb->C + pb->C + h * pb->hs;
+    const real* p = pb->P + (size_t)(i - j) * pb->C + h * pb->hs;
+    const real* rw = pb->rw + h * pb->hs;
+    const real* rr = pb->rr + h * pb->hs;
+    real s = 0;
+    for (int c = 0; c < pb->hs; c++) { s += rw[c] * k[c] + (q[c] + rr[c]) * p[c]; }
+    return s * pb->scale;
+}
+static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
+    int T = pb->T, C = pb->C, hs = pb->hs;
+    real g = ds * pb->scale;
+    const real* q = pb->qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+    const real* k = pb->qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+    const real* p = pb->P + (size_t)(i - j) * C + h * hs;
+    real* dq = pb->dqkv + ((size_t)b * T + i) * 3 * C + h * hs;
+    real* dk = pb->dqkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+    real* dp = pb->dP + ((size_t)b * (T + 2) + i - j) * C + h * hs;
+    real* drw = pb->dP + ((size_t)b * (T + 2) + T) * C + h * hs;
+    real* drr = drw + C;
+    const real* rw = pb->rw + h * hs;
+    const real* rr = pb->rr + h * hs;
+    for (int c = 0; c < hs; c++) {
+        dk[c] += g * rw[c];
+        dq[c] += g * p[c];
+        dp[c] += g * (q[c] + rr[c]);
+        drw[c] += g * k[c];
+        drr[c] += g * p[c];
+    }
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int T = pb->T, C = pb->C;
+    real* sum = pb->dP; // batch row 0 collects the others
+    for (int b = 1; b < B; b++) {
+        const real* d = pb->dP + (size_t)b * (T + 2) * C;
+        for (size_t e = 0; e < (size_t)(T + 2) * C; e++) { sum[e] += d[e]; }
+    }
+    // P = R W_r^T: dW_r += dP^T R
+    matmul_backward(NULL, model->grads.txl_wr + (size_t)l * C * C, NULL, sum, model->pe_table, model->params.txl_wr, T, C, C);
+    for (int c = 0; c < C; c++) {
+        model->grads.txl_rw[(size_t)l * C + c] += sum[(size_t)T * C + c];
+        model->grads.txl_rr[(size_t)l * C + c] += sum[(size_t)(T + 1) * C + c];
+    }
 }
 
 #elif defined(PE_CABLE_FAMILY)
@@ -1213,8 +1355,9 @@ static real attention_row_output(real* o, real* a, const real* qkv, int b, int h
 // attention_forward: causal multi-head attention with the PE's additive bias,
 // softmax(q.k / sqrt(hs) + b(i, j)) v, one query row at a time so that only one row of
 // scores (per thread) ever exists; each row's log-sum-exp is kept for the backward pass.
-// qkv is (B, T, 3C) with q, k, v side by side, out is (B, T, C), lse is (B, NH, T).
-void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, real* scratch,
+// qkv is (B, T, 3C) with q, k, v side by side, out is (B, T, C), lse is (B, NH, T); the
+// bias is that of the tokens' positions pos (pe_positions).
+void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, const int* pos, real* scratch,
                        int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / sqrt((real)hs);
@@ -1229,7 +1372,7 @@ void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, 
                     real dot = 0;
                     #pragma omp simd reduction(+:dot)
                     for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
-                    s[j] = dot * scale + pe_bias(pb, b, h, i, j);
+                    s[j] = dot * scale + pe_bias(pb, b, h, pos[i], pos[j]);
                 }
                 lse[((size_t)b * NH + h) * T + i] = attention_row_output(out + ((size_t)b * T + i) * C + h * hs, s, qkv, b, h, i, T, C, hs);
             }
@@ -1243,7 +1386,7 @@ void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, 
 // dv_j += p_ij dout_i, and hands ds_ij to the PE's bias backward. Each (b, h) is one
 // thread's, so the accumulations never race.
 void attention_backward(real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
-                        PEBias* pb, int B, int T, int C, int NH) {
+                        PEBias* pb, const int* pos, int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / sqrt((real)hs);
     #pragma omp parallel for collapse(2) schedule(static)
@@ -1265,7 +1408,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
                     real dot = 0, dp = 0;
                     #pragma omp simd reduction(+:dot, dp)
                     for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; dp += g[c] * v[c]; }
-                    real p = exp(dot * scale + pe_bias(pb, b, h, i, j) - row_lse);
+                    real p = exp(dot * scale + pe_bias(pb, b, h, pos[i], pos[j]) - row_lse);
                     real ds = p * (dp - D);
                     #pragma omp simd
                     for (int c = 0; c < hs; c++) {
@@ -1273,7 +1416,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
                         dk[c] += ds * scale * q[c];
                         dv[c] += p * g[c];
                     }
-                    pe_bias_backward(pb, b, h, i, j, ds);
+                    pe_bias_backward(pb, b, h, pos[i], pos[j], ds);
                 }
             }
         }
@@ -1287,13 +1430,13 @@ static size_t pe_attention_scratch(const GPT2Config* cfg, int T, int training) {
 static void pe_attention_forward(GPT2* model, int l, real* out, real* lse, const real* qkv, int B, int T) {
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 0);
-    attention_forward(out, lse, qkv, &pb, model->att_scratch, B, T, model->config.channels, model->config.num_heads);
+    attention_forward(out, lse, qkv, &pb, pe_positions(model, l), model->att_scratch, B, T, model->config.channels, model->config.num_heads);
 }
 static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* dout, const real* qkv, const real* out,
                                   const real* lse, int B, int T) {
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 1);
-    attention_backward(dqkv, dout, qkv, out, lse, &pb, B, T, model->config.channels, model->config.num_heads);
+    attention_backward(dqkv, dout, qkv, out, lse, &pb, pe_positions(model, l), B, T, model->config.channels, model->config.num_heads);
     pe_bias_reduce(&pb, model, l, B);
 }
 #endif
@@ -1779,6 +1922,9 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     free(model->logits);
     free(model->inputs);
     free(model->targets);
+    free(model->rp_pos);
+    free(model->pe_rel);
+    free(model->pe_drel);
     memset(&model->grads_acts, 0, sizeof(model->grads_acts));
     activation_set_alloc(&model->acts, &model->config, N, layers);
     if (training) { activation_set_alloc(&model->grads_acts, &model->config, N, layers); }
@@ -1795,6 +1941,11 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->logits = (real*)malloc_check((size_t)CLASSIFIER_CHUNK * model->config.padded_vocab_size * sizeof(real));
     model->inputs = (int*)malloc_check(N * sizeof(int));
     model->targets = (int*)malloc_check(N * sizeof(int));
+    model->rp_pos = (int*)malloc_check((size_t)rp_draws(model->config.pe, model->config.num_layers) * T * sizeof(int));
+    int txl = model->config.pe == PE_ID_TXL;
+    size_t C = model->config.channels;
+    model->pe_rel = txl ? (real*)malloc_check((size_t)T * C * sizeof(real)) : NULL;
+    model->pe_drel = txl && training ? (real*)malloc_check((size_t)B * (T + 2) * C * sizeof(real)) : NULL;
 }
 
 // allocates the parameter gradients on first use (evaluation never needs them)
@@ -1806,12 +1957,14 @@ static void gpt2_ensure_grads(GPT2* model) {
 }
 
 // longest sequence the model can process: learned embeddings stop at maxT, xPos where its
-// scale factors would leave the range of fp32 (llmc/pe.h: xpos_max_length)
+// scale factors would leave the range of fp32 (llmc/pe.h: xpos_max_length), randomized
+// positions at their range L (T of them are drawn from it)
 int gpt2_max_length(const GPT2* model) {
     const GPT2Config* c = &model->config;
-    if (c->pe == PE_ID_LEARNED) { return c->max_seq_len; }
-    if (c->pe == PE_ID_XPOS) { return xpos_max_length(c->channels / c->num_heads); }
-    return INT32_MAX;
+    int most = INT32_MAX;
+    if (c->pe == PE_ID_LEARNED) { most = c->max_seq_len; }
+    if (c->pe == PE_ID_XPOS) { most = xpos_max_length(c->channels / c->num_heads); }
+    return rp_active(model) && c->rp_len < most ? c->rp_len : most;
 }
 
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
@@ -1821,6 +1974,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     GPT2Config* cfg = &model->config;
     int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
     if (T > gpt2_max_length(model)) {
+        if (rp_active(model)) { fatal("randomized positions: T = %d tokens cannot be drawn from the range [0, %d) (-rp)", T, cfg->rp_len); }
         if (cfg->pe == PE_ID_LEARNED) { fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len); }
         fatal("PE %s cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d", pe_name(cfg->pe), T, gpt2_max_length(model));
     }
@@ -1834,6 +1988,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     if (training) { gpt2_ensure_grads(model); }
     model->batch_size = B;
     model->seq_len = T;
+    pe_positions_draw(model, T);
     memcpy(model->inputs, inputs, (size_t)B * T * sizeof(int));
     if (targets != NULL) { memcpy(model->targets, targets, (size_t)B * T * sizeof(int)); }
     if (training) { memset(model->grads_acts.memory, 0, model->grads_acts.num * sizeof(real)); }
@@ -2013,6 +2168,9 @@ void gpt2_free(GPT2* model) {
     free(model->pe_table);
     free(model->inputs);
     free(model->targets);
+    free(model->rp_pos);
+    free(model->pe_rel);
+    free(model->pe_drel);
 }
 
 // averages the parameter gradients over the processes (data parallelism)

@@ -34,6 +34,9 @@ evaluation of 16k-token windows needs memory linear in the length.
 #if defined(PE_COPE)
 #include "llmc/attention_cope.cuh"
 #endif
+#if defined(PE_TXL)
+#include "llmc/attention_txl.cuh"
+#endif
 #ifdef USE_NCCL
 #include <nccl.h>
 #endif
@@ -186,6 +189,9 @@ struct TensorSet {
     T* kpower_a; // (L, NH) Kerple-power
     T* kpower_p; // (L, NH)
     T* cope_e;   // (L, P, hs) CoPE: the embedding of each position u, P = maxT + 1
+    T* txl_wr;   // (L, C, C) Transformer-XL: W_r, the projection of the sinusoids
+    T* txl_rw;   // (L, NH, hs) its content bias r_w
+    T* txl_rr;   // (L, NH, hs) its position bias r_r
     T* dape_w1;  // (L, D, Cin, k) DAPE's first convolution (llmc/dape.h)
     T* dape_b1;  // (L, D)
     T* dape_w2;  // (L, NH, D, k) its second convolution
@@ -200,6 +206,7 @@ static void point_parameters(TensorSet<T>* t, T* memory, const size_t* offsets) 
         &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
         &t->cable_wb, &t->cable_bb, &t->cable_ww, &t->cable_bw, &t->t5_table, &t->kerple_r1, &t->kerple_r2,
         &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L, &t->kpower_a, &t->kpower_p, &t->cope_e,
+        &t->txl_wr, &t->txl_rw, &t->txl_rr,
         &t->dape_w1, &t->dape_b1, &t->dape_w2, &t->dape_b2,
     };
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *(ptrs[i]) = memory + offsets[i]; }
@@ -233,6 +240,8 @@ typedef struct {
     floatX* proj;      // (N, C) an attention or MLP projection before its residual add
     floatX* logits;    // (min(N, CLASSIFIER_CHUNK), Vp) classifier scratch
     float4* rope;      // (T, hs/2) rope, xpos: cos, sin and the q and k factors of each position and pair
+    floatX* pe_rel;    // (T, C) txl: the layer's projected sinusoids P = R W_r^T
+    int* positions;    // (draws, T) randomized positions of the last forward pass (llmc/pe.h)
     int* inputs;       // (N)
     int* targets;      // (N)
 } ActivationTensors;
@@ -247,8 +256,10 @@ typedef struct {
     float* pe_dw;      // (N, NH) cable: dL/dw
     floatX* pe_dx;     // (N, NH) CABLE: the small layers' output gradient as a matmul input
     float* pe_partials; // (B * NH * key blocks, PE_PAR_N) per-block PE parameter gradients (DAPE: its slots)
+    floatX* pe_drel;   // (T, C) txl: dL/dP
     float* att_dkv;    // (N, 2C) DAPE, CoPE: dk, dv in fp32
-    float* cope_dz;    // (cope_dz_rows, P) CoPE: dL/d(q.E) of the rows of one backward launch
+    float* pe_scratch; // (pe_attention_scratch) PE_ATTENTION's backward scratch: CoPE's dL/d(q.E) of the rows
+                       // of one backward launch (cope_dz_rows, P); txl's per-block dr_w, dr_r partials
     float* dape_partials; // (query blocks, DAPE's parameters of a layer) DAPE: per-block gradients
 } GradScratch;
 
@@ -284,7 +295,13 @@ typedef struct {
     float* alibi_slopes;    // (NH)
     float* pe_table;        // (NH, pe_table_len) sandwich: the bias of each head and distance
     int pe_table_len;
+    floatX* pe_rel_table;   // (pe_rel_len, C) txl: the sinusoids R_n of each distance
+    int pe_rel_len;
     PEEval pe_eval;         // the evaluation variant in effect (llmc/pe.h; zeros: plain)
+    uint64_t rp_key;        // randomized positions: the key of the next forward pass's draw (the driver's)
+    int* rp_host;           // (draws, acts_T) the draw on the host, copied to acts.positions
+    int rp_drawn;           // the last forward pass drew positions (else they are the indices)
+    int rp_span;            // their range: the draws' L, or T
     int rope_table_T;       // the length and variant the rope table was computed for (0: none)
     PEEval rope_table_eval;
     float* host_losses;     // (N) host copy of the last per-token losses (pinned)
@@ -686,11 +703,11 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight,
     matmul_cublaslt(out, 0, weight, inp, bias, OC, N, C, 1, 0, 0, pre_gelu);
 }
 
-// matmul_backward: dinp = (or += with accumulate_dinp) dout @ weight; dweight += dout^T @ inp
-// (fp32); dbias += column sums of dout (fp32, deterministic)
+// matmul_backward: dinp = (or += with accumulate_dinp) dout @ weight (unless dinp is NULL);
+// dweight += dout^T @ inp (fp32); dbias += column sums of dout (fp32, deterministic)
 static void matmul_backward(floatX* dinp, float* dweight, float* dbias, float* partials, const floatX* dout,
                             const floatX* inp, const floatX* weight, int N, int C, int OC, int accumulate_dinp) {
-    matmul_cublaslt(dinp, 0, weight, dout, NULL, C, N, OC, 0, 0, accumulate_dinp, NULL);
+    if (dinp != NULL) { matmul_cublaslt(dinp, 0, weight, dout, NULL, C, N, OC, 0, 0, accumulate_dinp, NULL); }
     matmul_cublaslt(dweight, 1, inp, dout, NULL, C, OC, N, 0, 1, 1, NULL);
     if (dbias != NULL) {
         int chunks = column_chunks(N);
@@ -750,13 +767,53 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // own into a partial, pe_bias_reduce sums the partials: no atomics, deterministic).
 // PE_LAYER_DLN1 says pe_layer_backward has written a gradient into dln1 (the qkv backward
 // then adds). PE_ATTENTION: the block computes a layer's whole attention itself
-// (pe_attention_forward, pe_attention_backward; CoPE, whose term is no bias b(i, j)), with
-// pe_attention_scratch floats of backward scratch; the default is the attention of
-// llmc/attention_bias.cuh.
+// (pe_attention_forward, pe_attention_backward; CoPE and txl, whose terms are no bias
+// b(i, j)), with pe_attention_scratch floats of backward scratch; the default is the
+// attention of llmc/attention_bias.cuh.
+// Positions: pe_positions(model, l) is the device table of the tokens' positions in layer l
+// (randomized positions, llmc/pe.h, as train_gpt2.c draws them), or NULL when they are the
+// indices; the default attention then reads the bias at those positions (PEPositions).
 // ============================================================================
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
 static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
+
+#if defined(PE_SANDWICH) || defined(PE_TXL)
+// replaces a table of the encoding's (sandwich's biases, txl's sinusoids) with `bytes` of
+// `host`, once the kernels that may read the old one are done
+static void pe_table_upload(void** table, const void* host, size_t bytes, const char* what) {
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    cuda_free(table);
+    *table = cuda_malloc(bytes, what);
+    cudaCheck(cudaMemcpy(*table, host, bytes, cudaMemcpyHostToDevice));
+}
+#endif
+
+// ---- randomized positions (llmc/pe.h; train_gpt2.c's pe_positions_draw) ----
+// are the positions of this forward pass drawn?
+static int rp_active(const GPT2* model) {
+    return model->config.rp_len > 0 && model->pe_eval.variant != PE_EVAL_PLAINPOS;
+}
+
+// the positions of a forward pass over T tokens: drawn on the host (the same bits as the
+// CPU path) and copied to the device, or the indices 0..T-1 (no table)
+static void pe_positions_draw(GPT2* model, int T) {
+    const GPT2Config* c = &model->config;
+    model->rp_drawn = rp_active(model);
+    model->rp_span = model->rp_drawn ? c->rp_len : T;
+    if (!model->rp_drawn) { return; }
+    int draws = rp_draws(c->pe, c->num_layers);
+    for (int d = 0; d < draws; d++) { rp_draw(model->rp_host + (size_t)d * T, T, c->rp_len, (uint64_t)c->rp_seed, model->rp_key, d); }
+    cudaCheck(cudaMemcpyAsync(model->acts.positions, model->rp_host, (size_t)draws * T * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
+}
+
+// the device positions of the tokens in layer l (or the embedding, l = 0) of the last
+// forward pass; NULL: the indices (unused in the builds of encodings without randomized positions)
+[[maybe_unused]] static const int* pe_positions(const GPT2* model, int l) {
+    if (!model->rp_drawn) { return NULL; }
+    return model->acts.positions + (size_t)(rp_draws(model->config.pe, model->config.num_layers) > 1 ? l : 0) * model->seq_len;
+}
+// ---- end of randomized positions ----
 
 // pe_bias_flush of the encodings with learned bias parameters (t5, kerple, fire): the
 // key-side accumulators of every thread summed over the block into the block's partial
@@ -829,28 +886,33 @@ static void pe_clamp(GPT2* model, int tensor, float lo, float hi) {
 #if defined(PE_LEARNED)
 // learned: GPT-2's absolute position embeddings wpe [maxT, C]
 #define PE_EMBED
-__global__ void learned_embed_forward_kernel(floatX* out, const floatX* wpe, int N, int T, int C) {
+// (row pos[t] of wpe for token t: randomized positions; pos NULL: row t)
+__global__ void learned_embed_forward_kernel(floatX* out, const floatX* wpe, const int* pos, int N, int T, int C) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) { return; }
-    size_t bt = idx / C;
-    out[idx] = (floatX)((float)out[idx] + (float)wpe[(bt % T) * C + idx % C]);
+    int t = (idx / C) % T;
+    out[idx] = (floatX)((float)out[idx] + (float)wpe[(size_t)(pos != NULL ? pos[t] : t) * C + idx % C]);
 }
 // one thread per (t, c): sums over the batch, so no two threads write the same element
-__global__ void learned_embed_backward_kernel(float* dwpe, const floatX* dout, int B, int T, int C) {
+// (the drawn positions are distinct)
+__global__ void learned_embed_backward_kernel(float* dwpe, const floatX* dout, const int* pos, int B, int T, int C) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * C) { return; }
     float s = 0.0f;
     for (int b = 0; b < B; b++) { s += (float)dout[(size_t)b * T * C + idx]; }
-    dwpe[idx] += s;
+    int t = idx / C;
+    dwpe[(size_t)(pos != NULL ? pos[t] : t) * C + idx % C] += s;
 }
 static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     size_t n = (size_t)B * T * model->config.channels;
-    learned_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, model->params.wpe, B * T, T, model->config.channels);
+    learned_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, model->params.wpe, pe_positions(model, 0), B * T, T,
+                                                                            model->config.channels);
     cudaCheckLaunch("learned_embed_forward_kernel");
 }
 static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
     size_t n = (size_t)T * model->config.channels;
-    learned_embed_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(model->grads.wpe, dout, B, T, model->config.channels);
+    learned_embed_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(model->grads.wpe, dout, pe_positions(model, 0), B, T,
+                                                                             model->config.channels);
     cudaCheckLaunch("learned_embed_backward_kernel");
 }
 
@@ -859,13 +921,13 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 // p[pos, k] = sin(pos w_k), p[pos, C/2 + k] = cos(pos w_k), w_k = 10000^(-k / (C/2 - 1));
 // angles in double, as the CPU path. The backward scales the tokens' gradient by sqrt(C).
 #define PE_EMBED
-__global__ void sinusoidal_embed_forward_kernel(floatX* out, int N, int T, int C) {
+__global__ void sinusoidal_embed_forward_kernel(floatX* out, const int* positions, int N, int T, int C) {
     int half = C / 2;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) { return; }
-    size_t bt = idx / C;
+    int t = (idx / C) % T;
     int c = idx % C;
-    double pos = bt % T + SINUSOIDAL_FIRST_POS;
+    double pos = (positions != NULL ? positions[t] : t) + SINUSOIDAL_FIRST_POS;
     float p = 0.0f; // an odd C's last column gets none
     if (c < 2 * half) {
         int k = c % half;
@@ -882,7 +944,7 @@ __global__ void scale_kernel(floatX* x, size_t n, float a) {
 static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     int C = model->config.channels;
     size_t n = (size_t)B * T * C;
-    sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, B * T, T, C);
+    sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, pe_positions(model, 0), B * T, T, C);
     cudaCheckLaunch("sinusoidal_embed_forward_kernel");
 }
 static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
@@ -898,7 +960,8 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 // pair k of q times zeta_k^(n/gamma), of k times zeta_k^(-n/gamma), n = pos - ceil(T/2).
 // The table of cos, sin and the two factors is computed in double, as the CPU path, for
 // the frequencies of the evaluation variant in effect (llmc/pe.h: rope_frequencies, YaRN's
-// mscale in the factors), and again whenever the length or the variant changes.
+// mscale in the factors), and again whenever the length or the variant changes, or for
+// every layer (forward and backward) at its draw of randomized positions.
 #define PE_LAYER
 #if defined(PE_XPOS)
 #define XPOS_GAMMA XPOS_SCALE_BASE
@@ -906,13 +969,15 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 #define XPOS_GAMMA INFINITY // rope is xpos without the decay: zeta^(n / inf) = 1
 #endif
 struct RopeFreq { double f[64]; }; // theta_k of hs/2 <= 64 pairs, by value to the kernel
-__global__ void rope_table_kernel(float4* table, RopeFreq freq, double mscale, double gamma, int T, int hs) {
+// (token t at position pos[t] of a range of `span`, xpos's centre; pos NULL: t of T)
+__global__ void rope_table_kernel(float4* table, RopeFreq freq, double mscale, double gamma, const int* pos, int span, int T, int hs) {
     int half = hs / 2;
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= T * half) { return; }
     int t = idx / half, k = idx % half;
-    double angle = t * freq.f[k];
-    double z = pow(xpos_zeta(k, hs), (t - (T + 1) / 2) / gamma);
+    int pt = pos != NULL ? pos[t] : t;
+    double angle = pt * freq.f[k];
+    double z = pow(xpos_zeta(k, hs), (pt - (span + 1) / 2) / gamma);
     table[idx] = make_float4((float)cos(angle), (float)sin(angle), (float)(mscale * z), (float)(mscale / z));
 }
 // one thread per (token, head, pair) rotates that pair of q and of k; direction -1 undoes it
@@ -932,17 +997,20 @@ __global__ void rope_rotate_kernel(floatX* qkv, const float4* table, int N, int 
         x[1] = (floatX)(f[part] * (x0 * sn + x1 * cs.x));
     }
 }
-// the table for a forward pass over T tokens, unless it is already there
-static void rope_table_update(GPT2* model, int T) {
+// the table of layer l for a forward pass over T tokens, unless it is already there (a
+// table of drawn positions is never kept: the next layer has its own)
+static void rope_table_update(GPT2* model, int l, int T) {
     const PEEval* e = &model->pe_eval;
     const PEEval* had = &model->rope_table_eval;
-    if (model->rope_table_T == T && had->variant == e->variant && had->rope_factor == e->rope_factor && had->train_len == e->train_len) { return; }
+    if (!model->rp_drawn && model->rope_table_T == T && had->variant == e->variant && had->rope_factor == e->rope_factor
+        && had->train_len == e->train_len) { return; }
     int hs = model->config.channels / model->config.num_heads;
     RopeFreq freq;
     double mscale = rope_frequencies(freq.f, hs, e, T);
-    rope_table_kernel<<<CEIL_DIV(T * hs / 2, 256), 256, 0, ctx.stream>>>(model->acts.rope, freq, mscale, XPOS_GAMMA, T, hs);
+    rope_table_kernel<<<CEIL_DIV(T * hs / 2, 256), 256, 0, ctx.stream>>>(model->acts.rope, freq, mscale, XPOS_GAMMA,
+                                                                         pe_positions(model, l), model->rp_span, T, hs);
     cudaCheckLaunch("rope_table_kernel");
-    model->rope_table_T = T;
+    model->rope_table_T = model->rp_drawn ? 0 : T;
     model->rope_table_eval = *e;
 }
 static void rope_rotate(floatX* qkv, const float4* table, int B, int T, int C, int NH, float direction) {
@@ -952,13 +1020,13 @@ static void rope_rotate(floatX* qkv, const float4* table, int B, int T, int C, i
 }
 static void pe_layer_forward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
-    rope_table_update(model, T);
+    rope_table_update(model, l, T);
     rope_rotate(model->acts.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, model->acts.rope,
                 B, T, c->channels, c->num_heads, 1.0f);
 }
 static void pe_layer_backward(GPT2* model, int l, int B, int T) {
-    (void)l;
     GPT2Config* c = &model->config;
+    rope_table_update(model, l, T);
     rope_rotate(model->gs.dbig, model->acts.rope, B, T, c->channels, c->num_heads, -1.0f);
 }
 #if defined(PE_XPOS)
@@ -1274,17 +1342,15 @@ struct PEBias { typedef PEGrad Grad; const float* table; int len; };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     (void)l; (void)B; (void)backward;
     int NH = model->config.num_heads, hs = model->config.channels / NH;
-    if (model->pe_table_len < T) {
-        float* host = (float*)malloc_check((size_t)NH * T * sizeof(float));
+    int len = T > model->rp_span ? T : model->rp_span; // distances below the positions' range
+    if (model->pe_table_len < len) {
+        float* host = (float*)malloc_check((size_t)NH * len * sizeof(float));
         for (int h = 0; h < NH; h++) {
-            for (int n = 0; n < T; n++) { host[(size_t)h * T + n] = (float)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
+            for (int n = 0; n < len; n++) { host[(size_t)h * len + n] = (float)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
         }
-        cudaCheck(cudaStreamSynchronize(ctx.stream)); // the old table may still be read
-        cuda_free(&model->pe_table);
-        model->pe_table = (float*)cuda_malloc((size_t)NH * T * sizeof(float), "the sandwich bias table");
-        cudaCheck(cudaMemcpy(model->pe_table, host, (size_t)NH * T * sizeof(float), cudaMemcpyHostToDevice));
+        pe_table_upload((void**)&model->pe_table, host, (size_t)NH * len * sizeof(float), "the sandwich bias table");
         free(host);
-        model->pe_table_len = T;
+        model->pe_table_len = len;
     }
     pb->table = model->pe_table;
     pb->len = model->pe_table_len;
@@ -1333,6 +1399,80 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
 static void pe_project(GPT2* model) {
     pe_clamp(model, P_KPOWER_A, KERPLE_POWER_MIN, INFINITY);
     pe_clamp(model, P_KPOWER_P, KERPLE_POWER_MIN, KERPLE_POWER_P_MAX);
+}
+
+#elif defined(PE_TXL)
+// txl: Transformer-XL's relative encoding (train_gpt2.c "txl"): the scores of head h are
+// ((q_i + r_w) . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs), P = R W_r^T the projected
+// sinusoids of each distance. Its second term depends on q_i, so it is no bias b(i, j):
+// its own kernels (llmc/attention_txl.cuh, fp32 on CUDA cores in both builds) read the rows
+// of P a tile needs. Each layer's attention first computes P (R, computed in double on the
+// host and grown as longer sequences come, times W_r^T: one matmul); the backward turns dP
+// into dW_r = dP^T R and sums the dq pass's partials into dr_w and dr_r.
+#define PE_ATTENTION
+// the backward's scratch in floats: the dq pass's partials, dr_w and dr_r of a head per
+// (b, h, query block)
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) {
+    return (size_t)txl_q_blocks(B, T, cfg->num_heads) * 2 * (cfg->channels / cfg->num_heads);
+}
+// layer l's txl as the kernels see it, after computing its P for T positions
+static TxlArgs txl_layer(GPT2* model, int l, int T) {
+    int C = model->config.channels;
+    if (model->pe_rel_len < T) { // R_n for n < T
+        floatX* host = (floatX*)malloc_check((size_t)T * C * sizeof(floatX));
+        for (int n = 0; n < T; n++) {
+            for (int k = 0; k < C / 2; k++) {
+                double angle = n * pow(10000.0, -2.0 * k / C);
+                host[(size_t)n * C + k] = (floatX)(float)sin(angle);
+                host[(size_t)n * C + C / 2 + k] = (floatX)(float)cos(angle);
+            }
+        }
+        pe_table_upload((void**)&model->pe_rel_table, host, (size_t)T * C * sizeof(floatX), "the txl sinusoids");
+        free(host);
+        model->pe_rel_len = T;
+    }
+    matmul_forward(model->acts.pe_rel, model->pe_rel_table, model->params.txl_wr + (size_t)l * C * C, NULL, T, C, C, NULL);
+    TxlArgs a;
+    a.P = model->acts.pe_rel;
+    a.rw = model->params.txl_rw + (size_t)l * C;
+    a.rr = model->params.txl_rr + (size_t)l * C;
+    a.dP = model->gs.pe_drel;
+    a.partials = model->gs.pe_scratch;
+    return a;
+}
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    const GPT2Config* cfg = &model->config;
+    txl_attention_forward(out, lse, qkv, txl_layer(model, l, T), B, T, cfg->num_heads, cfg->channels / cfg->num_heads,
+                          ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+}
+// one thread per (head, dimension) of r_w and r_r: the sum of the dq pass's partials over
+// the batch and the query blocks
+__global__ void txl_bias_reduce_kernel(float* drw, float* drr, const float* partials, int B, int NH, int HS, int blocks) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= NH * HS) { return; }
+    int h = idx / HS, d = idx % HS;
+    float sw = 0.0f, sr = 0.0f;
+    for (int b = 0; b < B; b++) {
+        for (int qb = 0; qb < blocks; qb++) {
+            const float* part = partials + (((size_t)b * NH + h) * blocks + qb) * 2 * HS;
+            sw += part[d];
+            sr += part[HS + d];
+        }
+    }
+    drw[idx] += sw;
+    drr[idx] += sr;
+}
+// dqkv written in full; dW_r, dr_w and dr_r of layer l added (P recomputed first)
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    int C = model->config.channels, NH = model->config.num_heads;
+    TxlArgs a = txl_layer(model, l, T);
+    txl_attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, a, B, T, NH, C / NH, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+    // P = R W_r^T: dW_r += dP^T R
+    matmul_backward(NULL, model->grads.txl_wr + (size_t)l * C * C, NULL, NULL, a.dP, model->pe_rel_table, NULL, T, C, C, 0);
+    txl_bias_reduce_kernel<<<CEIL_DIV(C, 256), 256, 0, ctx.stream>>>(model->grads.txl_rw + (size_t)l * C, model->grads.txl_rr + (size_t)l * C,
+                                                                      a.partials, B, NH, C / NH, CEIL_DIV(T, ATT_BQ));
+    cudaCheckLaunch("txl_bias_reduce_kernel");
 }
 
 #elif defined(PE_CABLE_FAMILY)
@@ -1551,7 +1691,7 @@ static CopeLayer cope_layer(const GPT2* model, int l) {
     cl.E = model->params.cope_e + (size_t)l * P * hs;
     cl.dE = model->grads.cope_e != NULL ? model->grads.cope_e + (size_t)l * P * hs : NULL;
     cl.dkv = model->gs.att_dkv;
-    cl.dz = model->gs.cope_dz;
+    cl.dz = model->gs.pe_scratch;
     cl.P = P;
     cl.dz_rows = cope_dz_rows(model->acts_B, model->acts_T, cfg->num_heads, P);
     return cl;
@@ -1610,20 +1750,38 @@ static void pe_project(GPT2* model) { (void)model; }
 #define PE_LAYER_DLN1 0
 #endif
 #ifndef PE_ATTENTION
-// a layer's attention for every encoding but CoPE: llmc/attention_bias.cuh's, the bias
-// through the hooks above (D, att_D, is its scratch)
+// a layer's attention for every encoding but CoPE and txl: llmc/attention_bias.cuh's, the
+// bias through the hooks above (D, att_D, is its scratch), at the tokens' positions in layer
+// l. The bias encodings with randomized positions (PE_BIAS_OF_POSITIONS) compile the kernels a
+// second time for them (PEPositions; non-DAPE builds), so that the instance every other run
+// uses stays as it was; for the others positions enter before the attention (embeddings,
+// rope's and xpos's rotation) and the bias (none, or xPos's window, which -rp excludes)
+// ignores them.
 static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) { (void)cfg; (void)B; (void)T; return 0; }
 static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    int NH = model->config.num_heads, HS = model->config.channels / NH;
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 0);
-    attention_forward(out, lse, qkv, pb, B, T, model->config.num_heads, model->config.channels / model->config.num_heads, ctx.stream);
+#if defined(PE_BIAS_OF_POSITIONS) && DAPE_ID == 0
+    const int* pos = pe_positions(model, l);
+    if (pos != NULL) { attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, ctx.stream); return; }
+#endif
+    attention_forward(out, lse, qkv, pb, B, T, NH, HS, ctx.stream);
 }
 static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                                   const float* lse, int B, int T) {
+    int NH = model->config.num_heads, HS = model->config.channels / NH;
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 1);
-    attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, pb, B, T, model->config.num_heads,
-                       model->config.channels / model->config.num_heads, ctx.stream);
+#if defined(PE_BIAS_OF_POSITIONS) && DAPE_ID == 0
+    const int* pos = pe_positions(model, l);
+    if (pos != NULL) {
+        attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, ctx.stream);
+        pe_bias_reduce(&pb, model, l, B);
+        return;
+    }
+#endif
+    attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, pb, B, T, NH, HS, ctx.stream);
     pe_bias_reduce(&pb, model, l, B);
 }
 #endif
@@ -1845,6 +2003,8 @@ static void gpt2_free_activations(GPT2* model) {
     cuda_free(&model->gs_memory);
     if (model->host_losses != NULL) { cudaCheck(cudaFreeHost(model->host_losses)); }
     if (model->host_tokens != NULL) { cudaCheck(cudaFreeHost(model->host_tokens)); }
+    free(model->rp_host);
+    model->rp_host = NULL;
     memset(&model->acts, 0, sizeof(model->acts));
     memset(&model->gs, 0, sizeof(model->gs));
     model->host_losses = NULL;
@@ -1870,7 +2030,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         (void**)&a->att_lse, (void**)&a->residual2, (void**)&a->ln2, (void**)&a->ln2_mean, (void**)&a->ln2_rstd, (void**)&a->fch,
         (void**)&a->fch_gelu, (void**)&a->residual3, (void**)&a->lnf, (void**)&a->lnf_mean, (void**)&a->lnf_rstd, (void**)&a->losses,
         (void**)&a->pe_a, (void**)&a->pe_s, (void**)&a->pe_w, (void**)&a->proj, (void**)&a->logits, (void**)&a->rope,
-        (void**)&a->inputs, (void**)&a->targets,
+        (void**)&a->pe_rel, (void**)&a->positions, (void**)&a->inputs, (void**)&a->targets,
     };
     size_t abytes[] = {
         N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 3 * C * X, NL * N * C * X,
@@ -1879,6 +2039,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         cable ? NL * pe_stride * F : 0, cable ? NL * pe_stride * F : 0, cfg->pe == PE_ID_CABLE ? NL * pe_stride * F : 0,
         N * C * X, (N < CLASSIFIER_CHUNK ? N : CLASSIFIER_CHUNK) * Vp * X,
         cfg->pe == PE_ID_ROPE || cfg->pe == PE_ID_XPOS ? (size_t)T * (C / NH / 2) * sizeof(float4) : 0,
+        cfg->pe == PE_ID_TXL ? (size_t)T * C * X : 0, (size_t)rp_draws(cfg->pe, L) * T * sizeof(int),
         N * sizeof(int), N * sizeof(int),
     };
     model->acts_memory = carve(aptrs, abytes, (int)(sizeof(abytes) / sizeof(abytes[0])), "the activations");
@@ -1886,13 +2047,14 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         GradScratch* g = &model->gs;
         void** gptrs[] = {
             (void**)&g->dres, (void**)&g->dbig, (void**)&g->dsmall, (void**)&g->att_D,
-            (void**)&g->pe_dS, (void**)&g->pe_dw, (void**)&g->pe_dx, (void**)&g->pe_partials,
-            (void**)&g->att_dkv, (void**)&g->dape_partials, (void**)&g->cope_dz,
+            (void**)&g->pe_dS, (void**)&g->pe_dw, (void**)&g->pe_dx, (void**)&g->pe_partials, (void**)&g->pe_drel,
+            (void**)&g->att_dkv, (void**)&g->dape_partials, (void**)&g->pe_scratch,
         };
         size_t gbytes[] = {
             N * C * X, N * 4 * C * X, N * C * X, N * NH * F,
             cable ? N * NH * F : 0, cfg->pe == PE_ID_CABLE ? N * NH * F : 0, cable ? N * NH * X : 0,
             (cfg->dape != 0 ? dape_pe_slots(B, T, NH) + (size_t)NH * dape_kv_blocks(T) : (size_t)attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
+            cfg->pe == PE_ID_TXL ? (size_t)T * C * X : 0,
             cfg->dape != 0 || cfg->pe == PE_ID_COPE ? N * 2 * C * F : 0,
             cfg->dape != 0 ? (size_t)dape_query_blocks(B, T) * dape_num_params(dape_layer(model, 0)) * F : 0,
             pe_attention_scratch(cfg, B, T) * F,
@@ -1902,6 +2064,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     // pinned host memory: the copies of the batch and of the losses run asynchronously
     cudaCheck(cudaMallocHost((void**)&model->host_losses, N * sizeof(float)));
     cudaCheck(cudaMallocHost((void**)&model->host_tokens, 2 * N * sizeof(int)));
+    model->rp_host = (int*)malloc_check((size_t)rp_draws(cfg->pe, L) * T * sizeof(int));
     model->acts_N = N;
     model->pe_stride = pe_stride;
     model->acts_B = B;
@@ -1920,12 +2083,14 @@ static void gpt2_ensure_grads(GPT2* model) {
 }
 
 // longest sequence the model can process: learned embeddings stop at maxT, xPos where its
-// scale factors would leave the range of fp32 and bf16 (llmc/pe.h: xpos_max_length)
+// scale factors would leave the range of fp32 and bf16 (llmc/pe.h: xpos_max_length),
+// randomized positions at their range L (T of them are drawn from it)
 int gpt2_max_length(const GPT2* model) {
     const GPT2Config* c = &model->config;
-    if (c->pe == PE_ID_LEARNED) { return c->max_seq_len; }
-    if (c->pe == PE_ID_XPOS) { return xpos_max_length(c->channels / c->num_heads); }
-    return INT32_MAX;
+    int most = INT32_MAX;
+    if (c->pe == PE_ID_LEARNED) { most = c->max_seq_len; }
+    if (c->pe == PE_ID_XPOS) { most = xpos_max_length(c->channels / c->num_heads); }
+    return rp_active(model) && c->rp_len < most ? c->rp_len : most;
 }
 
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
@@ -1935,6 +2100,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     GPT2Config* cfg = &model->config;
     int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
     if (T > gpt2_max_length(model)) {
+        if (rp_active(model)) { fatal("randomized positions: T = %d tokens cannot be drawn from the range [0, %d) (-rp)", T, cfg->rp_len); }
         if (cfg->pe == PE_ID_LEARNED) { fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len); }
         fatal("PE %s cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d", pe_name(cfg->pe), T, gpt2_max_length(model));
     }
@@ -1949,6 +2115,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     model->batch_size = B;
     model->seq_len = T;
     model->last_training = training && targets != NULL;
+    pe_positions_draw(model, T);
     cudaStream_t st = ctx.stream;
     ActivationTensors a = model->acts;
     TensorSet<floatX> p = model->params;
@@ -2153,6 +2320,7 @@ void gpt2_free(GPT2* model) {
     cuda_free(&model->logits_row);
     cuda_free(&model->alibi_slopes);
     cuda_free(&model->pe_table);
+    cuda_free(&model->pe_rel_table);
     cuda_context_free();
 }
 

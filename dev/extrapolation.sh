@@ -4,34 +4,40 @@
 # 1x, 2x, 4x, 8x and 16x the training length in both modes (non-overlapping windows,
 # sliding window), and write one CSV, a markdown table and the plot, and the loss by
 # position of every encoding (positions.csv, positions.png). RoPE is evaluated with every
-# scaling method as well (-rs), xPos with blockwise causal attention (-xb 1).
+# scaling method as well (-rs), xPos with blockwise causal attention (-xb 1), and the models
+# trained with randomized positions at plain positions 0..T-1 as well (-ra 1).
 #
 #   dev/extrapolation.sh [--quick] [OUTDIR]     (default OUTDIR: out/extrapolation)
 #   ONLY="cope" dev/extrapolation.sh OUTDIR      only these entries, with the same settings (the
 #                                               rows of a run of the others stay valid: every
 #                                               entry trains alone, from the same seed)
 #
-# --quick: 6 encodings, a few steps, short lengths (a smoke test; CI runs it and checks
+# --quick: 8 entries, a few steps, short lengths (a smoke test; CI runs it and checks
 # that the CSVs have every expected row with finite numbers).
 #
 # An entry <base>_dape<variant> is the base with DAPE (llmc/dape.h; e.g. kerple_dape1x3 is
-# DAPE_1x3-Kerple), built as build/train_gpt2_<entry> (make ... PE=<base> DAPE=<variant>).
+# DAPE_1x3-Kerple), built as build/train_gpt2_<entry> (make ... PE=<base> DAPE=<variant>);
+# an entry <pe>_rp<L> is <pe> trained with randomized positions from [0, L) (-rp L; its
+# rows in the CSVs carry that name, as the trainer writes them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
 OUT=${1:-out/extrapolation}
 if [ $QUICK -eq 1 ]; then
-    PES=(learned alibi cable rope xpos kerple_dape1x3)
+    PES=(learned alibi cable rope xpos kerple_dape1x3 txl learned_rp512)
     MODEL=nano; T=32; B=4; STEPS=30; K=512; LR=3e-3; WARMUP=5
     ROPE_SCALING=yarn,dynamic-ntk
 else
     PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable cope
-         kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3)
+         txl kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3 learned_rp2048 rope_rp2048)
     MODEL=cpu; T=128; B=8; STEPS=${STEPS:-200}; K=${K:-4096}; LR=2e-3; WARMUP=20
 fi
 if [ -n "${ONLY:-}" ]; then read -r -a PES <<< "$ONLY"; fi
 ROPE_SCALING=${ROPE_SCALING:-pi,ntk,yarn,dynamic-pi,dynamic-ntk,dynamic-yarn}
+# the binary of an entry (<pe>_rp<L>: <pe>'s), and its randomized positions' flags
+binary() { echo "build/train_gpt2_${1%_rp*}"; }
+rp_flags() { case $1 in *_rp*) echo "-rp ${1##*_rp} -ra 1" ;; esac; }
 # the evaluation variants of an encoding: each adds a set of rows (mode "nonoverlap+yarn", ...)
 variant_flags() {
     case $1 in
@@ -42,20 +48,20 @@ variant_flags() {
 variant_count() {
     case $1 in
         rope) echo $(( $(tr -cd , <<< "$ROPE_SCALING" | wc -c) + 1 )) ;;
-        xpos) echo 1 ;;
+        xpos|*_rp*) echo 1 ;;
         *) echo 0 ;;
     esac
 }
 STRIDE=$T # sliding window: score the last T tokens of each window
 LENS="$T,$((2 * T)),$((4 * T)),$((8 * T)),$((16 * T))"
 mkdir -p "$OUT"
-make -s starter $(for pe in "${PES[@]}"; do echo build/train_gpt2_$pe; done)
+make -s starter $(for pe in "${PES[@]}"; do binary $pe; done | sort -u)
 start=$(date +%s)
 for pe in "${PES[@]}"; do
     t0=$(date +%s)
     rm -rf "$OUT/$pe" # a rerun starts over (the trainer refuses a new run over an old one)
-    build/train_gpt2_$pe -e $MODEL -t $T -b $B -x $STEPS -l $LR -u $WARMUP -q 0.1 -c 0.1 -v 0 -m 10 -s 0 \
-        -R 42 -E "$LENS" -K $K -W $STRIDE $(variant_flags $pe) -o "$OUT/$pe" > "$OUT/$pe.log"
+    $(binary $pe) -e $MODEL -t $T -b $B -x $STEPS -l $LR -u $WARMUP -q 0.1 -c 0.1 -v 0 -m 10 -s 0 \
+        -R 42 -E "$LENS" -K $K -W $STRIDE $(variant_flags $pe) $(rp_flags $pe) -o "$OUT/$pe" > "$OUT/$pe.log"
     echo "$pe: $(grep '^val loss' "$OUT/$pe.log" | tail -1), $(( $(date +%s) - t0 ))s"
 done
 elapsed=$(( $(date +%s) - start ))

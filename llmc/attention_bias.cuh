@@ -34,6 +34,8 @@ per encoding, train_gpt2.cu "positional encodings"):
 
 An encoding that writes its bias per pair, pe_bias(pb, b, h, i, j) as train_gpt2.c does,
 gets PERow = (b, h, i) from the trainer (no PE_ROW). PE::Grad is a struct of floats.
+With randomized positions (llmc/pe.h) the trainer hands the kernels PEPositions<PEBias>
+(below): the same hooks, called with the tokens' positions instead of their indices.
 
 Layouts: qkv (B, T, 3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS;
 out and dout (B, T, C); lse and D (B, NH, T) in fp32.
@@ -86,6 +88,35 @@ template<class G> struct GradPerLane<G, std::void_t<decltype(G::per_lane)>> { st
 // the encoding's per-row state of the bias (PERow): what pe_bias_row returns
 template<class PE> using PERowOf = decltype(pe_bias_row(PE(), 0, 0, 0));
 
+// An encoding's bias at the tokens' positions: the hooks of PE, called with pos[i] and pos[j]
+// for query i and key j (a draw of randomized positions, llmc/pe.h); a second instance of
+// the kernels, so that those with PE itself, at the indices, stay as they are. Positions
+// only enter the bias: masking and the per-token gradients of pe_bias_flush stay with the
+// tokens. Positions increase with the tokens, so pos[j] <= pos[i] exactly when j <= i.
+template<class PE>
+struct PEPositions {
+    typedef typename PE::Grad Grad;
+    PE pe;
+    const int* pos; // (T) device
+};
+template<class PE>
+__device__ __forceinline__ int pe_position(const PEPositions<PE>& w, int t) { return w.pos[t]; }
+template<class PE>
+__device__ __forceinline__ PERowOf<PE> pe_bias_row(const PEPositions<PE>& w, int b, int h, int i) {
+    return pe_bias_row(w.pe, b, h, pe_position(w, i));
+}
+template<class PE>
+__device__ __forceinline__ float pe_bias(const PEPositions<PE>& w, const PERowOf<PE>& r, int j) { return pe_bias(w.pe, r, pe_position(w, j)); }
+template<class PE>
+__device__ __forceinline__ void pe_bias_backward_warp(const PEPositions<PE>& w, typename PE::Grad& g, int side, const PERowOf<PE>& r, int j,
+                                                      float ds, bool valid) {
+    pe_bias_backward_warp(w.pe, g, side, r, pe_position(w, j), ds, valid);
+}
+template<class PE>
+__device__ __forceinline__ void pe_bias_flush(const PEPositions<PE>& w, typename PE::Grad& g, int side, int b, int h, int t, bool valid, int slot) {
+    pe_bias_flush(w.pe, g, side, b, h, t, valid, slot);
+}
+
 // sum over the HS / ATT_DPT threads that share a row (consecutive lanes)
 template<int TPR>
 __device__ __forceinline__ float row_group_sum(float v) {
@@ -124,9 +155,10 @@ __device__ __forceinline__ void attention_store_row(floatX* dst, const float* x,
 }
 
 // partial dot product of this thread's dimensions with row `r` of a shared-memory tile
-template<int HS, int TPR>
+// (rows LD floats apart)
+template<int HS, int TPR, int LD = HS>
 __device__ __forceinline__ float attention_dot(const float* x, const float* tile, int r, int p) {
-    const float4* row = reinterpret_cast<const float4*>(tile + r * HS);
+    const float4* row = reinterpret_cast<const float4*>(tile + r * LD);
     float acc = 0.0f;
     #pragma unroll
     for (int g = 0; g < ATT_DPT / 4; g++) {
@@ -136,15 +168,37 @@ __device__ __forceinline__ float attention_dot(const float* x, const float* tile
     return acc;
 }
 
-// y += a * (row `r` of a shared-memory tile), this thread's dimensions
-template<int HS, int TPR>
+// y += a * (row `r` of a shared-memory tile, rows LD floats apart), this thread's dimensions
+template<int HS, int TPR, int LD = HS>
 __device__ __forceinline__ void attention_axpy(float* y, float a, const float* tile, int r, int p) {
-    const float4* row = reinterpret_cast<const float4*>(tile + r * HS);
+    const float4* row = reinterpret_cast<const float4*>(tile + r * LD);
     #pragma unroll
     for (int g = 0; g < ATT_DPT / 4; g++) {
         float4 v = row[g * TPR + p];
         y[4 * g] += a * v.x; y[4 * g + 1] += a * v.y; y[4 * g + 2] += a * v.z; y[4 * g + 3] += a * v.w;
     }
+}
+
+// one tile of the online softmax: with the tile's scores s (-inf where masked), the running
+// maximum m and sum l move to the tile's, o is rescaled and gains the probabilities times the
+// tile's values (rows of vs); nothing while every score so far is -inf (a row past T)
+template<int HS, int TPR, int BK>
+__device__ __forceinline__ void attention_softmax_tile(const float (&s)[BK], float& m, float& l, float* o, const float* vs, int p) {
+    float m_new = m;
+    #pragma unroll
+    for (int jj = 0; jj < BK; jj++) { m_new = fmaxf(m_new, s[jj]); }
+    if (m_new == -INFINITY) { return; }
+    float corr = expf(m - m_new);
+    l *= corr;
+    #pragma unroll
+    for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
+    #pragma unroll
+    for (int jj = 0; jj < BK; jj++) {
+        float pij = expf(s[jj] - m_new);
+        l += pij;
+        attention_axpy<HS, TPR>(o, pij, vs, jj, p);
+    }
+    m = m_new;
 }
 
 // the biases of query row i for the keys j0.. j0 + ATT_BK - 1 into its row of a shared tile,

@@ -6,7 +6,11 @@ include train_gpt2.cu first. A one-layer model of the given shape supplies the
 encoding's parameters; q, k, v, the output gradient and CABLE's S and w are random.
 
 Compared: the output and the log-sum-exp, dq, dk, dv, and the bias gradients (CABLE's
-dS and, for cable, dw; the parameter gradients of t5, kerple, fire and kerple_power). The reference
+dS and, for cable, dw; the parameter gradients of t5, kerple, fire and kerple_power; txl's
+dP, the gradient of its projected sinusoids, and those of r_w and r_r). A shape with rp_len
+> 0 runs the bias encodings that have randomized positions (PE_BIAS_OF_POSITIONS) at the
+trainer's draw of T positions from [0, rp_len), through the trainer's attention of a layer
+(attn_case_run_layer: the kernels read the bias at those positions, PEPositions). The reference
 backward uses the kernel's own stored output for D_i = dout_i . out_i, as the kernel
 does, so that bf16 rounding of the output does not enter the comparison of gradients
 (and, for the same reason, leaves out the row side of dS for the encodings with
@@ -20,7 +24,7 @@ CoPE, whose attention is its own (llmc/attention_cope.cuh), has its own case at 
 
 #include <omp.h>
 
-typedef struct { int B, T, NH, hs; } AttnShape;
+typedef struct { int B, T, NH, hs, rp_len; } AttnShape; // rp_len: randomized positions from [0, rp_len) (0: none)
 
 // the dev/cuda checks' tolerances (relative L2 against the reference): out, lse, dq, dk, dv
 // (fp32 outputs; bf16 outputs, and P and dS rounded to bf16 in the tensor-core kernels),
@@ -48,6 +52,9 @@ typedef struct {
     float* S;       // (B, T, NH) CABLE
     float* w;       // (B, T, NH) cable
     float* slopes;  // (NH) alibi
+    int* pos;       // (T) the tokens' positions (randomized positions), NULL: the indices
+    const int* pos_dev; // the model's device copy
+    float* P;       // (T, C) txl: the projected sinusoids as the kernels see them
 } AttnCase;
 
 static float* download_floatX(const floatX* src, size_t n) {
@@ -78,10 +85,14 @@ static float* upload_random(floatX* dst, size_t n, float stddev, uint64_t* rng) 
 static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     memset(c, 0, sizeof(*c));
     c->s = s;
-    GPT2Config cfg;
+    GPT2Config cfg = {};
     cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
     cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
+#if defined(PE_BIAS_OF_POSITIONS)
+    cfg.rp_len = s.rp_len;
+    cfg.rp_seed = (int)seed;
+#endif
     GPT2* m = &c->model;
     gpt2_build_from_config(m, &cfg, seed);
     // PE parameters with some weight: a T5 table of unit scale, FIRE's threshold inside the
@@ -113,6 +124,13 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     c->dout = upload_random(m->gs.dsmall, N * C, 1.0f, &rng);
     c->par = download_floatX(m->params_memory, m->num_padded);
     c->slopes = download_float(m->alibi_slopes, s.NH);
+    m->rp_key = rp_key(RP_STREAM_TEST, 6, 0);
+    pe_positions_draw(m, s.T); // the trainer's draw, shared by the batch and the heads
+    c->pos_dev = pe_positions(m, 0);
+    if (c->pos_dev != NULL) {
+        c->pos = (int*)malloc_check(s.T * sizeof(int));
+        memcpy(c->pos, m->rp_host, s.T * sizeof(int));
+    }
     if (m->acts.pe_s != NULL) { // S: a random walk with increments -softplus(N(0, 1)); w around 1
         c->S = (float*)malloc_check(N * s.NH * sizeof(float));
         c->w = (float*)malloc_check(N * s.NH * sizeof(float));
@@ -134,10 +152,10 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
 
 static void attn_case_free(AttnCase* c) {
     gpt2_free(&c->model);
-    free(c->qkv); free(c->dout); free(c->par); free(c->S); free(c->w); free(c->slopes);
+    free(c->qkv); free(c->dout); free(c->par); free(c->S); free(c->w); free(c->slopes); free(c->pos); free(c->P);
 }
 
-// one forward and one backward pass of the given kernels on the case's inputs
+// one forward and one backward pass of the given kernels on the case's inputs, at the indices
 static void attn_case_run(AttnCase* c, AttnForwardFn fwd, AttnBackwardFn bwd) {
     GPT2* m = &c->model;
     AttnShape s = c->s;
@@ -151,16 +169,33 @@ static void attn_case_run(AttnCase* c, AttnForwardFn fwd, AttnBackwardFn bwd) {
     cudaCheck(cudaStreamSynchronize(ctx.stream));
 }
 
+// the same with the trainer's attention of layer 0 (pe_attention_forward/backward: its
+// kernels, positions and parameter gradients; txl's own kernels)
+static void attn_case_run_layer(AttnCase* c) {
+    GPT2* m = &c->model;
+    AttnShape s = c->s;
+    pe_attention_forward(m, 0, m->acts.atty, m->acts.att_lse, m->acts.qkv, s.B, s.T);
+    gpt2_zero_grad(m);
+    pe_attention_backward(m, 0, m->gs.dbig, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, s.B, s.T);
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+#if defined(PE_TXL)
+    free(c->P);
+    c->P = download_floatX(m->acts.pe_rel, (size_t)s.T * s.NH * s.hs);
+#endif
+}
+
 // ----------------------------------------------------------------------------
 // the reference: each encoding's bias and its gradient, from the definitions (DESIGN.md)
 
 // the parameters of the bias (t5, kerple, fire) are compared as one vector: the encoding's
-// tensors of the (one-layer) model in checkpoint order
+// tensors of the (one-layer) model in checkpoint order; txl's: dr_w, dr_r, then dP (T, C)
 static int ref_pe_params(const GPT2* m) {
 #if defined(PE_T5) || defined(PE_KERPLE) || defined(PE_FIRE) || defined(PE_KERPLE_POWER)
     int n = 0;
     for (int k = P_CABLE_WB; k < NUM_PARAMETER_TENSORS; k++) { n += (int)m->param_sizes[k]; }
     return n;
+#elif defined(PE_TXL)
+    return (int)(m->param_sizes[P_TXL_RW] + m->param_sizes[P_TXL_RR] + (size_t)m->seq_len * m->config.channels);
 #else
     (void)m;
     return 0;
@@ -192,6 +227,15 @@ static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
         out += ref_par(c, P_FIRE_W2, h * FIRE_HIDDEN + k) * fmax(0.0, ref_par(c, P_FIRE_W1, k) * u + ref_par(c, P_FIRE_B1, k));
     }
     return out;
+#elif defined(PE_TXL)
+    // (r_w . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs); the attention adds q_i . k_j / sqrt(hs)
+    int hs = c->s.hs, C = c->s.NH * hs;
+    const float* q = c->qkv + ((size_t)b * c->s.T + i) * 3 * C + h * hs;
+    const float* k = q + (size_t)(j - i) * 3 * C + C;
+    const float* P = c->P + (size_t)(i - j) * C + h * hs;
+    double sum = 0;
+    for (int e = 0; e < hs; e++) { sum += ref_par(c, P_TXL_RW, h * hs + e) * k[e] + ((double)q[e] + ref_par(c, P_TXL_RR, h * hs + e)) * P[e]; }
+    return sum / sqrt((double)hs);
 #elif defined(PE_CABLE_FAMILY)
     int NH = c->s.NH;
     size_t si = ((size_t)b * c->s.T + i) * NH + h, sj = ((size_t)b * c->s.T + j) * NH + h;
@@ -209,9 +253,11 @@ static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
 }
 
 // dL/d(bias inputs) of one pair, given ds = dL/db(i, j): the row side (query i) adds to dS_i
-// and dw_i, the column side (key j) to dS_j and the bias parameters (dpe, see ref_pe_params)
-static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, int j, double ds, double* dS, double* dw, double* dpe) {
-    (void)c; (void)side; (void)b; (void)h; (void)i; (void)j; (void)ds; (void)dS; (void)dw; (void)dpe;
+// and dw_i (txl: dq_i in dqkv), the column side (key j) to dS_j and the bias parameters (dpe,
+// see ref_pe_params; txl: and dk_j)
+static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, int j, double ds, double* dS, double* dw, double* dpe,
+                              double* dqkv) {
+    (void)c; (void)side; (void)b; (void)h; (void)i; (void)j; (void)ds; (void)dS; (void)dw; (void)dpe; (void)dqkv;
 #if defined(PE_T5)
     if (side == PE_SIDE_COL) { dpe[h * T5_NUM_BUCKETS + t5_bucket(i - j)] += ds; }
 #elif defined(PE_KERPLE)
@@ -253,6 +299,25 @@ static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, 
         dc[0] += (dpn * n / (cc * n + 1) + dpd * lp / (cc * lp + 1)) * (cv >= 0 ? 1 : -1);
         if (L > i) { dL[0] += dpd * cc / (cc * L + 1) * L0 * (Lv >= 0 ? 1 : -1); }
     }
+#elif defined(PE_TXL)
+    int hs = c->s.hs, C = c->s.NH * hs;
+    double g = ds / sqrt((double)hs);
+    const float* q = c->qkv + ((size_t)b * c->s.T + i) * 3 * C + h * hs;
+    const float* k = c->qkv + ((size_t)b * c->s.T + j) * 3 * C + C + h * hs;
+    const float* P = c->P + (size_t)(i - j) * C + h * hs;
+    double* drw = dpe + h * hs;
+    double* drr = dpe + C + h * hs;
+    double* dP = dpe + 2 * C + (size_t)(i - j) * C + h * hs;
+    for (int e = 0; e < hs; e++) {
+        if (side == PE_SIDE_ROW) { dqkv[((size_t)b * c->s.T + i) * 3 * C + h * hs + e] += g * P[e]; }
+        if (side == PE_SIDE_COL) {
+            double rw = ref_par(c, P_TXL_RW, h * hs + e), rr = ref_par(c, P_TXL_RR, h * hs + e);
+            dqkv[((size_t)b * c->s.T + j) * 3 * C + C + h * hs + e] += g * rw;
+            drw[e] += g * k[e];
+            drr[e] += g * P[e];
+            dP[e] += g * (q[e] + rr);
+        }
+    }
 #elif defined(PE_CABLE_FAMILY)
     int NH = c->s.NH;
     size_t si = ((size_t)b * c->s.T + i) * NH + h, sj = ((size_t)b * c->s.T + j) * NH + h;
@@ -290,6 +355,7 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
     r->dw = (double*)calloc_check(N * NH, sizeof(double));
     r->dpe = (double*)calloc_check(r->npe + 1, sizeof(double));
     const float* x = c->qkv;
+    #define POS(t) (c->pos != NULL ? c->pos[t] : (t)) // the bias at the tokens' positions
     #define Q(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + (h) * hs)
     #define K(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + C + (h) * hs)
     #define V(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + 2 * C + (h) * hs)
@@ -306,7 +372,7 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
                     for (int j = 0; j <= i; j++) {
                         double dot = 0;
                         for (int e = 0; e < hs; e++) { dot += (double)Q(b, i, h)[e] * K(b, j, h)[e]; }
-                        p[j] = dot * scale + ref_bias(c, b, h, i, j);
+                        p[j] = dot * scale + ref_bias(c, b, h, POS(i), POS(j));
                         m = fmax(m, p[j]);
                     }
                     double sum = 0;
@@ -337,7 +403,7 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
         double dot_ = 0, dp_ = 0; \
         for (int e = 0; e < hs; e++) { dot_ += (double)Q(b, i, h)[e] * K(b, j, h)[e]; dp_ += (double)G(b, i, h)[e] * V(b, j, h)[e]; } \
         size_t bhi_ = ((size_t)(b) * NH + (h)) * T + (i); \
-        double pij = exp(dot_ * scale + ref_bias(c, b, h, i, j) - r->lse[bhi_]); \
+        double pij = exp(dot_ * scale + ref_bias(c, b, h, POS(i), POS(j)) - r->lse[bhi_]); \
         double dsij = pij * (dp_ - D[bhi_]);
     // rows: dq and the row side of the bias gradient
     #pragma omp parallel for collapse(3) schedule(dynamic, 16)
@@ -349,7 +415,7 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
                     PAIR(b, h, i, j, pij, ds)
                     (void)pij;
                     for (int e = 0; e < hs; e++) { dq[e] += ds * scale * K(b, j, h)[e]; }
-                    ref_bias_backward(c, PE_SIDE_ROW, b, h, i, j, ds, r->dS, r->dw, r->dpe);
+                    ref_bias_backward(c, PE_SIDE_ROW, b, h, POS(i), POS(j), ds, r->dS, r->dw, r->dpe, r->dqkv);
                 }
             }
         }
@@ -365,13 +431,14 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
                 for (int i = j; i < T; i++) {
                     PAIR(b, h, i, j, pij, ds)
                     for (int e = 0; e < hs; e++) { dk[e] += ds * scale * Q(b, i, h)[e]; dv[e] += pij * G(b, i, h)[e]; }
-                    ref_bias_backward(c, PE_SIDE_COL, b, h, i, j, ds, r->dS, r->dw, dpe);
+                    ref_bias_backward(c, PE_SIDE_COL, b, h, POS(i), POS(j), ds, r->dS, r->dw, dpe, r->dqkv);
                 }
             }
         }
     }
     #undef PAIR
     free(D);
+    #undef POS
     #undef Q
     #undef K
     #undef V
@@ -442,6 +509,17 @@ static int attn_case_compare(AttnCase* c, double tol_out, double tol_pe) {
         fails += attn_compare("cable dw", dw, r.dw, N * s.NH, tol_pe);
         free(dw);
     }
+#if defined(PE_TXL)
+    { // dr_w, dr_r from the parameter gradients, dP (the kernels' output, in the build's precision)
+        float* g = download_float(m->grads_memory, m->num_padded);
+        float* dP = download_floatX(m->gs.pe_drel, (size_t)s.T * C);
+        fails += attn_compare("txl dr_w", g + m->param_offsets[P_TXL_RW], r.dpe, C, tol_pe);
+        fails += attn_compare("txl dr_r", g + m->param_offsets[P_TXL_RR], r.dpe + C, C, tol_pe);
+        fails += attn_compare("txl dP", dP, r.dpe + 2 * C, (size_t)s.T * C, tol_out);
+        free(g);
+        free(dP);
+    }
+#else
     if (r.npe > 0) {
         float* g = download_float(m->grads_memory, m->num_padded);
         float* flat = (float*)malloc_check(r.npe * sizeof(float));
@@ -453,6 +531,7 @@ static int attn_case_compare(AttnCase* c, double tol_out, double tol_pe) {
         free(flat);
         free(g);
     }
+#endif
     attn_reference_free(&r);
     free(out); free(lse); free(dqkv);
     return fails;

@@ -11,7 +11,8 @@ The trainer that includes this file provides the model (type GPT2, real) and:
   gpt2_grad_norm_squared, gpt2_update, gpt2_logits_row, gpt2_token_losses,
   gpt2_max_length, gpt2_opt_state_size, gpt2_opt_state_get, gpt2_opt_state_set,
   gpt2_peak_memory_mib, gpt2_step_info (text appended to the step line, e.g. MFU),
-  gpt2_free, and the string TRAINER_NAME.
+  gpt2_free, and the string TRAINER_NAME; the model's fields pe_eval (the evaluation
+  variant) and rp_key (the key of the next forward pass's randomized positions) are set here.
 */
 #ifndef LLMC_DRIVER_H
 #define LLMC_DRIVER_H
@@ -80,6 +81,7 @@ typedef struct {
     int eval_variants[PE_EVAL_NUM]; // -rs (RoPE scaling methods), -xb 1 (xPos's BCA): extra row sets
     int num_eval_variants;
     float rope_factor;           // -rf static RoPE scaling factor (0: longest -E length / training length)
+    int rand_pos;                // -rp randomized positions from [0, L) (llmc/pe.h; -1: not given, 0: off)
 } TrainArgs;
 
 static void usage(void) {
@@ -121,7 +123,11 @@ static void usage(void) {
         "              dynamic-pi,dynamic-ntk,dynamic-yarn (factor = length / training length) (default none)\n"
         "  -rf <float> static RoPE scaling factor of -rs pi, ntk, yarn, >= 1 (default: longest -E length /\n"
         "              training length)\n"
-        "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n",
+        "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n"
+        "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T; for learned,\n"
+        "              sinusoidal, rope, xpos, alibi, sandwich, kerple, kerple_power, fire, t5 (default: the\n"
+        "              checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
+        "  -ra <int>   randomized positions: also evaluate with plain positions 0..T-1 (rows +plainpos) (default 0)\n",
         MAX_GEN_TOKENS);
     exit(0);
 }
@@ -202,7 +208,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->skip_loss_z = 0; a->skip_grad_z = 0; a->seed = 42;
     a->num_eval_lengths = -1; a->eval_tokens = 4096; a->eval_stride = 0; a->eval_every = 0;
     a->argc = argc; a->argv = argv;
-    a->num_eval_variants = 0; a->rope_factor = 0;
+    a->num_eval_variants = 0; a->rope_factor = 0; a->rand_pos = -1;
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); }
@@ -258,6 +264,17 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
             if (PE_ID != PE_ID_XPOS) { fatal("flag -xb: blockwise causal attention is xPos's, this binary is PE '%s'", pe_name(PE_ID)); }
             add_eval_variant(a, PE_EVAL_BCA, "-xb");
+        }
+        else if (!strcmp(f, "-rp")) {
+            a->rand_pos = (int)parse_long(f, v, 0, 1 << 24);
+            if (a->rand_pos > 0 && (!rp_supported(PE_ID) || DAPE_ID != 0)) {
+                fatal("flag -rp: randomized positions exist for learned, sinusoidal, rope, xpos, alibi, sandwich, kerple, "
+                      "kerple_power, fire and t5; this binary is PE '%s'", model_label(PE_ID, DAPE_ID));
+            }
+        }
+        else if (!strcmp(f, "-ra")) {
+            if (parse_long(f, v, 0, 1) == 0) { continue; }
+            add_eval_variant(a, PE_EVAL_PLAINPOS, "-ra");
         }
         else { fatal("unknown flag %s (./%s -h lists the flags)", f, TRAINER_NAME); }
     }
@@ -705,9 +722,11 @@ static void generate_sample(GPT2* model, Tokenizer* tok, int gen_tokens, uint64_
     int* seq = (int*)malloc_check(maxlen * sizeof(int));
     float* logits = (float*)malloc_check(model->config.padded_vocab_size * sizeof(float));
     for (int t = 0; t < maxlen; t++) { seq[t] = GPT2_EOT < model->config.vocab_size ? GPT2_EOT : 0; }
+    model->rp_key = rp_key(RP_STREAM_SAMPLE, 0, 0);
     gpt2_forward(model, seq, NULL, 1, maxlen - 1, 0); // sizes the buffers once for the longest prefix
     printf("generating:\n---\n");
     for (int t = 1; t < maxlen; t++) {
+        model->rp_key = rp_key(RP_STREAM_SAMPLE, (uint64_t)t, 0);
         gpt2_forward(model, seq, NULL, 1, t, 0);
         gpt2_logits_row(model, 0, t - 1, logits);
         int next = sample_mult(logits, model->config.vocab_size, random_f32(rng));
@@ -734,12 +753,17 @@ static float validation_loss(GPT2* model, DataLoader* val, int batches, const Mu
     double sum[1] = {0};
     for (int i = 0; i < batches; i++) {
         dataloader_next_batch(val);
+        model->rp_key = rp_key(RP_STREAM_VAL, (uint64_t)i, 0); // the same positions at every validation
         gpt2_forward(model, val->inputs, val->targets, val->B, val->T, 0);
         sum[0] += model->mean_loss;
     }
     mp_allreduce_sum_f64(sum, 1);
     return (float)(sum[0] / batches / mp->world);
 }
+
+// the encoding's name in the extrapolation table and its CSV files: the binary's
+// (model_label), with _rp<L> for a model with randomized positions from [0, L)
+static char run_pe_label[64];
 
 // ----------------------------------------------------------------------------
 // length extrapolation: perplexity on the val tokens at each length, in two modes
@@ -797,6 +821,7 @@ static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, i
             const uint16_t* src = tokens + first + (w0 + r) * scored - (L - scored);
             for (int t = 0; t < L; t++) { inp[r * L + t] = src[t]; tgt[r * L + t] = src[t + 1]; }
         }
+        model->rp_key = rp_key(RP_STREAM_EVAL, ((uint64_t)L << 32) | (uint64_t)scored, (uint64_t)w0); // however many ranks
         gpt2_forward(model, inp, tgt, rows, L, 0);
         gpt2_token_losses(model, losses);
         for (int r = 0; r < rows; r++) {
@@ -893,7 +918,7 @@ static void write_positions(const EvalRow* rows, int n, const char* dir, int tra
             if (r->pos_tokens[k] == 0) { continue; }
             int lo = bucket_lo(k) > r->first_pos ? bucket_lo(k) : r->first_pos;
             int hi = bucket_hi(k) < r->eval_len ? bucket_hi(k) : r->eval_len;
-            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len,
+            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f\n", run_pe_label, train_len, r->eval_len,
                            r->mode, lo, hi, (long long)r->pos_tokens[k], r->pos_loss[k]);
             atomic_write(&af, line, 1, len);
         }
@@ -904,7 +929,7 @@ static void write_positions(const EvalRow* rows, int n, const char* dir, int tra
 static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a, int train_len, int step, int stride) {
     char modes[64] = "non-overlapping windows only";
     if (stride > 0) { snprintf(modes, sizeof(modes), "sliding stride %d", stride); }
-    printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", model_label(PE_ID, DAPE_ID), train_len, step, modes);
+    printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", run_pe_label, train_len, step, modes);
     for (int k = 0; k < a->num_eval_variants; k++) {
         int v = a->eval_variants[k];
         if (v == PE_EVAL_PI || v == PE_EVAL_NTK || v == PE_EVAL_YARN) { printf("static RoPE scaling factor s = %g\n", eval_rope_factor(a, train_len)); break; }
@@ -928,8 +953,8 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
     atomic_write(&af, line, 1, len);
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
-        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len, r->mode); }
-        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss)); }
+        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a\n", run_pe_label, train_len, r->eval_len, r->mode); }
+        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f\n", run_pe_label, train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss)); }
         atomic_write(&af, line, 1, len);
     }
     atomic_commit(&af);
@@ -1042,7 +1067,7 @@ static int train_main(int argc, char** argv) {
     size_t used = strlen(desc); // the lists: -E, then -rs/-xb's variants and -rf
     for (int k = 0; k < a.num_eval_lengths; k++) { used += snprintf(desc + used, sizeof(desc) - used, " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { used += snprintf(desc + used, sizeof(desc) - used, " V%d", a.eval_variants[k]); }
-    snprintf(desc + used, sizeof(desc) - used, " rf%g", a.rope_factor);
+    snprintf(desc + used, sizeof(desc) - used, " rf%g rp%d", a.rope_factor, a.rand_pos);
     mp_check_same(desc, "configuration (flags)", 0);
 
     // the output directory: locked for the whole run (its stale temporary files removed);
@@ -1092,13 +1117,36 @@ static int train_main(int argc, char** argv) {
         if (!gpt2_config_from_preset(&cfg, a.model, a.T, PE_ID)) {
             fatal("-e %s is neither a .bin checkpoint nor a preset (nano, cpu, tiny, small, medium, d6..d48)", a.model);
         }
+        if (PE_ID == PE_ID_LEARNED && a.rand_pos > cfg.max_seq_len) { cfg.max_seq_len = a.rand_pos; } // a row per position
         gpt2_build_from_config(&model, &cfg, a.seed);
     }
     GPT2Config* cfg = &model.config;
+    // randomized positions (llmc/pe.h): -rp sets the range of a new model or of an
+    // evaluation; a resumed run draws from its checkpoint's range with its seed
+    if (a.rand_pos >= 0 && a.rand_pos != cfg->rp_len) {
+        if (resume_step >= 0 && training) {
+            fatal("resume: -rp %d differs from this run's -rp %d (its checkpoint's); leave -rp out to continue the run as it was",
+                  a.rand_pos, cfg->rp_len);
+        }
+        if (cfg->rp_len == 0 || training) { cfg->rp_seed = (int)a.seed; }
+        cfg->rp_len = a.rand_pos;
+        gpt2_config_check(cfg, "-rp");
+    }
+    if (training && cfg->rp_len > 0 && a.T > cfg->rp_len) {
+        fatal("-t %d is more than the %d randomized positions it would be drawn from (-rp %d)", a.T, cfg->rp_len, cfg->rp_len);
+    }
+    for (int k = 0; k < a.num_eval_variants; k++) {
+        if (a.eval_variants[k] == PE_EVAL_PLAINPOS && cfg->rp_len == 0) { fatal("flag -ra: the model has no randomized positions (-rp)"); }
+        if (a.eval_variants[k] == PE_EVAL_BCA && cfg->rp_len > 0) {
+            fatal("flag -xb: blockwise causal attention is not defined for a model with randomized positions (-rp %d)", cfg->rp_len);
+        }
+    }
+    snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
+    if (cfg->rp_len > 0) { snprintf(run_pe_label + strlen(run_pe_label), sizeof(run_pe_label) - strlen(run_pe_label), "_rp%d", cfg->rp_len); }
     char shape[MP_SHOW_BYTES]; // the same build may have read different files on different ranks
-    snprintf(shape, sizeof(shape), "L=%d NH=%d C=%d maxT=%d V=%d Vp=%d DAPE width %d, %zu parameters", cfg->num_layers,
+    snprintf(shape, sizeof(shape), "L=%d NH=%d C=%d maxT=%d V=%d Vp=%d DAPE width %d, %zu parameters, rp %d seed %d", cfg->num_layers,
              cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size, cfg->dape_width,
-             count_parameters(cfg));
+             count_parameters(cfg), cfg->rp_len, cfg->rp_seed);
     mp_check_same(shape, "model", 1);
     if (training && a.T > gpt2_max_length(&model)) {
         fatal("-t %d is beyond maxT = %d of this learned-PE model", a.T, gpt2_max_length(&model));
@@ -1152,6 +1200,12 @@ static int train_main(int argc, char** argv) {
             char dape[64];
             snprintf(dape, 64, "kernel 1x%d, width D=%d, edge exact %d", cfg->dape, cfg->dape_width, DAPE_EDGE_EXACT);
             printf("| %-21s | %-50s |\n", "DAPE", dape);
+        }
+        if (cfg->rp_len > 0) {
+            char rp[64];
+            snprintf(rp, 64, "from [0, %d), seed %d, drawn %s", cfg->rp_len, cfg->rp_seed,
+                     rp_draws(cfg->pe, cfg->num_layers) > 1 ? "per layer" : "per pass");
+            printf("| %-21s | %-50s |\n", "randomized positions", rp);
         }
         printf("| %-21s | %-50s |\n", "model", resume_step >= 0 ? path : a.model);
         char cell[3][64]; // the rows made of several numbers, padded like the others
@@ -1216,6 +1270,7 @@ static int train_main(int argc, char** argv) {
         double t0 = now_seconds();
         gpt2_zero_grad(&model);
         double loss[1] = {0};
+        model.rp_key = rp_key(RP_STREAM_TRAIN, (uint64_t)step, 0); // every micro-batch and process of the step
         for (int micro = 0; micro < grad_accum; micro++) {
             if (!a.overfit) { dataloader_next_batch(&train); }
             gpt2_forward(&model, train.inputs, train.targets, a.B, a.T, 1.0f / grad_accum);

@@ -6,7 +6,8 @@ of them take weight decay, the random initialization, and the checkpoint header.
 
 Checkpoint: int32 header[256] = {20240326, version (3 = fp32, 5 = bf16), maxT, V, L,
 NH, C, Vp, PE id, DAPE variant, DAPE width, revision of the PE's definition (pe_revision),
-0...}, then every parameter tensor in the order below. A tensor
+randomized positions' range L (0: none) and seed (llmc/pe.h), 0...}, then every parameter
+tensor in the order below. A tensor
 that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
@@ -41,12 +42,14 @@ typedef struct {
     int pe;                // PE id (llmc/pe.h)
     int dape;              // DAPE variant = its kernel width k, 0 = none (llmc/dape.h)
     int dape_width;        // DAPE's hidden width D (0 without DAPE)
+    int rp_len;            // randomized positions (-rp): drawn from [0, rp_len); 0: positions 0..T-1
+    int rp_seed;           // the seed of those draws (the run's -R)
 } GPT2Config;
 
 // ----------------------------------------------------------------------------
 // parameter tensors
 
-#define NUM_PARAMETER_TENSORS 36
+#define NUM_PARAMETER_TENSORS 39
 enum {
     P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
     P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
@@ -56,6 +59,7 @@ enum {
     P_FIRE_W1, P_FIRE_B1, P_FIRE_W2, P_FIRE_B2, P_FIRE_C, P_FIRE_L,
     P_KPOWER_A, P_KPOWER_P,
     P_COPE_E,
+    P_TXL_WR, P_TXL_RW, P_TXL_RR,
     // DAPE (llmc/dape.h), last: W1 (D, Cin, k), b1 (D), W2 (NH, D, k), b2 (NH) per layer
     P_DAPE_W1, P_DAPE_B1, P_DAPE_W2, P_DAPE_B2,
 };
@@ -68,12 +72,14 @@ static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
     "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L",
     "kpower_a", "kpower_p",
     "cope_e",
+    "txl_wr", "txl_rw", "txl_rr",
     "dape_w1", "dape_b1", "dape_w2", "dape_b2",
 };
 
 // weight decay applies to the matrices (2-D per layer) and to nothing else; DAPE's
 // weights decay and its biases do not (GPT-NeoX's rule in the official code); CoPE's
-// embeddings decay (a matrix per layer; the official trainer decays every parameter)
+// embeddings decay (a matrix per layer; the official trainer decays every parameter), and
+// so do txl's W_r, r_w and r_r (matrices per layer; decayed in the official code too)
 static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 1, 0, 0, 1, 0, 1, 0,
     0, 0, 1, 0, 1, 0, 0, 0,
@@ -82,6 +88,7 @@ static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
     1, 0, 1, 0, 0, 0,
     0, 0,
     1,
+    1, 1, 1,
     1, 0, 1, 0,
 };
 
@@ -122,6 +129,9 @@ static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
     sizes[P_KPOWER_A] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
     sizes[P_KPOWER_P] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
     sizes[P_COPE_E] = pe == PE_ID_COPE ? L * cope_positions((int)maxT) * (C / NH) : 0;
+    sizes[P_TXL_WR] = pe == PE_ID_TXL ? L * C * C : 0;
+    sizes[P_TXL_RW] = pe == PE_ID_TXL ? L * C : 0;
+    sizes[P_TXL_RR] = pe == PE_ID_TXL ? L * C : 0;
     size_t k = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(pe, (int)NH);
     sizes[P_DAPE_W1] = L * D * Cin * k;
     sizes[P_DAPE_B1] = k > 0 ? L * D : 0;
@@ -152,6 +162,9 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     if ((c->pe == PE_ID_ROPE || c->pe == PE_ID_XPOS || c->pe == PE_ID_SANDWICH) && (c->channels / c->num_heads) % 2 != 0) {
         fatal("%s: %s needs an even head size, got %d", what, pe_name(c->pe), c->channels / c->num_heads);
     }
+    if (c->pe == PE_ID_TXL && c->channels % 2 != 0) { // its sinusoids come in C/2 pairs
+        fatal("%s: txl needs an even number of channels, got %d", what, c->channels);
+    }
     if (c->pe == PE_ID_SINUSOIDAL && c->channels < 4) { // its frequencies divide by C/2 - 1
         fatal("%s: sinusoidal needs at least 4 channels, got %d", what, c->channels);
     }
@@ -168,6 +181,14 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     }
     if (c->dape != 0 && !dape_base_supported(c->pe)) {
         fatal("%s: DAPE on PE '%s' (DAPE runs on nope, rope, alibi, kerple, fire)", what, pe_name(c->pe));
+    }
+    if (c->rp_len < 0 || c->rp_len > (1 << 24)) { fatal("%s: bad range of randomized positions %d", what, c->rp_len); }
+    if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
+        fatal("%s: randomized positions on PE '%s' (they exist for learned, sinusoidal, rope, xpos, alibi, sandwich, "
+              "kerple, kerple_power, fire, t5)", what, model_label(c->pe, c->dape));
+    }
+    if (c->pe == PE_ID_LEARNED && c->rp_len > c->max_seq_len) {
+        fatal("%s: randomized positions from [0, %d) need as many rows of wpe, it has maxT = %d", what, c->rp_len, c->max_seq_len);
     }
 }
 
@@ -211,6 +232,8 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
     c->padded_vocab_size = GPT2_PADDED_VOCAB;
     c->pe = pe;
     gpt2_config_set_dape(c);
+    c->rp_len = 0;
+    c->rp_seed = 0;
     return 1;
 }
 
@@ -278,6 +301,10 @@ static void gpt2_init_params(float* params, const GPT2Config* cfg, uint64_t seed
                 break;
             case P_COPE_E: // zeros, as the official code: CoPE starts as NoPE
                 fill_const(p, n, 0.0f); break;
+            case P_TXL_WR: // r_net: PyTorch's default Linear init, U(+-1/sqrt(C))
+                fill_uniform(p, n, -1.0f / sqrtf((float)cfg->channels), 1.0f / sqrtf((float)cfg->channels), &rng); break;
+            case P_TXL_RW: case P_TXL_RR: // torch.randn * 0.02
+                fill_normal(p, n, 0.02f, &rng); break;
             case P_DAPE_W1: case P_DAPE_B1: { // PyTorch's default Conv2d / Linear init: U(+-1/sqrt(fan_in))
                 float bound = 1.0f / sqrtf((float)dape_in_channels(cfg->pe, cfg->num_heads) * cfg->dape);
                 fill_uniform(p, n, -bound, bound, &rng); break;
@@ -310,6 +337,8 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[11] = pe_revision(cfg->pe);
     header[9] = cfg->dape;
     header[10] = cfg->dape_width;
+    header[12] = cfg->rp_len;
+    header[13] = cfg->rp_seed;
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -334,6 +363,8 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->pe = header[8];
     cfg->dape = header[9];
     cfg->dape_width = header[10];
+    cfg->rp_len = header[12];
+    cfg->rp_seed = header[13];
     gpt2_config_check(cfg, path);
     if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
         fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s%s%s)",

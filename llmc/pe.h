@@ -22,6 +22,7 @@ backward) live in one marked section of each trainer.
   13  sandwich    bias        none
   14  kerple_power bias       a [NH], p [NH]
   15  cope        bias (context) E [P, hs], P = maxT + 1 (the positions' embeddings)
+  16  txl         q, bias     W_r [C, C], r_w [NH, hs], r_r [NH, hs]
 
 The id is stored in word 8 of the checkpoint header; 0 = learned, so llm.c's
 checkpoints (which have 0 there) load as `learned`. Word 11 holds the revision of the
@@ -29,14 +30,21 @@ encoding's definition (pe_revision below), so that a checkpoint trained under an
 definition of the same encoding is refused instead of silently evaluated with the new one.
 
 Evaluation variants (runtime flags of the driver, never used in training): the RoPE
-scaling methods of a `rope` model (PI, NTK-aware, YaRN, each static or dynamic) and
-xPos's blockwise causal attention; pe_eval below says which one is on, and
-rope_frequencies computes the scaled frequency table both trainers rotate with.
+scaling methods of a `rope` model (PI, NTK-aware, YaRN, each static or dynamic),
+xPos's blockwise causal attention, and plain positions for a model trained with
+randomized positions; pe_eval below says which one is on, and rope_frequencies
+computes the scaled frequency table both trainers rotate with.
+
+Randomized positions (-rp L, Ruoss et al. 2023; the section at the end): the positions
+of a forward pass are T values drawn without replacement from [0, L) and sorted, instead
+of 0..T-1; rp_draw makes them, bit for bit the same in both trainers.
 */
 #ifndef LLMC_PE_H
 #define LLMC_PE_H
 
 #include <math.h>
+#include <stdint.h>
+#include "rand.h"
 
 #define PE_ID_LEARNED 0
 #define PE_ID_SINUSOIDAL 1
@@ -54,7 +62,8 @@ rope_frequencies computes the scaled frequency table both trainers rotate with.
 #define PE_ID_SANDWICH 13
 #define PE_ID_KERPLE_POWER 14
 #define PE_ID_COPE 15
-#define PE_NUM_IDS 16
+#define PE_ID_TXL 16
+#define PE_NUM_IDS 17
 
 #if defined(PE_SINUSOIDAL)
 #define PE_ID PE_ID_SINUSOIDAL
@@ -86,11 +95,19 @@ rope_frequencies computes the scaled frequency table both trainers rotate with.
 #define PE_ID PE_ID_KERPLE_POWER
 #elif defined(PE_COPE)
 #define PE_ID PE_ID_COPE
+#elif defined(PE_TXL)
+#define PE_ID PE_ID_TXL
 #else
 #ifndef PE_LEARNED
 #define PE_LEARNED
 #endif
 #define PE_ID PE_ID_LEARNED
+#endif
+
+// the encodings whose attention bias is a function of the positions, and so of a draw of
+// randomized positions (-rp; rp_supported below: the others enter by the embedding or q, k)
+#if defined(PE_ALIBI) || defined(PE_SANDWICH) || defined(PE_KERPLE) || defined(PE_KERPLE_POWER) || defined(PE_FIRE) || defined(PE_T5)
+#define PE_BIAS_OF_POSITIONS
 #endif
 
 // the CABLE family shares one implementation: a per-token increment from a linear
@@ -102,7 +119,7 @@ rope_frequencies computes the scaled frequency table both trainers rotate with.
 static const char* const PE_NAMES[PE_NUM_IDS] = {
     "learned", "sinusoidal", "rope", "nope", "alibi", "t5",
     "kerple", "fire", "cable_v1", "cable_nw", "cable", "kcable",
-    "xpos", "sandwich", "kerple_power", "cope",
+    "xpos", "sandwich", "kerple_power", "cope", "txl",
 };
 
 static inline const char* pe_name(int id) {
@@ -219,10 +236,11 @@ enum {
     PE_EVAL_DYN_NTK,
     PE_EVAL_DYN_YARN,
     PE_EVAL_BCA,      // xPos: blockwise causal attention beyond the training length
+    PE_EVAL_PLAINPOS, // randomized positions (-rp): positions 0..T-1 instead of a draw
     PE_EVAL_NUM
 };
 static const char* const PE_EVAL_NAMES[PE_EVAL_NUM] = {
-    "plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca",
+    "plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos",
 };
 
 // the variant in effect: which one, the static RoPE factor s, and the training length L
@@ -285,6 +303,61 @@ static double rope_frequencies(double* inv_freq, int hs, const PEEval* e, int T)
         inv_freq[k] = theta;
     }
     return v == PE_EVAL_YARN || v == PE_EVAL_DYN_YARN ? yarn_mscale(s) : 1.0;
+}
+
+// ----------------------------------------------------------------------------
+// randomized positions (-rp L; Ruoss et al. 2023, google-deepmind/randomized_positional_encodings)
+//
+// A forward pass draws T positions without replacement from [0, L) and sorts them
+// (the official noisy_fixed_positional_encodings: jrandom.choice(arange(L), (T,),
+// replace=False), then sort); the encoding then uses position pi_t where it used t:
+// the absolute encodings take rows pi_t of their table (learned: L <= maxT rows;
+// sinusoidal: pi_t + 2, fairseq's offset), rope and xpos rotate by pi_t theta_k, the
+// bias encodings see pi_i - pi_j (fire also pi_i for its normalizer). As the official
+// code, the absolute encodings draw once per forward pass (its embedding layer) and
+// every other encoding once per layer (its attention layers each draw from their own
+// key); one draw serves every sequence of the batch. The draw comes from the model's
+// seed (checkpoint word 13), a key the driver sets before each forward pass (training:
+// the step, so a resumed run draws the same positions and every micro-batch and process
+// of a step shares them; evaluation: the batch or window), and the layer. L = T gives
+// 0..T-1 itself.
+
+#define RP_STREAM_TRAIN 1   // the driver's keys (rp_key): a training step
+#define RP_STREAM_VAL 2     // a validation batch
+#define RP_STREAM_EVAL 3    // an extrapolation window (with its length and mode)
+#define RP_STREAM_SAMPLE 4  // a sampled token
+#define RP_STREAM_TEST 5    // the tests' fixed draws
+
+// the encodings that have a position to randomize (not nope, the CABLE family, whose
+// increments are learned per token, txl, or a DAPE build: refused with one line)
+static inline int rp_supported(int pe) {
+    return pe == PE_ID_LEARNED || pe == PE_ID_SINUSOIDAL || pe == PE_ID_ROPE || pe == PE_ID_XPOS || pe == PE_ID_ALIBI
+        || pe == PE_ID_SANDWICH || pe == PE_ID_KERPLE || pe == PE_ID_KERPLE_POWER || pe == PE_ID_FIRE || pe == PE_ID_T5;
+}
+
+// one draw per layer (rotations, biases) or one per forward pass (the embeddings)
+static inline int rp_draws(int pe, int num_layers) {
+    return pe == PE_ID_LEARNED || pe == PE_ID_SINUSOIDAL ? 1 : num_layers;
+}
+
+// the key of a forward pass: its stream (RP_STREAM_*) and up to two numbers within it
+static inline uint64_t rp_key(uint64_t stream, uint64_t a, uint64_t b) {
+    uint64_t k = stream * 0x9E3779B97F4A7C15ull;
+    k = (k ^ (k >> 31) ^ a) * 0xBF58476D1CE4E5B9ull;
+    k = (k ^ (k >> 29) ^ b) * 0x94D049BB133111EBull;
+    return k ^ (k >> 32);
+}
+
+// Draw d of the pass with key `key` for a model of seed `seed`: T positions, sorted and
+// distinct, uniformly from [0, L) (T <= L): selection sampling (Knuth's algorithm S),
+// which keeps position t with probability (still needed) / (L - t) and so yields them in
+// order; integer arithmetic only, so that both trainers draw the same bits.
+static void rp_draw(int* pos, int T, int L, uint64_t seed, uint64_t key, int d) {
+    uint64_t state = random_seed(seed ^ rp_key(key, (uint64_t)d, 0x7270));
+    int need = T;
+    for (int t = 0; t < L && need > 0; t++) {
+        if ((((uint64_t)random_u32(&state) * (uint64_t)(L - t)) >> 32) < (uint64_t)need) { pos[T - need--] = t; }
+    }
 }
 
 #endif // LLMC_PE_H

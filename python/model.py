@@ -11,6 +11,7 @@ the constants.
     logits, loss = model(idx, targets)         # idx, targets: (B, T) int64 token ids
     model = GPT.from_checkpoint(path, dtype=torch.float64)
     logits, _ = model(idx, pe_eval=PEEval("yarn", rope_factor=4))   # an evaluation variant
+    logits, _ = model(idx, positions=model.draw_positions(T, key))  # randomized positions (-rp)
 
 logits are (B, T, Vp), over the padded vocabulary as the trainer's; the loss (mean
 cross-entropy) uses the first V of them, as the trainer's softmax does. Attention here is
@@ -18,14 +19,16 @@ plain (B, NH, T, T) scores, not the trainer's fused row-at-a-time kernel: the sa
 numbers, more memory at long T.
 
 An encoding is one class below with up to three hooks, as the trainer's:
-  embed(model, x, T)           x: (B, T, C) token embeddings; adds position embeddings
-  rotate(model, l, q, k, ev)   q, k: (B, NH, T, hs); rope's and xpos's rotation
-  bias(model, l, h, ev)        h: (B, T, C), the attention block's input after ln_1;
+  embed(model, x, pos)         x: (B, T, C) token embeddings; adds position embeddings
+  rotate(model, l, q, k, ev, pos, span)   q, k: (B, NH, T, hs); rope's and xpos's rotation
+  bias(model, l, h, ev, pos)   h: (B, T, C), the attention block's input after ln_1;
                                returns the additive attention bias b(i, j), broadcastable
                                to (B, NH, T, T), or None
   score_bias(model, l, q, k)   q, k: (B, NH, T, hs) after rotate; a term added to the
-                               scores that depends on q and k (CoPE's), (B, NH, T, T), or None
-(ev: the evaluation variant in effect, a PEEval), `tensors(cfg)`, the shapes of its
+                               scores that depends on q and k (CoPE's, Transformer-XL's),
+                               (B, NH, T, T), or None
+(ev: the evaluation variant in effect, a PEEval; pos: (T,) the tokens' positions, 0..T-1
+or a draw of randomized positions, span their range), `tensors(cfg)`, the shapes of its
 parameter tensors, which the checkpoint stores after GPT-2's in the order of
 PE_TENSOR_ORDER, `revision`, the revision of its definition (checkpoint header word 11,
 llmc/pe.h pe_revision), `eval_variants`, the evaluation variants it has, and
@@ -54,19 +57,27 @@ CHECKPOINT_FP32 = 3
 CHECKPOINT_BF16 = 5
 # header word 8: the PE id, the index in this list
 PE_NAMES = ["learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire",
-            "cable_v1", "cable_nw", "cable", "kcable", "xpos", "sandwich", "kerple_power", "cope"]
+            "cable_v1", "cable_nw", "cable", "kcable", "xpos", "sandwich", "kerple_power", "cope", "txl"]
 # header words 9 and 10 (DAPE's variant and width): this file has no DAPE and refuses a
 # checkpoint with either nonzero; word 11 is the revision of the PE's definition
 # (Encoding.revision), which must be the one implemented here
 HEADER_WORDS_ZERO = {9: "DAPE variant", 10: "DAPE width"}
 HEADER_PE_REVISION = 11
-# the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal attention
-PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca"]
+# words 12 and 13: randomized positions' range L (0: none) and seed (Config.rp_len, rp_seed)
+HEADER_RP_LEN, HEADER_RP_SEED = 12, 13
+# the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
+# attention, plain positions for a model trained with randomized positions
+PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
+# the encodings with randomized positions (llmc/pe.h rp_supported), and those that draw once
+# per forward pass rather than once per layer (rp_draws)
+RP_SUPPORTED = ("learned", "sinusoidal", "rope", "xpos", "alibi", "sandwich", "kerple", "kerple_power", "fire", "t5")
+RP_ONE_DRAW = ("learned", "sinusoidal")
 
 GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                 "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
-                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e"]
+                   "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e",
+                   "txl_wr", "txl_rw", "txl_rr"]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
 ROPE_BASE = 10000.0
@@ -90,6 +101,8 @@ class Config:
     num_heads: int          # NH
     channels: int           # C
     pe: str                 # one of PE_NAMES
+    rp_len: int = 0         # randomized positions: drawn from [0, rp_len) (0: none)
+    rp_seed: int = 0        # and the seed of their draws
 
 
 @dataclass
@@ -140,6 +153,12 @@ def check_config(cfg, where):
         raise ValueError("%s: %s needs an even head size, got %d" % (where, cfg.pe, cfg.channels // cfg.num_heads))
     if cfg.pe == "sinusoidal" and cfg.channels < 4:  # its frequencies divide by C/2 - 1
         raise ValueError("%s: sinusoidal needs at least 4 channels, got %d" % (where, cfg.channels))
+    if cfg.pe == "txl" and cfg.channels % 2 != 0:  # its sinusoids come in C/2 pairs
+        raise ValueError("%s: txl needs an even number of channels, got %d" % (where, cfg.channels))
+    if cfg.rp_len < 0 or (cfg.rp_len > 0 and cfg.pe not in RP_SUPPORTED) or \
+            (cfg.pe == "learned" and cfg.rp_len > cfg.max_seq_len):
+        raise ValueError("%s: randomized positions from [0, %d) on PE '%s' with maxT %d (header word %d)"
+                         % (where, cfg.rp_len, cfg.pe, cfg.max_seq_len, HEADER_RP_LEN))
 
 
 def check_finite(tensors, where):
@@ -215,7 +234,7 @@ def read_checkpoint(path):
                              % (path, word, what, header[word]))
     cfg = Config(max_seq_len=int(header[2]), vocab_size=int(header[3]), num_layers=int(header[4]),
                  num_heads=int(header[5]), channels=int(header[6]), padded_vocab_size=int(header[7]),
-                 pe=PE_NAMES[header[8]])
+                 pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]))
     check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
@@ -249,6 +268,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
     header[:9] = [CHECKPOINT_MAGIC, version, cfg.max_seq_len, cfg.vocab_size, cfg.num_layers,
                   cfg.num_heads, cfg.channels, cfg.padded_vocab_size, PE_NAMES.index(cfg.pe)]
     header[HEADER_PE_REVISION] = ENCODINGS[cfg.pe].revision
+    header[HEADER_RP_LEN], header[HEADER_RP_SEED] = cfg.rp_len, cfg.rp_seed
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
         u = flat.view(np.uint32).astype(np.uint64)
@@ -261,10 +281,49 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
 # ----------------------------------------------------------------------------
 # positional encodings (train_gpt2.c, "positional encodings")
 
-def distances(T, device):
-    """(T, T) int64 matrix of i - j (query i, key j), 0 above the diagonal (masked anyway)."""
-    pos = torch.arange(T, device=device)
+def distances(pos):
+    """(T, T) int64 matrix of pos_i - pos_j (query i, key j) for the tokens' positions pos (T,),
+    0 above the diagonal (masked anyway)."""
     return (pos[:, None] - pos[None, :]).clamp(min=0)
+
+
+# randomized positions (llmc/pe.h, -rp L): the trainer's draws, bit for bit
+M64 = (1 << 64) - 1
+
+
+def random_seed(seed):
+    """llmc/rand.h random_seed: splitmix64's mixer, never 0."""
+    z = (seed + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    z ^= z >> 31
+    return z if z != 0 else 0x2545F4914F6CDD1D
+
+
+def rp_key(stream, a, b):
+    """llmc/pe.h rp_key: the key of a forward pass from its stream and two numbers."""
+    k = (stream * 0x9E3779B97F4A7C15) & M64
+    k = ((k ^ (k >> 31) ^ a) * 0xBF58476D1CE4E5B9) & M64
+    k = ((k ^ (k >> 29) ^ b) * 0x94D049BB133111EB) & M64
+    return k ^ (k >> 32)
+
+
+def rp_draw(T, L, seed, key, d):
+    """llmc/pe.h rp_draw: T sorted, distinct positions from [0, L), draw d of the pass with this
+    key for a model of this seed (selection sampling on xorshift64*)."""
+    state = random_seed(seed ^ rp_key(key, d, 0x7270))
+    pos, need = [], T
+    for t in range(L):
+        if need == 0:
+            break
+        state ^= state >> 12
+        state = (state ^ (state << 25)) & M64
+        state ^= state >> 27
+        u = ((state * 0x2545F4914F6CDD1D) & M64) >> 32
+        if (u * (L - t)) >> 32 < need:
+            pos.append(t)
+            need -= 1
+    return pos
 
 
 class Encoding:
@@ -280,13 +339,13 @@ class Encoding:
         """The longest sequence the encoding can process (train_gpt2.c gpt2_max_length)."""
         return math.inf
 
-    def embed(self, model, x, T):
+    def embed(self, model, x, pos):
         return x
 
-    def rotate(self, model, l, q, k, ev):
+    def rotate(self, model, l, q, k, ev, pos, span):
         return q, k
 
-    def bias(self, model, l, h, ev):
+    def bias(self, model, l, h, ev, pos):
         return None
 
     def score_bias(self, model, l, q, k):
@@ -298,8 +357,8 @@ class Learned(Encoding):
     def max_length(self, cfg):
         return cfg.max_seq_len
 
-    def embed(self, model, x, T):
-        return x + model.wpe[:T]
+    def embed(self, model, x, pos):
+        return x + model.wpe[pos]
 
 
 class Sinusoidal(Encoding):
@@ -308,12 +367,12 @@ class Sinusoidal(Encoding):
     column stays 0)."""
     revision = 1
 
-    def embed(self, model, x, T):
+    def embed(self, model, x, pos):
         C = model.cfg.channels
         half = C // 2
-        pos = np.arange(T, dtype=np.float64)[:, None] + SINUSOIDAL_FIRST_POS
-        angle = pos * np.exp(-np.arange(half) * math.log(10000.0) / (half - 1))[None, :]
-        p = np.zeros((T, C))
+        angle = (pos.cpu().numpy().astype(np.float64)[:, None] + SINUSOIDAL_FIRST_POS) * \
+            np.exp(-np.arange(half) * math.log(10000.0) / (half - 1))[None, :]
+        p = np.zeros((len(pos), C))
         p[:, :half], p[:, half:2 * half] = np.sin(angle), np.cos(angle)
         return x * math.sqrt(C) + torch.tensor(p, dtype=x.dtype, device=x.device)
 
@@ -349,17 +408,18 @@ class Rope(Encoding):
     """Rotates each pair (2k, 2k+1) of q and k at position t by t theta_k, theta_k =
     10000^(-2k/hs), every layer; at evaluation a RoPE scaling variant changes theta_k and
     multiplies q and k by YaRN's mscale. xpos is this with a finite scale base gamma: pair k
-    of q then times zeta_k^(n/gamma), of k times zeta_k^(-n/gamma), n = t - ceil(T/2)
-    (rope: zeta^0 = 1)."""
+    of q then times zeta_k^(n/gamma), of k times zeta_k^(-n/gamma), n = t - ceil(span/2)
+    (rope: zeta^0 = 1); t is the token's position, span the positions' range (T, or the L
+    of randomized positions)."""
     eval_variants = ("plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn")
     scale_base = math.inf
 
-    def rotate(self, model, l, q, k, ev):
+    def rotate(self, model, l, q, k, ev, pos, span):
         T, hs = q.shape[2], q.shape[3]
         theta, mscale = rope_frequencies(hs, ev, T)
-        t = np.arange(T, dtype=np.float64)[:, None]
+        t = pos.cpu().numpy().astype(np.float64)[:, None]
         zeta = (2.0 * np.arange(hs // 2) + 0.4 * hs) / (1.4 * hs)   # llmc/pe.h xpos_zeta
-        z = zeta[None, :] ** ((t - (T + 1) // 2) / self.scale_base)
+        z = zeta[None, :] ** ((t - (span + 1) // 2) / self.scale_base)
         cos, sin, fq, fk = (torch.tensor(a, dtype=q.dtype, device=q.device)
                             for a in (np.cos(t * theta), np.sin(t * theta), mscale * z, mscale / z))
 
@@ -373,7 +433,8 @@ class Xpos(Rope):
     """torchscale's xPos: rope with the decay of scale base 512; lengths whose largest factor
     would exceed 2^64 are refused (llmc/pe.h xpos_max_length). Blockwise causal attention
     (variant bca) beyond the training length L: query i sees the keys from
-    (floor(i / (L/2)) - 1) (L/2) on, the others get the trainer's bias of -1e30."""
+    (floor(i / (L/2)) - 1) (L/2) on, the others get the trainer's bias of -1e30 (i and j:
+    the positions)."""
     eval_variants = ("plain", "bca")
     scale_base = XPOS_SCALE_BASE
 
@@ -381,12 +442,12 @@ class Xpos(Rope):
         hs = cfg.channels // cfg.num_heads
         return 2 * math.floor(XPOS_MAX_LOG2 * XPOS_SCALE_BASE / -math.log2(0.4 * hs / (1.4 * hs)))
 
-    def bias(self, model, l, h, ev):
+    def bias(self, model, l, h, ev, pos):
         T = h.shape[1]
         if ev.variant != "bca" or T <= ev.train_len:
             return None
         half = ev.train_len // 2
-        i, j = torch.arange(T, device=h.device)[:, None], torch.arange(T, device=h.device)[None, :]
+        i, j = pos[:, None], pos[None, :]
         return torch.where(j < (i // half - 1) * half, PE_MASKED_BIAS, 0.0).to(h.dtype)
 
 
@@ -406,22 +467,21 @@ def alibi_slopes(n):
 
 class Alibi(Encoding):
     """b(i, j) = -m_h (i - j), fixed slopes, not scaled by 1/sqrt(hs)."""
-    def bias(self, model, l, h, ev):
-        T = h.shape[1]
+    def bias(self, model, l, h, ev, pos):
         m = torch.tensor(alibi_slopes(model.cfg.num_heads), dtype=h.dtype, device=h.device)
-        return -m[:, None, None] * distances(T, h.device).to(h.dtype)
+        return -m[:, None, None] * distances(pos).to(h.dtype)
 
 
 class Sandwich(Encoding):
     """NeMo's Sandwich: b(i, j) = (sum_{k=1}^{hs/2} cos((i - j) 10000^(-2k/hs)) - hs/2) /
     (8 (h + 1) / NH), no parameters."""
-    def bias(self, model, l, h, ev):
-        T, NH = h.shape[1], model.cfg.num_heads
+    def bias(self, model, l, h, ev, pos):
+        NH = model.cfg.num_heads
         hs = model.cfg.channels // NH
-        n = np.arange(T, dtype=np.float64)[:, None]
+        n = np.arange(int(pos[-1]) + 1, dtype=np.float64)[:, None]
         s = np.cos(n * np.power(10000.0, -2.0 * np.arange(1, hs // 2 + 1) / hs)[None, :]).sum(axis=1) - hs / 2.0
         table = s[None, :] / (8.0 * np.arange(1, NH + 1) / NH)[:, None]   # (NH, distance)
-        return torch.tensor(table, dtype=h.dtype, device=h.device)[:, distances(T, h.device)]
+        return torch.tensor(table, dtype=h.dtype, device=h.device)[:, distances(pos)]
 
 
 def t5_bucket(n):
@@ -441,10 +501,9 @@ class T5(Encoding):
     def tensors(cfg):
         return {"t5_table": (cfg.num_layers, cfg.num_heads, T5_NUM_BUCKETS)}
 
-    def bias(self, model, l, h, ev):
-        T = h.shape[1]
-        table = torch.tensor([t5_bucket(n) for n in range(T)], device=h.device)
-        return model.t5_table[l][:, table[distances(T, h.device)]]
+    def bias(self, model, l, h, ev, pos):
+        table = torch.tensor([t5_bucket(n) for n in range(int(pos[-1]) + 1)], device=h.device)
+        return model.t5_table[l][:, table[distances(pos)]]
 
 
 class Kerple(Encoding):
@@ -454,8 +513,8 @@ class Kerple(Encoding):
     def tensors(cfg):
         return {"kerple_r1": (cfg.num_layers, cfg.num_heads), "kerple_r2": (cfg.num_layers, cfg.num_heads)}
 
-    def bias(self, model, l, h, ev):
-        n = distances(h.shape[1], h.device).to(h.dtype)
+    def bias(self, model, l, h, ev, pos):
+        n = distances(pos).to(h.dtype)
         r1, r2 = model.kerple_r1[l][:, None, None], model.kerple_r2[l][:, None, None]
         return -r1 * torch.log(1 + r2 * n)
 
@@ -467,8 +526,8 @@ class KerplePower(Encoding):
     def tensors(cfg):
         return {"kpower_a": (cfg.num_layers, cfg.num_heads), "kpower_p": (cfg.num_layers, cfg.num_heads)}
 
-    def bias(self, model, l, h, ev):
-        n = distances(h.shape[1], h.device).to(h.dtype)
+    def bias(self, model, l, h, ev, pos):
+        n = distances(pos).to(h.dtype)
         a, p = model.kpower_a[l][:, None, None], model.kpower_p[l][:, None, None]
         return -a * n ** p
 
@@ -477,7 +536,7 @@ class Fire(Encoding):
     """FIRE (the DAPE repository's FIRE class): b(i, j) = f(psi(i - j) / (psi(max(L, i)) +
     eps)), i counted from 0, psi(x) = log(|c| x + 1), f an MLP 1 -> 32 (ReLU) -> NH shared
     by the heads of a layer; c learned, the threshold L = |l| L0 with l learned (tensor
-    fire_L) and L0 = maxT // 2 fixed."""
+    fire_L) and L0 = maxT // 2 fixed (i, j: the positions)."""
     revision = 1
 
     @staticmethod
@@ -486,12 +545,11 @@ class Fire(Encoding):
         return {"fire_w1": (L, FIRE_HIDDEN), "fire_b1": (L, FIRE_HIDDEN), "fire_w2": (L, NH, FIRE_HIDDEN),
                 "fire_b2": (L, NH), "fire_c": (L,), "fire_L": (L,)}
 
-    def bias(self, model, l, h, ev):
-        T = h.shape[1]
+    def bias(self, model, l, h, ev, pos):
         c, threshold = model.fire_c[l].abs(), model.fire_L[l].abs() * (model.cfg.max_seq_len // 2)
-        i = torch.arange(T, device=h.device, dtype=h.dtype)[:, None]
+        i = pos.to(h.dtype)[:, None]
         lpos = torch.where(threshold > i, threshold, i)  # the gradient reaches l only where L is the max
-        u = torch.log(c * distances(T, h.device).to(h.dtype) + 1) / (torch.log(c * lpos + 1) + FIRE_EPS)
+        u = torch.log(c * distances(pos).to(h.dtype) + 1) / (torch.log(c * lpos + 1) + FIRE_EPS)
         hidden = F.relu(u[..., None] * model.fire_w1[l] + model.fire_b1[l])   # (T, T, 32)
         return (hidden @ model.fire_w2[l].T + model.fire_b2[l]).permute(2, 0, 1)  # (NH, T, T)
 
@@ -513,7 +571,7 @@ class Cable(Encoding):
             shapes.update({"cable_ww": (L, NH, C), "cable_bw": (L, NH)})
         return shapes
 
-    def bias(self, model, l, h, ev):
+    def bias(self, model, l, h, ev, pos):
         a = h @ model.cable_wb[l].T + model.cable_bb[l]                  # (B, T, NH)
         g = F.softplus(a) if self.variant == "cable_v1" else F.relu(a)   # softplus: x itself above 20, as the trainer's
         S = -torch.cumsum(g, dim=1).transpose(1, 2)                      # (B, NH, T)
@@ -561,11 +619,53 @@ class Cope(Encoding):
         return pos_logits / math.sqrt(hs)
 
 
+class TransformerXL(Encoding):
+    """Transformer-XL's relative encoding as the DAPE repository computes it
+    (chuanyang-Zheng/DAPE, megatron/model/positional_embeddings.py, PositionalEmbedding
+    :710-726 and RelativePositionalEncodingLayer :727-789, its scale_factor 1/sqrt(hs) from
+    megatron/model/transformer.py:462-468, called instead of the scores at :609-610),
+    transcribed here with its rel-shift on the full (T, T) matrices:
+      AC = (q + r_w) k^T, BD = (q + r_r) (W_r R(pos_seq))_h^T with pos_seq = T-1, ..., 0,
+      BD rel-shifted so that BD[i, j] uses R(i - j); scores = (AC + BD) / sqrt(hs),
+    R(n) = [sin(n w), cos(n w)], w = 1 / 10000^(arange(0, C, 2) / C); r_w, r_r (NH, hs) and
+    W_r (C, C, no bias: r_net) per layer. No position embedding."""
+    @staticmethod
+    def tensors(cfg):
+        L, NH, C = cfg.num_layers, cfg.num_heads, cfg.channels
+        return {"txl_wr": (L, C, C), "txl_rw": (L, NH, C // NH), "txl_rr": (L, NH, C // NH)}
+
+    @staticmethod
+    def rel_shift(x):
+        """_rel_shift (:743-756) on the last two axes (the official's first two): a zero
+        column in front, the (T, T + 1) rows read as (T + 1, T), the first dropped."""
+        T1, T2 = x.shape[-2:]
+        zero_pad = torch.zeros(*x.shape[:-1], 1, dtype=x.dtype, device=x.device)
+        x_padded = torch.cat([zero_pad, x], dim=-1).view(*x.shape[:-2], T2 + 1, T1)
+        return x_padded[..., 1:, :].reshape(x.shape)
+
+    def score_bias(self, model, l, q, k):
+        B, NH, T, hs = q.shape
+        C = model.cfg.channels
+        pos_seq = torch.arange(T - 1, -1, -1.0, dtype=q.dtype, device=q.device)              # :761
+        inv_freq = 1 / (10000 ** (torch.arange(0.0, C, 2.0, dtype=q.dtype, device=q.device) / C))  # :716
+        sinusoid_inp = torch.outer(pos_seq, inv_freq)                                           # :720
+        pos_emb = torch.cat([sinusoid_inp.sin(), sinusoid_inp.cos()], dim=-1)                   # :721
+        rw_head_q = q + model.txl_rw[l][None, :, None, :]                                       # :772
+        AC = rw_head_q @ k.transpose(2, 3)                                                      # :773
+        rr_head_q = q + model.txl_rr[l][None, :, None, :]                                       # :774
+        r_head_k = (pos_emb @ model.txl_wr[l].T).view(T, NH, hs)                                # :775-776
+        BD = torch.einsum("bnid,jnd->bnij", rr_head_q, r_head_k)                                # :778
+        BD = self.rel_shift(BD)                                                                 # :779
+        # :785 scales AC + BD by 1/sqrt(hs); the scores here are q.k / sqrt(hs) already, so
+        # this term is the rest: AC - q k^T = r_w k^T, and BD
+        return (AC - q @ k.transpose(2, 3) + BD) * (1 / math.sqrt(hs))
+
+
 ENCODINGS = {
     "learned": Learned(), "sinusoidal": Sinusoidal(), "rope": Rope(), "nope": Encoding(),
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
-    "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(),
+    "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
 }
 
 # ----------------------------------------------------------------------------
@@ -641,15 +741,39 @@ class GPT(nn.Module):
         """Writes the parameters as a checkpoint of the C trainers (e.g. to evaluate at long lengths there)."""
         write_checkpoint(path, self.cfg, {name: p.detach().cpu().float().numpy() for name, p in self.named_parameters()}, version)
 
-    def forward(self, idx, targets=None, pe_eval=None):
+    def draw_positions(self, T, key):
+        """The randomized positions of a forward pass over T tokens with this key (llmc/pe.h
+        rp_key; the trainer's driver keys a training step as rp_key(1, step, 0)), as the trainer
+        draws them from the checkpoint's range and seed: (draws, T), one row per layer, or one
+        for the embedding (learned, sinusoidal)."""
+        cfg = self.cfg
+        if cfg.rp_len == 0:
+            raise ValueError("the model has no randomized positions (header word %d is 0)" % HEADER_RP_LEN)
+        if T > cfg.rp_len:
+            raise ValueError("randomized positions: T = %d tokens cannot be drawn from the range [0, %d)" % (T, cfg.rp_len))
+        draws = 1 if cfg.pe in RP_ONE_DRAW else cfg.num_layers
+        return np.array([rp_draw(T, cfg.rp_len, cfg.rp_seed, key, d) for d in range(draws)], dtype=np.int64)
+
+    def forward(self, idx, targets=None, pe_eval=None, positions=None):
         """Logits (B, T, Vp) and the mean loss (None without targets) of token ids idx (B, T),
-        under the evaluation variant pe_eval (a PEEval; None: the encoding as trained)."""
+        under the evaluation variant pe_eval (a PEEval; None: the encoding as trained), at the
+        positions `positions` (None: 0..T-1; a model with randomized positions: an array
+        (draws, T) such as draw_positions makes, sorted rows within [0, rp_len))."""
         cfg = self.cfg
         B, T = idx.shape
         C, NH, V = cfg.channels, cfg.num_heads, cfg.vocab_size
         hs = C // NH
         if idx.min() < 0 or idx.max() >= V or (targets is not None and (targets.min() < 0 or targets.max() >= V)):
             raise ValueError("token id out of range [0, %d)" % V)
+        draws = 1 if cfg.pe in RP_ONE_DRAW else cfg.num_layers
+        if positions is None:
+            pos, span = torch.arange(T, device=idx.device).expand(draws, T), T
+        else:
+            pos, span = torch.as_tensor(np.asarray(positions), dtype=torch.long, device=idx.device), cfg.rp_len
+            if cfg.rp_len == 0 or tuple(pos.shape) != (draws, T) or (pos[:, 1:] <= pos[:, :-1]).any() or \
+                    pos.min() < 0 or pos.max() >= cfg.rp_len:
+                raise ValueError("positions: (%d, %d) sorted, distinct values in [0, rp_len = %d) of a model with "
+                                 "randomized positions, got %s" % (draws, T, cfg.rp_len, tuple(pos.shape)))
         if T > self.pe.max_length(cfg):
             if cfg.pe == "learned":
                 raise ValueError("PE learned cannot process T = %d tokens: its position table ends at maxT = %d" % (T, cfg.max_seq_len))
@@ -663,14 +787,15 @@ class GPT(nn.Module):
             raise ValueError("evaluation variant: training length %d (at least 2) and RoPE factor %g (at least 1)"
                              % (ev.train_len, ev.rope_factor))
         causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
-        x = self.pe.embed(self, self.wte[idx], T)
+        x = self.pe.embed(self, self.wte[idx], pos[0])
         for l in range(cfg.num_layers):
             h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS)
             q, k, v = (h @ self.qkvw[l].T + self.qkvb[l]).split(C, dim=2)
             q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
-            q, k = self.pe.rotate(self, l, q, k, ev)
+            pos_l = pos[l if draws > 1 else 0]
+            q, k = self.pe.rotate(self, l, q, k, ev, pos_l, span)
             scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(hs))
-            for bias in (self.pe.bias(self, l, h, ev), self.pe.score_bias(self, l, q, k)):
+            for bias in (self.pe.bias(self, l, h, ev, pos_l), self.pe.score_bias(self, l, q, k)):
                 if bias is not None:
                     scores = scores + bias
             att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)

@@ -12,19 +12,24 @@ trainer, for every encoding, in float64 (make test-python):
      methods static at s = 4 and dynamic, s = T / L = 2; xpos: blockwise causal attention;
      training length L = T / 2), from `torch-reference PREFIX MODEL.bin VARIANT`; each
      variant must also change the logits;
-  4. the export: for `learned`, the Hugging Face GPT-2 folder, run by an independent
+  4. randomized positions (-rp), for every encoding that has them: a new model with
+     positions from [0, 2T) and one fixed draw (`torch-reference PREFIX - rp`); the PyTorch
+     model's own draw (model.draw_positions, the trainer's generator ported) must give the
+     C trainer's positions, and with them the same logits, loss and gradients;
+  5. the export: for `learned`, the Hugging Face GPT-2 folder, run by an independent
      re-implementation of Hugging Face's GPT-2 forward (Conv1D: x @ W + b) from the
      exported state dict, must give the C trainer's logits; for the other encodings the
      exported folder, loaded through its own copy of model.py, must too;
-  5. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
-     and 10, another revision of the encoding's definition in word 11) and variants the
-     encoding does not have are refused with a clear message;
-  6. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
+  6. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
+     and 10, another revision of the encoding's definition in word 11, randomized positions
+     on an encoding without them in word 12) and variants the encoding does not have are
+     refused with a clear message;
+  7. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
      a NaN and a FIFO (one line on stderr naming the file, exit status 1, within seconds);
      GPT.from_folder refuses a config.json that is not JSON or holds no valid configuration and
      a truncated, incomplete or NaN-holding pytorch_model.bin with a ValueError naming the file;
      write_checkpoint leaves a user's "<name>.tmp" alone and no temporary file behind;
-  7. with COPE_OFFICIAL=path/to/context_position.py (facebookresearch/RAM's
+  8. with COPE_OFFICIAL=path/to/context_position.py (facebookresearch/RAM's
      projects/cope/src/cope/context_position.py, not part of this repository): the official
      CoPE layer against model.py's transcription on random q, k, v, E (3 heads of 8, T = 50,
      P = 21, so positions clamp), in float64: the attention output and the gradients of q,
@@ -94,13 +99,15 @@ def expect_error(what, fn, fragment):
 
 def read_reference(path, cfg):
     """The C trainer's PREFIX_ref.bin (test_gpt2.c: write_torch_reference): inputs, targets,
-    logits, loss, gradients and the evaluation variant they were computed under."""
+    logits, loss, gradients, the evaluation variant they were computed under, and the
+    randomized positions (None: 0..T-1) with their key."""
     data = open(path, "rb").read()
     h = np.frombuffer(data[:1024], dtype=np.int32)
     assert h[0] == TORCH_REF_MAGIC and h[1] == 1, "%s: not a reference file" % path
     B, T, real = int(h[2]), int(h[3]), {4: np.float32, 8: np.float64}[int(h[5])]
     num_params = int(np.frombuffer(data[32:40], dtype=np.uint64)[0])
     pe_eval = M.PEEval(M.PE_EVAL_NAMES[h[6]], float(np.frombuffer(data[40:48], dtype=np.float64)[0]), int(h[7]))
+    key, draws = int(np.frombuffer(data[48:56], dtype=np.uint64)[0]), int(h[14])
     off = 1024
     def take(dtype, n):
         nonlocal off
@@ -112,8 +119,9 @@ def read_reference(path, cfg):
     logits = take(real, B * T * cfg.padded_vocab_size).reshape(B, T, cfg.padded_vocab_size)
     loss = take(real, 1)[0]
     grads = take(real, num_params)
+    positions = take(np.int32, draws * T).reshape(draws, T) if draws > 0 else None
     assert off == len(data), "%s: %d bytes, read %d" % (path, len(data), off)
-    return x, y, logits, loss, grads, pe_eval
+    return x, y, logits, loss, grads, pe_eval, (positions, key)
 
 
 def c_reference(build, pe, prefix, checkpoint=None, variant=None):
@@ -121,12 +129,13 @@ def c_reference(build, pe, prefix, checkpoint=None, variant=None):
     subprocess.run(cmd, check=True)
 
 
-def compare_model(label, model, ref):
+def compare_model(label, model, ref, positions=None):
     """Logits, loss and every parameter gradient of the PyTorch model against the C trainer's,
-    under the reference's evaluation variant."""
-    x, y, logits, loss, grads, pe_eval = ref
+    under the reference's evaluation variant, at the given positions (None: 0..T-1)."""
+    x, y, logits, loss, grads, pe_eval, _ = ref
     model.zero_grad()
-    out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long), pe_eval=pe_eval)
+    out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long), pe_eval=pe_eval,
+                       positions=positions)
     tloss.backward()
     check("%s: logits (B x T x Vp)" % label, out.detach().numpy(), logits)
     check("%s: loss" % label, tloss.item(), loss)
@@ -196,7 +205,7 @@ def check_hf_folder(folder, cfg, ref):
          (V, cfg.max_seq_len, C, L, cfg.num_heads)
     print("  %-52s %s" % ("hf: config.json shape", "ok  " if ok else "FAIL"))
     failures += 0 if ok else 1
-    x, _, logits, _, _, _ = ref
+    x, _, logits, _, _, _, _ = ref
     check("hf: GPT-2 forward of the export, logits (B x T x V)",
           hf_gpt2_logits(folder, torch.tensor(x, dtype=torch.long)).numpy(), logits[..., :V])
 
@@ -208,7 +217,7 @@ def check_model_folder(folder, ref):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model = mod.GPT.from_folder(folder, dtype=torch.float64)
-    x, _, logits, _, _, _ = ref
+    x, _, logits, _, _, _, _ = ref
     with torch.no_grad():
         out, _ = model(torch.tensor(x, dtype=torch.long))
     check("export: folder's model.py, logits (B x T x Vp)", out.numpy(), logits)
@@ -236,6 +245,31 @@ def check_variants(build, model, ckpt, prefix, plain):
                  "no evaluation variant")
 
 
+def check_random_positions(build, pe, prefix):
+    """A model with randomized positions from [0, 2T) and one draw: the PyTorch model's own draw
+    is the trainer's, and with it the logits, loss and gradients are; plain positions change
+    the logits."""
+    global failures
+    c_reference(build, pe, prefix, None, "rp")
+    model = M.GPT.from_checkpoint(prefix + "_model.bin", dtype=torch.float64)
+    ref = read_reference(prefix + "_ref.bin", model.cfg)
+    positions, key = ref[6]
+    T = ref[0].shape[1]
+    mine = model.draw_positions(T, key)
+    ok = positions is not None and mine.shape == positions.shape and (mine == positions).all() and \
+        not (positions == np.arange(T)).all()
+    print("  %-52s %s  (%d draw(s) of %d from [0, %d))" % ("rp: draw_positions = the trainer's draw", "ok  " if ok else "FAIL",
+                                                            len(mine), T, model.cfg.rp_len))
+    failures += 0 if ok else 1
+    compare_model("rp", model, ref, mine)
+    with torch.no_grad():
+        plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
+    change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
+    ok = change > 1e-6
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("rp: the draw changes the logits", "ok  " if ok else "FAIL", change))
+    failures += 0 if ok else 1
+
+
 def test_bad_files(good, tmp, pe, all_cases):
     """Damaged copies of a good checkpoint must be refused; the revision of the encoding's
     definition for every encoding, the rest (all_cases) once."""
@@ -253,6 +287,10 @@ def test_bad_files(good, tmp, pe, all_cases):
     for other in sorted({0, revision + 1} - {revision}):
         expect_error("bad file: revision %d of %s (word 11)" % (other, pe), variant("rev.bin", with_word(11, other)),
                      "holds revision %d of PE '%s'" % (other, pe))
+    if pe not in M.RP_SUPPORTED or pe == "learned":  # learned: more positions than rows of wpe
+        L = int(header[2]) + 1 if pe == "learned" else 100
+        expect_error("bad file: randomized positions [0, %d) on %s (word 12)" % (L, pe), variant("rp.bin", with_word(12, L)),
+                     "randomized positions from [0, %d)" % L)
     if not all_cases:
         return
     expect_error("bad file: truncated", variant("trunc.bin", data[:-4]), "truncated or corrupt")
@@ -386,6 +424,8 @@ def main():
             ref = read_reference(prefix + "_ref.bin", model.cfg)
             compare_model("fp32 checkpoint", model, ref)
             check_variants(build, model, ckpt, prefix, ref)
+            if pe in M.RP_SUPPORTED:
+                check_random_positions(build, pe, prefix + "_rp")
             # bf16: written here, read by both
             cfg, tensors = M.read_checkpoint(ckpt)
             M.write_checkpoint(prefix + "_bf16.bin", cfg, tensors, M.CHECKPOINT_BF16)

@@ -70,12 +70,18 @@ else
 fi
 if [ "$PE" = learned ]; then
     expect "learned: T beyond maxT of a checkpoint" "beyond maxT" -e "$DIR/ck/model_00000002.bin" -t 64 -b 2 -x 2 -v 0 -s 0 -E none -i "$TRAIN" -j "$VAL"
+    expect "learned: -rp beyond maxT of a checkpoint" "need as many rows of wpe" -e "$DIR/ck/model_00000002.bin" -x 0 -E none -rp 64 -j "$VAL"
+    expect "-rp smaller than -t" "is more than the 16 randomized positions" "${OK[@]}" -rp 16
+    expect "-ra without randomized positions" "flag -ra: the model has no randomized positions" "${OK[@]}" -ra 1
     (cd "$DIR" && "$BIN" "${OK[@]}" -x 1 -s 1 -g 100 > "$DIR/out" 2> /dev/null)
     if grep -q "note: samples are cut at 31 tokens (-g 100): the learned positions end at maxT = 32" "$DIR/out"; then
         echo "  ok    learned: -g beyond maxT - 1 is cut, and says so"
     else
         echo "  FAIL  learned: -g beyond maxT - 1 is cut, and says so"; failures=$((failures + 1))
     fi
+fi
+if [ "$PE" = cable ]; then
+    expect "-rp on an encoding without positions" "flag -rp: randomized positions exist for" "${OK[@]}" -rp 64
 fi
 # a full disk (here: a file size limit of 10 MB) during a checkpoint: a clear error, and no
 # temporary file left behind

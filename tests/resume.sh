@@ -19,6 +19,9 @@
 #  7. a trainer removes only the temporary files whose writer is gone: a user's files and a
 #     tokenizer writing into the directory at the same time are left alone;
 #  8. a resume with another number of OpenMP threads (not bit-exact) says so in a warning.
+#  9. (learned) a run with randomized positions (-rp) killed with SIGKILL and resumed without
+#     -rp (the checkpoint has it) draws the same positions: bit-identical checkpoint and
+#     main.log; a resume with another -rp is refused.
 set -euo pipefail
 PE=${1:-cable}
 BIN=build/train_gpt2_$PE
@@ -233,3 +236,21 @@ grep -q "state_00000002_00000.bin was written with 2 OpenMP threads, this run ha
     || { cat "$DIR/omp1.err"; fail "no warning when the number of threads changes"; }
 "$TEST" compare "$DIR/omp/model_00000004.bin" "$DIR/omp2/model_00000004.bin" 0 > /dev/null || fail "a resume with the same threads differs"
 echo "ok: $(cat "$DIR/omp1.err")"
+
+if [ "$PE" = learned ]; then
+    echo "=== $PE: randomized positions (-rp 128): kill -9, then resume"
+    RP=(-e nano -b 2 -t 32 -x 12 -v 6 -m 2 -s 0 -E none -l 1e-3 -u 2 -rp 128 "${DATA[@]}")
+    "$BIN" "${RP[@]}" -n 6 -o "$DIR/rpref" > "$DIR/rpref.log"
+    grep -q "randomized positions  | from \[0, 128)" "$DIR/rpref.log" || fail "the -rp run does not say so"
+    LLMC_SLOW_WRITE_MS=3000 "$BIN" "${RP[@]}" -n 3 -o "$DIR/rprun" > /dev/null &
+    pid=$!
+    wait_for "$DIR/rprun/DONE_00000006" 120
+    kill -9 $pid; wait $pid 2>/dev/null || true
+    [ ! -e "$DIR/rprun/DONE_00000012" ] || fail "the -rp run finished before it could be killed"
+    refused "a resume with another -rp" "resume: -rp 64 differs from this run's -rp 128" -o "$DIR/rprun" -y 1 -rp 64
+    "$BIN" -o "$DIR/rprun" -y 1 -v 6 -m 2 -s 0 -E none "${DATA[@]}" -n 3 > "$DIR/rprun2.log"
+    grep -q "resumed from step 6" "$DIR/rprun2.log" || fail "the -rp run did not resume from step 6"
+    "$TEST" compare "$DIR/rpref/model_00000012.bin" "$DIR/rprun/model_00000012.bin" 0 > /dev/null || fail "-rp: the resumed checkpoint differs"
+    cmp "$DIR/rpref/main.log" "$DIR/rprun/main.log" || fail "-rp: main.log differs"
+    echo "ok: a -rp run resumed after kill -9 draws the same positions (checkpoint and main.log bit-identical)"
+fi

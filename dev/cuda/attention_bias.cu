@@ -22,9 +22,13 @@ version 3  the bf16 build's kernels (llmc/attention_mma.cuh): FlashAttention-2 o
            cores (mma.sync m16n8k16, ldmatrix, cp.async double buffering), the bias added
            to the fp32 scores in registers; bf16 builds only
 
-`check` runs the build's trainer kernel (version 3 in bf16, 2 in fp32) on lengths that are
-no multiple of the tiles (T = 200, two heads, two rows of the batch; T = 77 and 100 at head
-sizes 32 and 128) and on T = 1024 with one head; in the CPU emulation (make
+txl brings its own kernels (llmc/attention_txl.cuh, fp32 on CUDA cores in both builds):
+every version runs them, as the trainer's layer attention does.
+
+`check` runs the trainer's attention of a layer (pe_attention_forward/backward: version 3 in
+bf16, 2 in fp32) on lengths that are no multiple of the tiles (T = 200, two heads, two rows
+of the batch; T = 77 and 100 at head sizes 32 and 128; T = 77 at randomized positions drawn
+from [0, 300) for the bias encodings that have them) and on T = 1024 with one head; in the CPU emulation (make
 test-cuda-emulate) this is the test of the tensor-core kernels. Tolerances (relative L2
 against the double-precision reference): fp32 1e-4 for out, lse, dq, dk, dv; bf16 1e-2 (the
 inputs are exact in bf16; P and dS are rounded to bf16 before their second product and the
@@ -159,23 +163,30 @@ static void attention_backward_naive(floatX* dqkv, float* D, const floatX* dout,
     cudaCheckLaunch("attention_backward_kv_naive_kernel");
 }
 
-// one case: the version's kernels against the CPU reference; returns the number of failures
+// one case: the version's kernels (fwd NULL: the trainer's attention of the layer) against
+// the CPU reference; returns the number of failures
 static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int version, int timed) {
     if (s.T < 1 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
         fatal("bad shape T=%d B=%d NH=%d hs=%d (head sizes 32, 64, 128)", s.T, s.B, s.NH, s.hs);
     }
-    printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d\n", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
     AttnCase c;
     attn_case_setup(&c, s, 1);
-    attn_case_run(&c, fwd, bwd);
+    printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
+    if (c.pos != NULL) { printf(", positions drawn from [0, %d)", s.rp_len); }
+    printf("\n");
+    if (fwd != NULL) { attn_case_run(&c, fwd, bwd); } else { attn_case_run_layer(&c); }
     int fails = attn_case_compare(&c, TOL_OUT, TOL_PE);
     if (timed) {
         GPT2* m = &c.model;
         PEBias pf, pbw;
         pe_bias_setup(&pf, m, 0, s.B, s.T, 0);
         pe_bias_setup(&pbw, m, 0, s.B, s.T, 1);
-        float ms_f = time_ms([&]() { fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, s.B, s.T, s.NH, s.hs, ctx.stream); }, 10);
+        float ms_f = time_ms([&]() {
+            if (fwd == NULL) { pe_attention_forward(m, 0, m->acts.atty, m->acts.att_lse, m->acts.qkv, s.B, s.T); return; }
+            fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, s.B, s.T, s.NH, s.hs, ctx.stream);
+        }, 10);
         float ms_b = time_ms([&]() {
+            if (fwd == NULL) { pe_attention_backward(m, 0, m->gs.dbig, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, s.B, s.T); return; }
             bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, s.B, s.T, s.NH, s.hs, ctx.stream);
         }, 10);
         // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
@@ -190,12 +201,20 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
 #if !defined(ENABLE_FP32)
 // `launches`: threads per block and dynamic shared memory of the bf16 build's attention kernels
 // as their launchers ask for them, one line per kernel and head size, for dev/cuda/resources.py
-// (beside ptxas's report); DAPE's at GPT-2 small's shape (12 heads of 64, D = DAPE_WIDTH, k = 3)
+// (beside ptxas's report); DAPE's at GPT-2 small's shape (12 heads of 64, D = DAPE_WIDTH, k = 3);
+// txl's own kernels in its build, instead of the tensor-core ones
 template<int HS>
 static void print_mma_launches() {
+#if defined(PE_TXL)
+    printf("txl_forward_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, txl_forward_smem<HS>());
+    printf("txl_backward_q_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, txl_forward_smem<HS>());
+    printf("txl_backward_kv_kernel %d %d %zu\n", HS, ATT_KV_BK * HS / ATT_DPT, txl_backward_kv_smem<HS>());
+    printf("txl_backward_p_kernel %d %d %zu\n", HS, TXL_BLOCK * HS / ATT_DPT, txl_backward_p_smem<HS>());
+#else
     printf("attention_forward_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_forward_smem<HS>());
     printf("attention_backward_q_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_backward_q_smem<HS>());
     printf("attention_backward_kv_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_backward_kv_smem<HS, PEBias>());
+#endif
 }
 static int print_launches() {
     print_mma_launches<32>();
@@ -225,19 +244,24 @@ int main(int argc, char** argv) {
     AttnForwardFn fwd;
     AttnBackwardFn bwd;
     switch (version) {
+#if defined(PE_ATTENTION)
+        case 1: case 2: case 3: fwd = NULL; bwd = NULL; break; // the encoding's own kernels
+#else
         case 1: fwd = attention_forward_naive; bwd = attention_backward_naive; break;
         case 2: fwd = attention_forward_tiled<PEBias>; bwd = attention_backward_tiled<PEBias>; break;
 #if !defined(ENABLE_FP32)
         case 3: fwd = attention_forward_mma<PEBias>; bwd = attention_backward_mma<PEBias>; break;
 #endif
+#endif
         default: fatal("unknown version %d (1: naive, 2: fp32 tiled, 3: tensor cores, bf16 builds)", version);
     }
+    if (check) { fwd = NULL; bwd = NULL; } // the trainer's attention of a layer
     int fails = 0;
     if (check) {
-        const AttnShape shapes[] = {{2, 200, 2, 64}, {1, 1024, 1, 64}, {1, 77, 2, 32}, {1, 100, 1, 128}};
+        const AttnShape shapes[] = {{2, 200, 2, 64, 0}, {1, 1024, 1, 64, 0}, {1, 77, 2, 32, 300}, {1, 100, 1, 128, 0}};
         for (const AttnShape& s : shapes) { fails += run_case(s, fwd, bwd, version, 0); }
     } else {
-        AttnShape s = {2, 1024, 12, 64};
+        AttnShape s = {2, 1024, 12, 64, 0};
         if (argc > 2) { s.T = atoi(argv[2]); }
         if (argc > 3) { s.B = atoi(argv[3]); }
         if (argc > 4) { s.NH = atoi(argv[4]); }

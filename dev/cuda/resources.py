@@ -7,7 +7,7 @@ tabled for docs/cuda.md. One parse serves both.
                                             kernel over budget) unless every attention
                                             kernel of the bf16 tensor-core path (forward,
                                             dq, dk/dv at head sizes 32 and 64; DAPE's three
-                                            kernels) uses no local memory (stack frame and
+                                            kernels; txl's own four) uses no local memory (stack frame and
                                             spill bytes 0), and registers x threads per block
                                             stay within the 65,536 registers of an SM (every
                                             head size)
@@ -34,7 +34,9 @@ SM_LIMITS = {
 }
 
 ATTENTION = ("attention_forward_mma_kernel", "attention_backward_q_mma_kernel", "attention_backward_kv_mma_kernel",
-             "dape_attention_forward_kernel", "dape_attention_backward_q_kernel", "dape_attention_backward_kv_kernel")
+             "dape_attention_forward_kernel", "dape_attention_backward_q_kernel", "dape_attention_backward_kv_kernel",
+             "txl_forward_kernel", "txl_backward_q_kernel", "txl_backward_kv_kernel", "txl_backward_p_kernel")
+FAMILIES = ("attention", "dape", "txl")  # the table's order: the tensor-core kernels, DAPE's, txl's
 
 
 def kernel_of(mangled):
@@ -179,10 +181,12 @@ def table(launch_paths, ptxas_paths):
     lines = [head, rule]
     short = {"attention_forward_mma_kernel": "forward", "attention_backward_q_mma_kernel": "dq",
              "attention_backward_kv_mma_kernel": "dk/dv", "dape_attention_forward_kernel": "DAPE forward",
-             "dape_attention_backward_q_kernel": "DAPE dq", "dape_attention_backward_kv_kernel": "DAPE dk/dv"}
+             "dape_attention_backward_q_kernel": "DAPE dq", "dape_attention_backward_kv_kernel": "DAPE dk/dv",
+             "txl_forward_kernel": "txl forward", "txl_backward_q_kernel": "txl dq", "txl_backward_kv_kernel": "txl dk/dv",
+             "txl_backward_p_kernel": "txl dP"}
     for stem in stems:
         keys = sorted({(r["kernel"], r["hs"]) for r in rs if r["stem"] == stem},
-                      key=lambda k: (ATTENTION.index(k[0]) // 3, k[1] or 0, ATTENTION.index(k[0])))
+                      key=lambda k: (FAMILIES.index(k[0].split("_")[0]), k[1] or 0, ATTENTION.index(k[0])))
         for kernel, hs in keys:
             first = next(by[(stem, kernel, hs, a)] for a in archs if (stem, kernel, hs, a) in by)
             line = f"| {stem} | {short[kernel]} | {hs or '-'} | {first['threads']} | {first['dyn']} |"
