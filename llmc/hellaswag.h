@@ -18,8 +18,9 @@ loaded: a malformed one is one error naming the example, before any evaluation.
 
 A context is never cut for a model that can run beyond its training length; a `learned`
 model sees at most maxT tokens, so a row longer than that loses context tokens from the
-left (counted in `cut` and reported). A completion longer than the model's window cannot be
-scored and is an error.
+left, each completion's row as many as it needs (as lm-evaluation-harness truncates;
+examples with a cut are counted and reported). A completion longer than the model's window
+cannot be scored and is an error.
 
 The trainer includes this file (through llmc/driver.h) after defining GPT2, gpt2_forward,
 gpt2_token_losses and gpt2_max_length.
@@ -51,8 +52,8 @@ typedef struct {
     int context_len;
     const uint16_t* completion[EVAL_MAX_COMPLETIONS];
     int completion_len[EVAL_MAX_COMPLETIONS];
-    int cut;               // context tokens dropped from the left to fit the window
-    int row_len;           // tokens of each of its rows
+    int cut[EVAL_MAX_COMPLETIONS]; // context tokens dropped from the left of each row to fit the window
+    int row_len;           // tokens of its longest row
 } EvalExample;
 
 typedef struct {
@@ -70,16 +71,15 @@ static void evalfile_example(const EvalFile* ef, int i, int window, EvalExample*
     ex->context_len = v[5];
     ex->context = v + 6;
     const uint16_t* q = ex->context + ex->context_len;
-    int longest = 0;
+    ex->row_len = 0;
     for (int c = 0; c < ex->completions; c++) {
         ex->completion_len[c] = q[0];
         ex->completion[c] = q + 1;
         q += 1 + q[0];
-        if (ex->completion_len[c] > longest) { longest = ex->completion_len[c]; }
+        int full = ex->context_len + ex->completion_len[c] - 1; // the last context token predicts the first completion token
+        ex->cut[c] = full > window ? full - window : 0;
+        if (full - ex->cut[c] > ex->row_len) { ex->row_len = full - ex->cut[c]; }
     }
-    int full = ex->context_len + longest - 1; // the last context token predicts the first completion token
-    ex->cut = full > window ? full - window : 0;
-    ex->row_len = full - ex->cut;
 }
 
 // reads and checks an eval file for a model of this vocabulary and window; any malformed
@@ -168,14 +168,14 @@ static EvalResult evalfile_score(GPT2* model, const EvalFile* ef, int batch_rows
         // the targets are the next tokens, so the completion is scored from the last context token on
         for (int k = 0, r = 0; k < n; k++) {
             const EvalExample* ex = &batch[k];
-            int ctx = ex->context_len - ex->cut;
             for (int c = 0; c < ex->completions; c++, r++) {
                 int* x = inp + (size_t)r * T;
                 int* y = tgt + (size_t)r * T;
-                int len = ctx + ex->completion_len[c];
+                const uint16_t* context = ex->context + ex->cut[c];
+                int ctx = ex->context_len - ex->cut[c], len = ctx + ex->completion_len[c];
                 for (int t = 0; t < T; t++) {
-                    x[t] = t < ctx ? ex->context[ex->cut + t] : t < len ? ex->completion[c][t - ctx] : pad;
-                    y[t] = t + 1 < ctx ? ex->context[ex->cut + t + 1] : t + 1 < len ? ex->completion[c][t + 1 - ctx] : pad;
+                    x[t] = t < ctx ? context[t] : t < len ? ex->completion[c][t - ctx] : pad;
+                    y[t] = t + 1 < ctx ? context[t + 1] : t + 1 < len ? ex->completion[c][t + 1 - ctx] : pad;
                 }
             }
         }
@@ -183,10 +183,11 @@ static EvalResult evalfile_score(GPT2* model, const EvalFile* ef, int batch_rows
         gpt2_token_losses(model, losses);
         for (int k = 0, r = 0; k < n; k++) {
             const EvalExample* ex = &batch[k];
-            int ctx = ex->context_len - ex->cut;
             double best_sum = 0, best_mean = 0;
-            int pred = 0, pred_norm = 0;
+            int pred = 0, pred_norm = 0, cut = 0;
             for (int c = 0; c < ex->completions; c++, r++) {
+                int ctx = ex->context_len - ex->cut[c];
+                cut |= ex->cut[c] > 0;
                 double sum = 0;
                 for (int t = ctx - 1; t < ctx - 1 + ex->completion_len[c]; t++) { sum += losses[(size_t)r * T + t]; }
                 double mean = sum / ex->completion_len[c];
@@ -196,7 +197,7 @@ static EvalResult evalfile_score(GPT2* model, const EvalFile* ef, int batch_rows
             counts[0] += 1;
             counts[1] += pred == ex->label;
             counts[2] += pred_norm == ex->label;
-            counts[3] += ex->cut > 0;
+            counts[3] += cut;
         }
         i += n;
     }
