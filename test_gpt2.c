@@ -2101,27 +2101,90 @@ static void test_passkey(const char* path) {
     passkey_free(&pk);
 }
 
-// writes a token shard of n passkey examples (random keys of `seed`, depths uniform in
-// [0, 1]) for training: each example is the window of T - 1 tokens and its last target, T
-// tokens in all, so that every row of T tokens the data loader reads is one whole example
-static void write_passkey_shard(const char* out, const char* path, int T, int n, int seed) {
+// The passkey test's template in a vocabulary of its own: every GPT-2 id that
+// gpt2_passkey.bin uses (its texts and every key, 1550 ids) renumbered from 0, so that a
+// model small enough to learn retrieval in seconds can be trained on it (tests/evals.sh).
+// Writes into dir: gpt2_passkey.bin renumbered; token shards pk_train_000000.bin (n
+// examples) and pk_val_000000.bin (200), each example the window of T - 1 tokens and its
+// last target (T tokens, so that every row of T tokens the data loader reads is one whole
+// example; random keys, depths uniform in [0, 1]); init.bin, a model of that vocabulary (2
+// layers, 4 heads, 64 channels, maxT = T); and, given an eval file, the same renumbered.
+static void write_passkey_remap(const char* dir, const char* path, int T, int n, const char* eval_in) {
     PasskeyTokens pk;
     passkey_load(&pk, path, 50257);
-    uint16_t* toks = (uint16_t*)malloc_check(((size_t)n * T + 1) * sizeof(uint16_t));
+    int* map = (int*)malloc_check(65536 * sizeof(int));
+    for (int i = 0; i < 65536; i++) { map[i] = -1; }
+    // the file's values alternate between a length and its tokens
+    int64_t count = pk.key_start[pk.num_keys - 1] + pk.key_len[pk.num_keys - 1];
+    for (int64_t p = 0; p < count; p += 1 + pk.values[p]) {
+        for (int t = 1; t <= pk.values[p]; t++) { map[pk.values[p + t]] = 0; }
+    }
+    int V = 0;
+    for (int i = 0; i < 65536; i++) { if (map[i] == 0) { map[i] = V++; } }
+    for (int64_t p = 0; p < count; p += 1 + pk.values[p]) {
+        for (int t = 1; t <= pk.values[p]; t++) { pk.values[p + t] = (uint16_t)map[pk.values[p + t]]; }
+    }
+    char out[512];
+    int header[256] = {0};
+    header[0] = PASSKEY_MAGIC; header[1] = PASSKEY_VERSION; header[2] = PK_NUM_TEXTS; header[3] = pk.first_key; header[4] = pk.num_keys;
+    snprintf(out, sizeof(out), "%s/gpt2_passkey.bin", dir);
+    FILE* f = fopen_check(out, "wb");
+    fwrite(header, sizeof(int), 256, f);
+    fwrite(pk.values, sizeof(uint16_t), count, f);
+    fclose(f);
     int* x = (int*)malloc_check((size_t)T * sizeof(int));
     int* y = (int*)malloc_check((size_t)T * sizeof(int));
-    uint64_t rng = random_seed((uint64_t)seed + 17);
-    for (int i = 0; i < n; i++) {
-        PasskeyPrompt pp;
-        if (!passkey_build(&pk, T - 1, random_f32(&rng), passkey_key(&pk, (uint64_t)seed, i), x, y, &pp)) {
-            fatal("passkey-shard: T = %d is shorter than the prompt (%d)", T, passkey_min_length(&pk) + 1);
+    for (int split = 0; split < 2; split++) {
+        int examples = split == 0 ? n : 200, seed = split == 0 ? 1001 : 2002;
+        uint16_t* toks = (uint16_t*)malloc_check(((size_t)examples * T + 1) * sizeof(uint16_t));
+        uint64_t rng = random_seed((uint64_t)seed);
+        for (int i = 0; i < examples; i++) {
+            PasskeyPrompt pp;
+            if (!passkey_build(&pk, T - 1, random_f32(&rng), passkey_key(&pk, (uint64_t)seed, i), x, y, &pp)) {
+                fatal("passkey-remap: T = %d is shorter than the prompt (%d)", T, passkey_min_length(&pk) + 1);
+            }
+            for (int t = 0; t < T - 1; t++) { toks[(size_t)i * T + t] = (uint16_t)x[t]; }
+            toks[(size_t)i * T + T - 1] = (uint16_t)y[T - 2];
         }
-        for (int t = 0; t < T - 1; t++) { toks[(size_t)i * T + t] = (uint16_t)x[t]; }
-        toks[(size_t)i * T + T - 1] = (uint16_t)y[T - 2];
+        toks[(size_t)examples * T] = toks[0]; // the loader reads one token past the last row
+        snprintf(out, sizeof(out), "%s/pk_%s_000000.bin", dir, split == 0 ? "train" : "val");
+        write_shard(out, 20240520, 1, examples * T + 1, toks, examples * T + 1);
+        free(toks);
     }
-    toks[(size_t)n * T] = toks[0]; // the loader reads one token past the last row
-    write_shard(out, 20240520, 1, n * T + 1, toks, n * T + 1);
-    free(toks); free(x); free(y);
+    GPT2Config cfg;
+    cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 64;
+    cfg.vocab_size = V; cfg.padded_vocab_size = round_up(V, 64); cfg.max_seq_len = T; cfg.pe = PE_ID;
+    gpt2_config_set_dape(&cfg);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 42);
+    snprintf(out, sizeof(out), "%s/init.bin", dir);
+    gpt2_save_checkpoint(&model, out);
+    gpt2_free(&model);
+    if (eval_in != NULL) { // an eval file: its tokens renumbered (every one must be the template's)
+        EvalFile ef;
+        evalfile_load(&ef, eval_in, 50257, INT32_MAX);
+        int eh[256];
+        int64_t nv;
+        free(ef.values);
+        ef.values = read_u16_file(eval_in, EVAL_MAGIC, EVAL_VERSION, "an eval file", eh, &nv);
+        for (int i = 0; i < ef.num_examples; i++) {
+            uint16_t* v = ef.values + ef.start[i];
+            for (int64_t p = 5; p < v[1] / 2; p += 1 + v[p]) {
+                for (int t = 1; t <= v[p]; t++) {
+                    if (map[v[p + t]] < 0) { fatal("%s: token %d of example %d is not in the passkey template", eval_in, v[p + t], i); }
+                    v[p + t] = (uint16_t)map[v[p + t]];
+                }
+            }
+        }
+        snprintf(out, sizeof(out), "%s/eval.bin", dir);
+        f = fopen_check(out, "wb");
+        fwrite(eh, sizeof(int), 256, f);
+        fwrite(ef.values, sizeof(uint16_t), nv, f);
+        fclose(f);
+        evalfile_free(&ef);
+    }
+    printf("%s: the passkey template in a vocabulary of %d tokens, %d training examples of %d tokens\n", dir, V, n, T);
+    free(x); free(y); free(map);
     passkey_free(&pk);
 }
 
@@ -2162,8 +2225,8 @@ int main(int argc, char** argv) {
         write_debug_state(argv[2], NULL, 1);
         return 0;
     }
-    if (argc > 6 && strcmp(argv[1], "passkey-shard") == 0) {
-        write_passkey_shard(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
+    if (argc > 5 && strcmp(argv[1], "passkey-remap") == 0) {
+        write_passkey_remap(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), argc > 6 ? argv[6] : NULL);
         return 0;
     }
     if (argc > 5 && strcmp(argv[1], "passkey-prompt") == 0) { // a window's tokens, then its last target

@@ -878,6 +878,7 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
     int64_t need = 0; // tokens to read: the last target of every row's last window
     for (int k = 0; k < a->num_eval_lengths; k++) {
         for (int mode = 0; mode < modes; mode++) {
+            if (mode == 1 && stride == 0) { continue; }
             WindowLayout w = window_layout(a, mode, a->eval_lengths[k], maxL, stride);
             int64_t end = w.first + (w.windows - 1) * w.spacing + w.scored + 1;
             if (end > need) { need = end; }
@@ -1012,8 +1013,8 @@ static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* m
     free(rows);
 }
 
-// the test files of -H and -P, read and checked once at the start (a malformed one stops
-// the run before it trains)
+// the test files of -H and -P, read and checked once at the start, and the shards of -j's
+// other sets checked (a malformed or missing one stops the run before it trains)
 typedef struct {
     EvalFile hellaswag;
     PasskeyTokens passkey;
@@ -1021,6 +1022,11 @@ typedef struct {
 
 static void eval_data_load(EvalData* ed, const TrainArgs* a, GPT2* model) {
     memset(ed, 0, sizeof(*ed));
+    for (int set = 1; set < a->num_sets; set++) {
+        DataLoader dl;
+        dataloader_init(&dl, a->set_patterns[set], 1, 1, 0, 1, model->config.vocab_size);
+        dataloader_free(&dl);
+    }
     if (a->hellaswag != NULL) { evalfile_load(&ed->hellaswag, a->hellaswag, model->config.vocab_size, gpt2_max_length(model)); }
     if (a->passkey_trials > 0) { passkey_load(&ed->passkey, "gpt2_passkey.bin", model->config.vocab_size); }
 }

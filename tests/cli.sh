@@ -47,6 +47,18 @@ expect "-E with an empty item" "flag -E expects lengths" "${OK[@]}" -E 64,,128
 expect "-W 0" "flag -W: a stride of 0" "${OK[@]}" -W 0
 expect "-g beyond the bound" "flag -g: at most" "${OK[@]}" -g 100000 -s 1
 expect "ZeRO stage 1 on the CPU trainer" "only in the CUDA trainer" "${OK[@]}" -z 1
+expect "-j item without a pattern" "flag -j: 'a=' is not name=pattern" "${OK[@]}" -j "a=$VAL,a="
+expect "-j set given twice" "the set 'a' is given twice" "${OK[@]}" -j "a=$VAL,a=$VAL"
+expect "-j set name with a slash" "may hold letters, digits" "${OK[@]}" -j "x/y=$VAL"
+expect "-j set without shards" "no file matches" "${OK[@]}" -j "a=$VAL,b=$DIR/none_*.bin"
+expect "-L below 0" "flag -L must be in" "${OK[@]}" -L -1
+expect "-Pd of one depth" "flag -Pd must be in" "${OK[@]}" -P 1 -Pd 1
+expect "-P without gpt2_passkey.bin" "gpt2_passkey.bin not found" "${OK[@]}" -P 1
+expect "-H of a missing file" "cannot open" "${OK[@]}" -H "$DIR/missing_hellaswag.bin"
+printf 'garbage' > "$DIR/hellaswag.bin"
+expect "-H of a file shorter than its header" "is not an eval file" "${OK[@]}" -H "$DIR/hellaswag.bin"
+head -c 2048 "$(realpath data/starter)/starter_val_000000.bin" > "$DIR/hellaswag.bin"
+expect "-H of a token shard" "bad magic 20240520" "${OK[@]}" -H "$DIR/hellaswag.bin"
 mkfifo "$DIR/fifo.bin" "$DIR/fifo_000000.bin"
 expect "a FIFO as the checkpoint" "fifo.bin is not a regular file" "${OK[@]}" -e "$DIR/fifo.bin"
 expect "a FIFO as a shard" "fifo_000000.bin is not a regular file" "${OK[@]}" -i "$DIR/fifo_*.bin"
