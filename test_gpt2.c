@@ -2102,16 +2102,18 @@ static void test_passkey(const char* path) {
 }
 
 // The passkey test's template in a vocabulary of its own: every GPT-2 id that
-// gpt2_passkey.bin uses (its texts and every key, 1550 ids) renumbered from 0, so that a
-// model small enough to learn retrieval in seconds can be trained on it (tests/evals.sh).
-// Writes into dir: gpt2_passkey.bin renumbered; token shards pk_train_000000.bin (n
+// gpt2_passkey.bin uses for its texts and its first `keys` keys renumbered from 0, so that
+// a model small enough to learn retrieval in seconds can be trained on it (tests/evals.sh).
+// Writes into dir: gpt2_passkey.bin renumbered (those keys only); token shards pk_train_000000.bin (n
 // examples) and pk_val_000000.bin (200), each example the window of T - 1 tokens and its
 // last target (T tokens, so that every row of T tokens the data loader reads is one whole
 // example; random keys, depths uniform in [0, 1]); init.bin, a model of that vocabulary (2
 // layers, 4 heads, 64 channels, maxT = T); and, given an eval file, the same renumbered.
-static void write_passkey_remap(const char* dir, const char* path, int T, int n, const char* eval_in) {
+static void write_passkey_remap(const char* dir, const char* path, int T, int n, int keys, const char* eval_in) {
     PasskeyTokens pk;
     passkey_load(&pk, path, 50257);
+    if (keys < 1 || keys > pk.num_keys) { fatal("passkey-remap: %d keys, the file has %d", keys, pk.num_keys); }
+    pk.num_keys = keys;
     int* map = (int*)malloc_check(65536 * sizeof(int));
     for (int i = 0; i < 65536; i++) { map[i] = -1; }
     // the file's values alternate between a length and its tokens
@@ -2225,8 +2227,8 @@ int main(int argc, char** argv) {
         write_debug_state(argv[2], NULL, 1);
         return 0;
     }
-    if (argc > 5 && strcmp(argv[1], "passkey-remap") == 0) {
-        write_passkey_remap(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), argc > 6 ? argv[6] : NULL);
+    if (argc > 6 && strcmp(argv[1], "passkey-remap") == 0) {
+        write_passkey_remap(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), argc > 7 ? argv[7] : NULL);
         return 0;
     }
     if (argc > 5 && strcmp(argv[1], "passkey-prompt") == 0) { // a window's tokens, then its last target

@@ -11,8 +11,9 @@
 #      picks every one, the untrained one does not
 #   4. two test sets, last-N windows and the context-use gap against the same numbers read
 #      off other rows
-# The model of part 3 learns the template in a vocabulary of its own (the 1550 GPT-2 ids the
-# passkey file uses, renumbered: test_gpt2 passkey-remap), so that it trains in seconds.
+# The model of part 3 learns the template in a vocabulary of its own (the 560 GPT-2 ids of the
+# texts and of the keys 10000..10999, renumbered: test_gpt2 passkey-remap; 2 layers, 64
+# channels), so that it trains in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=$(mktemp -d /tmp/test_evals.XXXXXX)
@@ -40,25 +41,29 @@ for spec in "65 0 10000" "100 0.3 54321" "300 1 99999" "256 0.5 31415"; do
     build/test_gpt2_learned passkey-prompt gpt2_passkey.bin "$1" "$2" "$3" > "$DIR/ids"
     ./tokenizer decode < "$DIR/ids" > "$DIR/text"
     ./tokenizer encode "$DIR/text" | cmp -s - "$DIR/ids" || fail "the prompt (L $1, depth $2, key $3) does not encode back to its tokens"
-    grep -q "The pass key is $3. Remember it. $3 is the pass key." "$DIR/text" && [ "$(tail -c 20 "$DIR/text")" = "The pass key is $3" ] \
+    answer="The pass key is $3"
+    grep -q "The pass key is $3. Remember it. $3 is the pass key." "$DIR/text" && [ "$(tail -c ${#answer} "$DIR/text")" = "$answer" ] \
         || fail "the prompt (L $1, depth $2, key $3) lacks its key line or its answer"
 done
 ok "prompts decode to the template's text and encode back to the same tokens ($(head -c 60 "$DIR/text" | tr '\n' ' ')...)"
 
 echo "=== a model trained on the passkey template; the HellaSwag fixture"
-# the fixture: the right ending continues the template's text, the others are its words in
-# another order; the label moves through every position
+# the fixture: the beginnings of passkey prompts of the trained length (79 tokens, whose
+# filler ends at "Here we go"); the right ending continues the template's text or gives the
+# key back, the others are its words in another order; the label moves through every position
 cat > "$DIR/fixture.jsonl" <<'JSONL'
-{"ctx": "The grass is green. The sky", "endings": ["is blue.", "is green.", "and back again.", "we go."], "label": 0}
-{"ctx": "What is the pass key? The pass", "endings": ["is green.", "key is", "sky is blue.", "go."], "label": 1}
+{"ctx": "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.\nThe grass is green. The sky", "endings": ["is blue.", "is green.", "and back again.", "we go."], "label": 0}
+{"ctx": "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.\nThe grass is green. The sky is blue\nThe pass key is 10005. Remember it. 10005 is the pass key.\nThe grass is green. The sky is\nWhat is the pass", "endings": ["is green.", "key? The pass key is", "sky is blue.", "go."], "label": 1}
 {"ctx": "There is an important info hidden inside a lot of irrelevant", "endings": ["sky.", "grass.", "text.", "key."], "label": 2}
-{"ctx": "Find it and memorize them. I will quiz you about the important", "endings": ["pass.", "sky.", "green.", "information there."], "label": 3}
-{"ctx": "The sun is yellow. Here we", "endings": ["is green.", "go. There and back again.", "key.", "blue."], "label": 1}
-{"ctx": "Here we go. There and back", "endings": ["again.", "is blue.", "pass key.", "yellow."], "label": 0}
+{"ctx": "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important", "endings": ["pass.", "sky.", "green.", "information there."], "label": 3}
+{"ctx": "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.\nThe grass is green. The sky is blue. The sun is yellow. Here we", "endings": ["is green.", "go", "key.", "blue."], "label": 1}
+{"ctx": "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.\nThe grass is green. The sky is blue\nThe pass key is 10005. Remember", "endings": ["it. 10005 is the pass key.", "is green.", "key.", "sky is blue."], "label": 0}
+{"ctx": "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.\nThe pass key is 10042. Remember it. 10042 is the pass key.\nThe grass is green. The sky is blue. The sun is yellow. Here we go\nWhat is the pass key? The pass key is", "endings": ["10007", "10500", "10042", "10999"], "label": 2}
+{"ctx": "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.\nThe grass is green. The sky is blue. The sun is yellow. Here we go\nThe pass key is 10077. Remember it. 10077 is the pass key.\nWhat is the pass key? The pass key is", "endings": ["10077", "10042", "10500", "10005"], "label": 0}
 JSONL
 HELLASWAG_JSONL="$DIR/fixture.jsonl" HELLASWAG_OUT="$DIR" bash data/hellaswag.sh > /dev/null
 mkdir -p "$DIR/pk"
-build/test_gpt2_learned passkey-remap "$DIR/pk" gpt2_passkey.bin 80 8000 "$DIR/hellaswag_val.bin"
+build/test_gpt2_learned passkey-remap "$DIR/pk" gpt2_passkey.bin 80 8000 1000 "$DIR/hellaswag_val.bin"
 T=80 L=79 # training rows of 80 tokens hold one window of 79 and its last target: the window length is 79
 EVAL=(-E $L -K $((10 * L)) -W -1 -m 4 -P 20 -Pd 3 -H eval.bin -j "pk_val_*.bin")
 BIN=$(realpath build/train_gpt2_learned)
@@ -68,21 +73,21 @@ t0=$(date +%s)
 echo "  trained $(grep -c '^step' "$DIR/pk/run.log") steps in $(( $(date +%s) - t0 )) s"
 grep -A5 "^passkey retrieval" "$DIR/pk/run.log"
 grep "^HellaSwag" "$DIR/pk/run.log"
-# every cell of the trained model at least 0.8, every cell of the untrained one 0
-awk -F, 'NR > 1 { n++; if ($7 == "n/a" || $7 < 0.8) bad++ } END { exit !(n == 3 && bad == 0) }' "$DIR/pk/run/passkey.csv" \
-    || { cat "$DIR/pk/run/passkey.csv"; fail "the trained model does not retrieve the key at its training length"; }
+# every cell of the trained model at least 0.6, every cell of the untrained one 0
+awk -F, 'NR > 1 { n++; if ($7 == "n/a" || $7 < 0.6) bad++ } END { exit !(n == 3 && bad == 0) }' "$DIR/pk/run/passkey.csv" \
+    || { cat "$DIR/pk/run/passkey.csv"; fail "the trained model does not retrieve the key at its training length (accuracy >= 0.6 at every depth)"; }
 awk -F, 'NR > 1 { n++; if ($7 != 0) bad++ } END { exit !(n == 3 && bad == 0) }' "$DIR/pk/before/passkey.csv" \
     || { cat "$DIR/pk/before/passkey.csv"; fail "the untrained model retrieves keys"; }
-ok "passkey: the trained model retrieves the key at every depth (accuracy >= 0.8), the untrained one never"
+ok "passkey: the trained model retrieves the key at every depth (accuracy >= 0.6), the untrained one never"
 steps=$(grep -c '^step' "$DIR/pk/run.log")
-grep -q "^HellaSwag: 6/6 = 1.0000$" "$DIR/pk/run.log" && grep -q "^s:$steps eval:1.0000$" "$DIR/pk/run/main.log" \
+grep -q "^HellaSwag: 8/8 = 1.0000$" "$DIR/pk/run.log" && grep -q "^s:$steps eval:1.0000$" "$DIR/pk/run/main.log" \
     && [ "$(csv_field "$DIR/pk/run/hellaswag.csv" pe=learned acc)" = 1.000000 ] || fail "the trained model misses a HellaSwag fixture example"
-[ "$(csv_field "$DIR/pk/before/hellaswag.csv" pe=learned correct_norm)" -lt 6 ] || fail "the untrained model gets every fixture example"
-ok "HellaSwag fixture: 6/6 after training (llm.c's line, main.log's eval line, hellaswag.csv), $(grep '^HellaSwag:' "$DIR/pk/before.log" | cut -d' ' -f2) before"
+[ "$(csv_field "$DIR/pk/before/hellaswag.csv" pe=learned correct_norm)" -lt 8 ] || fail "the untrained model gets every fixture example"
+ok "HellaSwag fixture: 8/8 after training (llm.c's line, main.log's eval line, hellaswag.csv), $(grep '^HellaSwag:' "$DIR/pk/before.log" | cut -d' ' -f2) before"
 
 echo "=== test sets, DAPE's last-N windows, the context-use gap"
 mkdir -p "$DIR/cb"
-build/test_gpt2_cable passkey-remap "$DIR/cb" gpt2_passkey.bin 80 2000 > /dev/null
+build/test_gpt2_cable passkey-remap "$DIR/cb" gpt2_passkey.bin 80 2000 1000 > /dev/null
 CABLE=$(realpath build/train_gpt2_cable)
 (cd "$DIR/cb" && OMP_NUM_THREADS=1 "$CABLE" -e init.bin -t 80 -b 16 -x 60 -l 1e-2 -u 10 -v 0 -s 0 -E none -i "pk_train_*.bin" -j "pk_val_*.bin" -o run > /dev/null)
 # one window of 160 tokens per row: its last 80 scored in it (last80) and alone (sliding at 80, stride 80)
