@@ -926,20 +926,16 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
 // buckets cut to the scored positions (pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss,set;
 // positions from 0, pos_hi excluded); rows without a number (n/a) have no buckets
 static void write_positions(const EvalRow* rows, int n, const char* dir, int train_len) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/positions.csv", dir);
     AtomicFile af;
-    atomic_open(&af, path);
+    atomic_open_csv(&af, dir, "positions.csv", "pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss,set\n");
     char line[256];
-    int len = snprintf(line, sizeof(line), "pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss,set\n");
-    atomic_write(&af, line, 1, len);
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
         for (int k = 0; k < MAX_POS_BUCKETS && r->tokens > 0; k++) {
             if (r->pos_tokens[k] == 0) { continue; }
             int lo = bucket_lo(k) > r->first_pos ? bucket_lo(k) : r->first_pos;
             int hi = bucket_hi(k) < r->eval_len ? bucket_hi(k) : r->eval_len;
-            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f,%s\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len,
+            int len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f,%s\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len,
                            r->mode, lo, hi, (long long)r->pos_tokens[k], r->pos_loss[k], r->set);
             atomic_write(&af, line, 1, len);
         }
@@ -975,16 +971,12 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
         }
     }
     if (a->output_dir == NULL) { return; }
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/extrapolation.csv", a->output_dir);
     AtomicFile af;
-    atomic_open(&af, path);
-    char line[256];
-    int len = snprintf(line, sizeof(line), "pe,train_len,eval_len,mode,tokens,loss,ppl,set,gap\n");
-    atomic_write(&af, line, 1, len);
+    atomic_open_csv(&af, a->output_dir, "extrapolation.csv", "pe,train_len,eval_len,mode,tokens,loss,ppl,set,gap\n");
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
-        char gap[32] = "n/a";
+        char line[256], gap[32] = "n/a";
+        int len;
         if (r->gap_tokens > 0) { snprintf(gap, sizeof(gap), "%.6f", r->gap); }
         if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a,%s,n/a\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len, r->mode, r->set); }
         else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f,%s,%s\n", model_label(PE_ID, DAPE_ID), train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss), r->set, gap); }
@@ -1048,12 +1040,11 @@ static void hellaswag(GPT2* model, const TrainArgs* a, const MultiProcess* mp, c
     if (r.cut > 0) { printf("note: %d of %d examples had their context cut from the left to the model's %d positions\n", r.cut, r.examples, gpt2_max_length(model)); }
     logger_line(logger, "s:%d eval:%.4f\n", step, acc_norm);
     if (a->output_dir == NULL) { return; }
-    char path[PATH_MAX], line[512];
-    snprintf(path, sizeof(path), "%s/hellaswag.csv", a->output_dir);
+    char line[512];
     AtomicFile af;
-    atomic_open(&af, path);
-    int len = snprintf(line, sizeof(line), "pe,train_len,step,examples,correct,acc,correct_norm,acc_norm,cut\n%s,%d,%d,%d,%d,%.6f,%d,%.6f,%d\n",
-                       model_label(PE_ID, DAPE_ID), train_len, step, r.examples, r.correct, acc, r.correct_norm, acc_norm, r.cut);
+    atomic_open_csv(&af, a->output_dir, "hellaswag.csv", "pe,train_len,step,examples,correct,acc,correct_norm,acc_norm,cut\n");
+    int len = snprintf(line, sizeof(line), "%s,%d,%d,%d,%d,%.6f,%d,%.6f,%d\n", model_label(PE_ID, DAPE_ID), train_len, step,
+                       r.examples, r.correct, acc, r.correct_norm, acc_norm, r.cut);
     atomic_write(&af, line, 1, len);
     atomic_commit(&af);
 }

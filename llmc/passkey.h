@@ -304,14 +304,11 @@ static void passkey_report(const PasskeyCell* cells, int num_lengths, int depths
         printf("\n");
     }
     if (dir == NULL) { return; }
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/passkey.csv", dir);
     AtomicFile af;
-    atomic_open(&af, path);
-    char line[256];
-    int len = snprintf(line, sizeof(line), "pe,train_len,eval_len,depth,trials,correct,accuracy,key_logprob\n");
-    atomic_write(&af, line, 1, len);
+    atomic_open_csv(&af, dir, "passkey.csv", "pe,train_len,eval_len,depth,trials,correct,accuracy,key_logprob\n");
     for (int i = 0; i < num_lengths * depths; i++) {
+        char line[256];
+        int len;
         const PasskeyCell* c = &cells[i];
         if (c->trials == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%.4f,0,0,n/a,n/a\n", label, train_len, c->eval_len, c->depth); }
         else {
