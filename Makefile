@@ -123,8 +123,10 @@ test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test
 
 # the evaluation suite (tests/evals.sh): HellaSwag's scoring and files, the passkey prompts,
 # scoring and grid, a model trained on the passkey template that retrieves the key, the
-# HellaSwag fixture through data/hellaswag.sh, test sets, last-N windows, the context-use gap
-test-evals: $(foreach pe,learned cable,$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe)) tokenizer gpt2_passkey.bin
+# HellaSwag fixture through data/hellaswag.sh, test sets, last-N windows, the context-use gap,
+# and the same evaluations by the CUDA trainer run on the CPU (cuda.mk: the emulation)
+test-evals: $(foreach pe,learned cable,$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe) $(BUILD)/emulate/train_gpt2cu_$(pe)_fp32) \
+            tokenizer gpt2_passkey.bin
 	bash tests/evals.sh
 
 # fuzzing the readers of untrusted files (clang's libFuzzer, AddressSanitizer, UBSan)

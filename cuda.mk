@@ -107,6 +107,10 @@ $(EMU)/attention_%: $(EMU_SRC)/.prepared
 $(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/test_gpt2.cu
 
+# the CUDA trainer itself on the CPU (tests/evals.sh runs its evaluations against the CPU trainer's)
+$(EMU)/train_gpt2cu_%: $(EMU_SRC)/.prepared
+	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/train_gpt2.cu
+
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
 # head sizes 64, 32, 128) against the double-precision reference, then the mutants

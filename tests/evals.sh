@@ -11,14 +11,18 @@
 #      picks every one, the untrained one does not
 #   4. two test sets, last-N windows and the context-use gap against the same numbers read
 #      off other rows
+#   5. the CUDA trainer, run on the CPU in the emulation (build/emulate/train_gpt2cu_*_fp32),
+#      evaluates the models of parts 3 and 4 through the same driver: the same CSV files
 # The model of part 3 learns the template in a vocabulary of its own (the 560 GPT-2 ids of the
 # texts and of the keys 10000..10999, renumbered: test_gpt2 passkey-remap; 2 layers, 64
 # channels, 2 heads of 32: the CUDA path runs it too), so that it trains in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 DIR=$(mktemp -d /tmp/test_evals.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
-for need in build/train_gpt2_learned build/train_gpt2_cable build/test_gpt2_learned build/test_gpt2_cable ./tokenizer gpt2_passkey.bin; do
+for need in build/train_gpt2_learned build/train_gpt2_cable build/test_gpt2_learned build/test_gpt2_cable ./tokenizer gpt2_passkey.bin \
+            build/emulate/train_gpt2cu_learned_fp32 build/emulate/train_gpt2cu_cable_fp32; do
     [ -e "$need" ] || { echo "error: $need is missing; run the tests with \`make test-evals\`" >&2; exit 1; }
 done
 fail() { echo "FAIL: $*"; exit 1; }
@@ -65,11 +69,12 @@ HELLASWAG_JSONL="$DIR/fixture.jsonl" HELLASWAG_OUT="$DIR" bash data/hellaswag.sh
 mkdir -p "$DIR/pk"
 build/test_gpt2_learned passkey-remap "$DIR/pk" gpt2_passkey.bin 80 8000 1000 "$DIR/hellaswag_val.bin"
 T=80 L=79 # training rows of 80 tokens hold one window of 79 and its last target: the window length is 79
+STEPS=${PASSKEY_STEPS:-600}
 EVAL=(-E $L -K $((10 * L)) -W -1 -m 4 -P 20 -Pd 3 -H eval.bin -j "pk_val_*.bin")
-BIN=$(realpath build/train_gpt2_learned)
+BIN=$ROOT/build/train_gpt2_learned
 (cd "$DIR/pk" && OMP_NUM_THREADS=1 "$BIN" -e init.bin -x 0 "${EVAL[@]}" -o before > before.log)
 t0=$(date +%s)
-(cd "$DIR/pk" && OMP_NUM_THREADS=1 "$BIN" -e init.bin -t $T -b 16 -x ${PASSKEY_STEPS:-600} -l 1e-2 -u 20 -v 0 -s 0 -i "pk_train_*.bin" "${EVAL[@]}" -o run > run.log)
+(cd "$DIR/pk" && OMP_NUM_THREADS=1 "$BIN" -e init.bin -t $T -b 16 -x $STEPS -l 1e-2 -u 20 -v 0 -s 0 -i "pk_train_*.bin" "${EVAL[@]}" -o run > run.log)
 echo "  trained $(grep -c '^step' "$DIR/pk/run.log") steps in $(( $(date +%s) - t0 )) s"
 grep -A5 "^passkey retrieval" "$DIR/pk/run.log"
 grep "^HellaSwag" "$DIR/pk/run.log"
@@ -88,7 +93,7 @@ ok "HellaSwag fixture: 8/8 after training (llm.c's line, main.log's eval line, h
 echo "=== test sets, DAPE's last-N windows, the context-use gap"
 mkdir -p "$DIR/cb"
 build/test_gpt2_cable passkey-remap "$DIR/cb" gpt2_passkey.bin 80 2000 1000 > /dev/null
-CABLE=$(realpath build/train_gpt2_cable)
+CABLE=$ROOT/build/train_gpt2_cable
 (cd "$DIR/cb" && OMP_NUM_THREADS=1 "$CABLE" -e init.bin -t 80 -b 16 -x 60 -l 1e-2 -u 10 -v 0 -s 0 -E none -i "pk_train_*.bin" -j "pk_val_*.bin" -o run > /dev/null)
 # one window of 160 tokens per row: its last 80 scored in it (last80) and alone (sliding at 80, stride 80)
 (cd "$DIR/cb" && OMP_NUM_THREADS=1 "$CABLE" -e run/model_00000060.bin -x 0 -m 2 -E 80,160 -K 80 -W 80 -L 80 \
@@ -109,6 +114,35 @@ for set in val train; do
     [ "$(csv_field "$csv" set=$set mode=nonoverlap eval_len=80 gap)" = n/a ] || fail "a gap at the training length"
 done
 ok "two sets, one table each, the set column in both CSVs; gap = loss of the last 80 in the window - alone ($(csv_field "$csv" set=val mode=nonoverlap eval_len=160 gap)), n/a up to T"
+
+echo "=== the CUDA trainer (fp32, in the CPU emulation) through the same driver"
+# same_csv A B: the same rows and text fields, numbers within 1e-5 (relative above 1)
+same_csv() {
+    paste -d'|' "$1" "$2" | awk -F'|' '{ na = split($1, a, ","); nb = split($2, b, ",")
+        if (na != nb) { bad = 1; next }
+        for (i = 1; i <= na; i++) {
+            if (a[i] == b[i]) continue
+            if (a[i] + 0 != a[i] || b[i] + 0 != b[i]) { bad = 1; continue }
+            d = a[i] - b[i]; m = a[i] < 0 ? -a[i] : a[i]; if (m < 1) m = 1
+            if (d > 1e-5 * m || -d > 1e-5 * m) bad = 1 } }
+        END { exit bad || NR == 0 }' && [ "$(wc -l < "$1")" = "$(wc -l < "$2")" ]
+}
+for pe in learned cable; do
+    if [ $pe = learned ]; then
+        ARGS=(-e "run/model_$(printf %08d $STEPS).bin" -E 79,158 -K 158 -W -1 -L 40 -P 4 -Pd 3 -H eval.bin)
+        D=$DIR/pk
+    else
+        ARGS=(-e run/model_00000060.bin -E 80,160 -K 80 -W 80 -L 80 -P 2 -Pd 2)
+        D=$DIR/cb
+    fi
+    ARGS+=(-x 0 -m 2 -j "val=pk_val_*.bin,train=pk_train_*.bin")
+    (cd "$D" && OMP_NUM_THREADS=1 "$ROOT/build/train_gpt2_$pe" "${ARGS[@]}" -o cpu_eval > /dev/null)
+    (cd "$D" && OMP_NUM_THREADS=2 "$ROOT/build/emulate/train_gpt2cu_${pe}_fp32" "${ARGS[@]}" -o cuda_eval > /dev/null)
+    for f in extrapolation.csv positions.csv passkey.csv $([ $pe = learned ] && echo hellaswag.csv); do
+        same_csv "$D/cpu_eval/$f" "$D/cuda_eval/$f" || { paste -d'\n' "$D/cpu_eval/$f" "$D/cuda_eval/$f" | head -20; fail "$pe: the CUDA trainer's $f differs"; }
+    done
+    ok "$pe: the CUDA trainer's evaluation CSVs equal the CPU trainer's (1e-5)$([ $pe = learned ] && echo ": HellaSwag, passkey, last-40, two sets" || echo ": the gap, last-80, passkey, two sets")"
+done
 
 PY=python3
 $PY -c "import matplotlib" 2> /dev/null || PY=/usr/bin/python3
