@@ -87,13 +87,25 @@ test-cuda-run: test-cuda-builds $(foreach pe,$(PE_LIST),$(BUILD)/test_gpt2_$(pe)
 # build/emulate/<program>_<pe> (bf16) and <program>_<pe>_fp32.
 EMU := $(BUILD)/emulate
 EMU_SRC := $(EMU)/src
-EMU_CXX := g++ -std=c++20 -O2 -fopenmp -fno-strict-aliasing -x c++ -w -I$(EMU_SRC)/dev/cuda/emulate
-EMU_INPUTS := train_gpt2.cu test_gpt2.cu $(CU_HEADERS) $(wildcard dev/cuda/*.cu dev/cuda/emulate/*.h dev/cuda/emulate/*.py)
+# every load and store of the kernels is checked: -fsanitize=kernel-address calls the
+# emulation's hooks (dev/cuda/emulate/emu_kernel.h), no sanitizer runtime is linked
+EMU_CHECK := -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 --param asan-stack=0 --param asan-globals=0 -DEMU_CHECK_ACCESS
+EMU_COMPILE := g++ -std=c++20 -fopenmp -fno-strict-aliasing -x c++ -w -O2 $(EMU_CHECK)
+EMU_CXX := $(EMU_COMPILE) -I$(EMU_SRC)/dev/cuda/emulate
+# the emulation itself (and the host code) under AddressSanitizer and UBSan, instead
+EMU_ASAN_CXX := g++ -std=c++20 -fopenmp -fno-strict-aliasing -x c++ -w -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined -I$(EMU_SRC)/dev/cuda/emulate
+EMU_INPUTS := train_gpt2.cu test_gpt2.cu $(CU_HEADERS) $(wildcard dev/cuda/*.cu dev/cuda/emulate/*.h dev/cuda/emulate/*.cu dev/cuda/emulate/*.py)
 emu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16)
 # tensor-core instructions, with mutants planted in the kernels (and one in the emulation):
-# a mutant's test must fail; kerple's PERow holds no pointer, so a mutant reads NaN, not
-# an address
+# a mutant's test must fail (a missing barrier or wait with the emulation's report);
+# kerple's PERow holds no pointer. The same encoding's attention check runs under
+# AddressSanitizer.
 EMU_MUTANT_PE := kerple
+# the programs whose handling of a machine without a usable GPU is checked (the emulated
+# test_gpt2cu is the one make test-dape builds)
+EMU_DEVICE_STEM := kerple_dape1x3
+CUDA_INCLUDE = $(dir $(NVCC))../include
 
 $(EMU_SRC)/.prepared: $(EMU_INPUTS) | $(BUILD)
 	rm -rf $(EMU_SRC) && python3 dev/cuda/emulate/prepare.py . $(EMU_SRC) && touch $@
@@ -104,23 +116,43 @@ $(EMU)/mma_check: $(EMU_SRC)/.prepared
 $(EMU)/attention_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
 
+$(EMU)/asan_attention_%: $(EMU_SRC)/.prepared
+	$(EMU_ASAN_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
+
 $(EMU)/test_gpt2cu_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/test_gpt2.cu
 
-# the CUDA trainer itself on the CPU (tests/evals.sh runs its evaluations against the CPU trainer's)
 $(EMU)/train_gpt2cu_%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/train_gpt2.cu
 
+$(EMU)/defects: $(EMU_SRC)/.prepared
+	$(EMU_CXX) -DENABLE_BF16 -DPE_LEARNED -o $@ $(EMU_SRC)/dev/cuda/emulate/defects.cu
+
+# the enums and types of the stand-ins against the real headers of the CUDA toolkit
+$(EMU)/enums_real: dev/cuda/emulate/enums.cpp | $(BUILD) nvcc-check
+	mkdir -p $(EMU) && g++ -I$(CUDA_INCLUDE) -o $@ $<
+$(EMU)/enums_emulated: dev/cuda/emulate/enums.cpp $(EMU_SRC)/.prepared
+	g++ -std=c++20 -x c++ -I$(EMU_SRC)/dev/cuda/emulate -o $@ $<
+
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
-# head sizes 64, 32, 128) against the double-precision reference, then the mutants
-test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe))
+# head sizes 64, 32, 128) against the double-precision reference, one of them again under
+# AddressSanitizer, the stand-ins' enums against the CUDA headers, the planted defects the
+# emulation must report (dev/cuda/emulate/defects.sh), then the mutants
+test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
+                   $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
 	  echo "=== $$pe: tensor-core attention (bf16) in the emulation ==="; \
 	  $(EMU)/attention_$$pe check || exit 1; \
 	done
-	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE)
+	@echo "=== $(EMU_MUTANT_PE): the same under AddressSanitizer and UBSan ==="
+	$(EMU)/asan_attention_$(EMU_MUTANT_PE) check
+	@echo "=== the stand-ins' enums and types against $(CUDA_INCLUDE) ==="
+	@$(EMU)/enums_real > $(EMU)/enums_real.txt && $(EMU)/enums_emulated | diff $(EMU)/enums_real.txt - && echo "$$(wc -l < $(EMU)/enums_real.txt) values equal"
+	@echo "=== planted defects: the emulation's reports ==="
+	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
+	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE) "$(EMU_COMPILE)"
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every

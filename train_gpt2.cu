@@ -83,12 +83,8 @@ static void cuda_context_init(void) {
         MPI_Comm_size(MPI_COMM_WORLD, &ctx.world);
     }
 #endif
-    int count = 0;
-    cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-        fatal("no CUDA device available (%s): the CUDA trainer needs an NVIDIA GPU",
-              err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    }
+    int count = cuda_device_count();
+    if (count == 0) { fatal("no CUDA device available: the CUDA trainer needs an NVIDIA GPU"); }
     // one GPU per process: the local rank picks it
     const char* local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     if (local == NULL) { local = getenv("MPI_LOCALRANKID"); }

@@ -56,6 +56,19 @@ static void cuda_check_(cudaError_t err, const char* what, const char* file, int
 // after every kernel launch: launch errors (bad configuration) surface here, at their kernel
 #define cudaCheckLaunch(name) cuda_check_(cudaGetLastError(), name, __FILE__, __LINE__)
 
+// the CUDA devices this process can use: 0 where there are none (cudaErrorNoDevice, or no
+// NVIDIA driver installed at all, which the runtime reports as cudaErrorInsufficientDriver
+// with driver version 0); any other failure, a driver older than the runtime among them,
+// is fatal with the runtime's message
+static int cuda_device_count(void) {
+    int count = 0, driver = -1;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaErrorNoDevice) { return 0; }
+    if (err == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0) { return 0; }
+    cuda_check_(err, "cudaGetDeviceCount", __FILE__, __LINE__);
+    return count;
+}
+
 static void cublas_check_(cublasStatus_t st, const char* what, const char* file, int line) {
     if (st != CUBLAS_STATUS_SUCCESS) { fatal("cuBLAS error %d in %s (%s:%d)", (int)st, what, file, line); }
 }

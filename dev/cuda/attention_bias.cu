@@ -205,8 +205,7 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
 }
 
 int main(int argc, char** argv) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (cuda_device_count() == 0) {
         printf("attention_bias: no CUDA device, skipped\n");
         return 0;
     }

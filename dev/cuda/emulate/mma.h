@@ -26,27 +26,31 @@ operation runs for all 32 lanes with the documented fragment layouts.
   cp.async.{ca,cg}.shared.global [dst], [src], 16[, src-size]; cp.async.commit_group;
   cp.async.wait_group N
     a copy of 16 bytes (zero-filled past src-size) that belongs to the thread's next
-    committed group. Its destination reads as 0xff bytes (NaN) from the issue until the
-    issuing thread waits for its group (wait_group N: every group but the N most recently
-    committed is complete); the source is read at the issue. So a missing wait, or a
-    read by another warp without a barrier after the wait, reads NaN.
+    committed group; the source is read at the issue. Until the issuing thread waits for
+    its group (wait_group N: every group but the N most recently committed is complete)
+    the destination is in flight: any access to it is reported (emu_kernel.h), and it
+    holds 0xff bytes. At the wait the data counts as written by the issuing thread, so
+    another warp reads it only after a barrier.
+
+Each instruction is checked as the PTX ISA requires: all 32 lanes take part in mma and
+ldmatrix (.sync.aligned), ldmatrix reads 16-byte aligned rows of shared memory (as reads
+of the lanes that give them), cp.async copies from global to shared memory with both
+addresses aligned to its size.
 */
 #pragma once
 
-static inline float emu_bf16_to_float(uint32_t h) { uint32_t x = (h & 0xffffu) << 16; float f; memcpy(&f, &x, 4); return f; }
+EMU_NOCHECK static inline float emu_bf16_to_float(uint32_t h) { uint32_t x = (h & 0xffffu) << 16; float f; memcpy(&f, &x, 4); return f; }
 
 // element (r, k) of A, (k, n) of B, from the lanes' registers as laid out above
-static inline double emu_mma_a(EmuLane* const* lanes, int r, int k) {
+EMU_NOCHECK static inline double emu_mma_a(EmuLane* const* lanes, int r, int k) {
     uint32_t reg = lanes[(r % 8) * 4 + (k % 8) / 2]->u[(r / 8) + 2 * (k / 8)];
     return emu_bf16_to_float(k % 2 ? reg >> 16 : reg);
 }
-static inline double emu_mma_b(EmuLane* const* lanes, int k, int n) {
+EMU_NOCHECK static inline double emu_mma_b(EmuLane* const* lanes, int k, int n) {
     uint32_t reg = lanes[n * 4 + (k % 8) / 2]->u[4 + k / 8];
     return emu_bf16_to_float(k % 2 ? reg >> 16 : reg);
 }
-static void emu_mma_op(EmuLane* const* lanes, int n) {
-    if (n != 32) { emu_fail("mma needs a full warp"); }
-    for (int l = 0; l < 32; l++) { if (lanes[l] == nullptr) { emu_fail("mma with a lane that has exited"); } }
+EMU_NOCHECK static void emu_mma_op(EmuLane* const* lanes, int) {
     for (int l = 0; l < 32; l++) {
         int g = l / 4, tig = l % 4;
         for (int e = 0; e < 4; e++) {
@@ -57,9 +61,9 @@ static void emu_mma_op(EmuLane* const* lanes, int n) {
         }
     }
 }
-static void emu_mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+EMU_NOCHECK static void emu_mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
     EmuLane lane = {};
-    lane.op = emu_mma_op;
+    lane.op = emu_mma_op; lane.what = "mma.sync"; lane.mask = 0xffffffffu;
     for (int r = 0; r < 4; r++) { lane.u[r] = a[r]; lane.f[r] = c[r]; }
     lane.u[4] = b[0]; lane.u[5] = b[1];
     emu_warp_collective(&lane);
@@ -67,16 +71,19 @@ static void emu_mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b
 }
 
 // ldmatrix: u[0] = number of matrices, u[1] = transposed
-static inline uint16_t emu_b16_at(const void* row, int col) { uint16_t v; memcpy(&v, (const unsigned char*)row + 2 * col, 2); return v; }
-static void emu_ldmatrix_op(EmuLane* const* lanes, int n) {
-    if (n != 32) { emu_fail("ldmatrix needs a full warp"); }
+EMU_NOCHECK static inline uint16_t emu_b16_at(const void* row, int col) { uint16_t v; memcpy(&v, (const unsigned char*)row + 2 * col, 2); return v; }
+EMU_NOCHECK static void emu_ldmatrix_op(EmuLane* const* lanes, int) {
     for (int l = 0; l < 32; l++) {
-        if (lanes[l] == nullptr) { emu_fail("ldmatrix with a lane that has exited"); }
-        if (lanes[l]->u[0] != lanes[0]->u[0] || lanes[l]->u[1] != lanes[0]->u[1]) { emu_fail("ldmatrix with different qualifiers in one warp"); }
+        if (lanes[l]->u[0] != lanes[0]->u[0] || lanes[l]->u[1] != lanes[0]->u[1]) {
+            emu_fail_thread(emu_warp_base + l, "ldmatrix with other qualifiers than lane 0's in one warp");
+        }
     }
     int num = (int)lanes[0]->u[0], trans = (int)lanes[0]->u[1];
     for (int l = 0; l < 8 * num; l++) {
-        if ((uintptr_t)lanes[l]->addr % 16 != 0) { emu_fail("ldmatrix row address not 16-byte aligned"); }
+        uintptr_t a = (uintptr_t)lanes[l]->addr;
+        if (a % 16 != 0) { emu_fail_thread(emu_warp_base + l, "ldmatrix row address %p not 16-byte aligned", (void*)a); }
+        if (a - (uintptr_t)emu_smem >= EMU_SMEM_CAP) { emu_fail_thread(emu_warp_base + l, "ldmatrix row address %p is not in shared memory", (void*)a); }
+        emu_shared_access(a - (uintptr_t)emu_smem, 16, false, emu_warp_base + l);
     }
     for (int l = 0; l < 32; l++) {
         for (int m = 0; m < num; m++) {
@@ -93,9 +100,9 @@ static void emu_ldmatrix_op(EmuLane* const* lanes, int n) {
         }
     }
 }
-static void emu_ldmatrix(uint32_t* r, int num, bool trans, const void* addr) {
+EMU_NOCHECK static void emu_ldmatrix(uint32_t* r, int num, bool trans, const void* addr) {
     EmuLane lane = {};
-    lane.op = emu_ldmatrix_op;
+    lane.op = emu_ldmatrix_op; lane.what = "ldmatrix"; lane.mask = 0xffffffffu;
     lane.addr = addr;
     lane.u[0] = (uint32_t)num;
     lane.u[1] = trans;
@@ -103,28 +110,44 @@ static void emu_ldmatrix(uint32_t* r, int num, bool trans, const void* addr) {
     for (int m = 0; m < num; m++) { r[m] = lane.out_u[m]; }
 }
 
-// cp.async: the copy is kept by the issuing fiber until it waits for its group
-static void emu_cp_async(void* dst, const void* src, int bytes, int src_bytes) {
-    if (!emu_in_fiber) { emu_fail("cp.async outside a kernel"); }
-    if ((uintptr_t)dst % bytes != 0 || (uintptr_t)src % bytes != 0) { emu_fail("cp.async address not aligned to its size"); }
-    EmuFiber& f = emu_fibers[emu_cur];
+// cp.async: the copy is kept by the issuing fiber until it waits for its group; its
+// destination is in flight until then
+EMU_NOCHECK static void emu_cp_async(void* dst, const void* src, int bytes, int src_bytes) {
+    if (!emu_k.active) { emu_fail("cp.async outside a kernel"); }
+    if ((uintptr_t)dst % bytes != 0 || (uintptr_t)src % bytes != 0) { emu_fail("cp.async addresses %p, %p not aligned to its %d bytes", dst, src, bytes); }
+    uintptr_t off = (uintptr_t)dst - (uintptr_t)emu_smem;
+    if (off >= EMU_SMEM_CAP) { emu_fail("cp.async destination %p is not in shared memory", dst); }
+    if (src_bytes > 0) { emu_check_global((uintptr_t)src, (size_t)min(src_bytes, bytes), false); }
+    int t = emu_ctx.thread;
+    emu_shared_access(off, (size_t)bytes, true, t);
+    for (int k = 0; k < bytes; k++) { emu_shadow[off + k].pending = 1; emu_shadow[off + k].p_tid = (uint16_t)t; }
+    EmuFiber& f = emu_fibers[t];
     EmuCopy c;
     c.dst = (unsigned char*)dst;
     c.bytes = bytes;
     c.group = f.committed;
     memset(c.data, 0, sizeof(c.data));
-    if (src_bytes > 0) { memcpy(c.data, src, (size_t)std::min(src_bytes, bytes)); }
+    if (src_bytes > 0) { memcpy(c.data, src, (size_t)min(src_bytes, bytes)); }
     memset(dst, 0xff, (size_t)bytes);
     f.copies.push_back(c);
 }
-static void emu_cp_async_commit() { emu_fibers[emu_cur].committed++; }
-static void emu_cp_async_wait(int pending) {
-    EmuFiber& f = emu_fibers[emu_cur];
+EMU_NOCHECK static void emu_cp_async_commit() { emu_fibers[emu_ctx.thread].committed++; }
+// the copies of every group but the `pending` most recent land, written by this thread now
+EMU_NOCHECK static void emu_cp_async_wait(int pending) {
+    int t = emu_ctx.thread;
+    EmuFiber& f = emu_fibers[t];
     int done_below = f.committed - pending; // groups before this one are complete
-    std::vector<EmuCopy> keep;
-    for (const EmuCopy& c : f.copies) {
-        if (c.group < done_below) { memcpy(c.dst, c.data, (size_t)c.bytes); }
-        else { keep.push_back(c); }
+    size_t kept = 0;
+    for (size_t i = 0; i < f.copies.size(); i++) {
+        const EmuCopy c = f.copies[i];
+        if (c.group >= done_below) { f.copies[kept++] = c; continue; }
+        memcpy(c.dst, c.data, (size_t)c.bytes);
+        for (int k = 0; k < c.bytes; k++) {
+            EmuShadow& e = emu_shadow[c.dst - emu_smem + k];
+            e.pending = 0;
+            e.w_epoch = emu_epoch;
+            e.w_tid = (uint16_t)t;
+        }
     }
-    f.copies.swap(keep);
+    f.copies.resize(kept);
 }

@@ -1,18 +1,25 @@
 """Copies the CUDA path's sources (the top-level .cu files, dev/cuda/*.cu, llmc/) and the
-emulation's headers (dev/cuda/emulate/*.h, compiled with -I OUT/dev/cuda/emulate) to OUT with
-every kernel launch  name<<<grid, block, smem, stream>>>(args);  rewritten into
-emu_launch("name", dim3(grid), dim3(block), smem, [&]() { name(args); });  for the CPU
-emulation (cuda_runtime.h here).   usage: prepare.py REPO_ROOT OUT"""
+emulation's headers (dev/cuda/emulate/*.h, compiled with -I OUT/dev/cuda/emulate) to OUT for
+the CPU emulation (cuda_runtime.h here), rewriting two constructs of CUDA C++:
+
+  name<<<grid, block, smem, stream>>>(a, b);   a kernel launch, with its arguments evaluated
+      at the launch, as CUDA does:
+      emu_launch("name", (const void*)&name, dim3(grid), dim3(block), (size_t)(smem), stream,
+                 [emu_a0 = (a), emu_a1 = (b)]() EMU_NOCHECK { name(emu_a0, emu_a1); });
+  __shared__ [__align__(n)] T name[dims];        a static shared-memory variable of the block:
+      static char emu_site_name; auto& name = *emu_shared<T[dims]>(&emu_site_name, n);
+
+usage: prepare.py REPO_ROOT OUT"""
 import glob, os, re, shutil, sys
 
-root, out = sys.argv[1], sys.argv[2]
 launch = re.compile(r'([A-Za-z_][\w:]*(?:<[^;<>()]*>)?)\s*<<<(.+?)>>>\s*\((.*?)\);', re.S)
+shared = re.compile(r'^(\s*)__shared__\s+(?:__align__\((\d+)\)\s+)?([^;=]+?)\s+(\w+)\s*((?:\[[^\]]*\])*)\s*;', re.M)
 
-def split_top(s):  # split at commas outside parentheses
+def split_top(s):  # split at commas outside parentheses, brackets and braces
     parts, depth, cur = [], 0, ''
     for ch in s:
-        depth += ch in '([{<'
-        depth -= ch in ')]}>'
+        depth += ch in '([{'
+        depth -= ch in ')]}'
         if ch == ',' and depth == 0:
             parts.append(cur.strip())
             cur = ''
@@ -21,21 +28,34 @@ def split_top(s):  # split at commas outside parentheses
     return parts + [cur.strip()]
 
 def rewrite(text):
-    def rep(m):
-        name, cfg, args = m.group(1), split_top(m.group(2)), m.group(3)
+    def rep_launch(m):
+        name, cfg, args = m.group(1), split_top(m.group(2)), [a for a in split_top(m.group(3)) if a]
         smem = cfg[2] if len(cfg) > 2 else '0'
-        return 'emu_launch("%s", dim3(%s), dim3(%s), (size_t)(%s), [&]() { %s(%s); });' % (name, cfg[0], cfg[1], smem, name, args)
-    return launch.sub(rep, text)
+        stream = cfg[3] if len(cfg) > 3 else '0'
+        captures = ', '.join('emu_a%d = (%s)' % (i, a) for i, a in enumerate(args))
+        names = ', '.join('emu_a%d' % i for i in range(len(args)))
+        return ('emu_launch("%s", (const void*)&%s, dim3(%s), dim3(%s), (size_t)(%s), (cudaStream_t)(%s), [%s]() EMU_NOCHECK { %s(%s); });'
+                % (name, name, cfg[0], cfg[1], smem, stream, captures, name, names))
 
-for d in ('llmc', 'dev/cuda/emulate'):
-    os.makedirs(os.path.join(out, d), exist_ok=True)
-for f in glob.glob(os.path.join(root, 'llmc', '*.h')):
-    shutil.copy(f, os.path.join(out, 'llmc'))
-for f in glob.glob(os.path.join(root, 'dev', 'cuda', 'emulate', '*.h')):
-    shutil.copy(f, os.path.join(out, 'dev', 'cuda', 'emulate'))
-for rel in (glob.glob(os.path.join(root, 'llmc', '*.cuh')) + glob.glob(os.path.join(root, '*.cu'))
-            + glob.glob(os.path.join(root, 'dev', 'cuda', '*.cu'))):
-    with open(rel) as f:
-        text = rewrite(f.read())
-    with open(os.path.join(out, os.path.relpath(rel, root)), 'w') as f:
-        f.write(text)
+    def rep_shared(m):
+        indent, align, typ, name, dims = m.group(1), m.group(2) or '0', m.group(3), m.group(4), m.group(5)
+        return ('%sstatic char emu_site_%s; auto& %s = *emu_shared<%s%s>(&emu_site_%s, %s);'
+                % (indent, name, name, typ, dims, name, align))
+    return shared.sub(rep_shared, launch.sub(rep_launch, text))
+
+if __name__ == '__main__':
+    root, out = sys.argv[1], sys.argv[2]
+    for d in ('llmc', 'dev/cuda/emulate'):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    for f in glob.glob(os.path.join(root, 'llmc', '*.h')):
+        shutil.copy(f, os.path.join(out, 'llmc'))
+    for f in glob.glob(os.path.join(root, 'dev', 'cuda', 'emulate', '*.h')):
+        shutil.copy(f, os.path.join(out, 'dev', 'cuda', 'emulate'))
+    for rel in (glob.glob(os.path.join(root, 'llmc', '*.cuh')) + glob.glob(os.path.join(root, '*.cu'))
+                + glob.glob(os.path.join(root, 'dev', 'cuda', '*.cu')) + glob.glob(os.path.join(root, 'dev', 'cuda', 'emulate', '*.cu'))):
+        with open(rel) as f:
+            text = rewrite(f.read())
+        dst = os.path.join(out, os.path.relpath(rel, root))
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(dst, 'w') as f:
+            f.write(text)
