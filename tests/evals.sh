@@ -12,7 +12,8 @@
 #   4. two test sets, last-N windows and the context-use gap against the same numbers read
 #      off other rows
 #   5. the CUDA trainer, run on the CPU in the emulation (build/emulate/train_gpt2cu_*_fp32),
-#      evaluates the models of parts 3 and 4 through the same driver: the same CSV files
+#      evaluates the models of parts 3 and 4 through the same driver: the same CSV files; and
+#      two processes (mpirun) give the CPU trainer's files bit for bit
 # The model of part 3 learns the template in a vocabulary of its own (the 560 GPT-2 ids of the
 # texts and of the keys 10000..10999, renumbered: test_gpt2 passkey-remap; 2 layers, 64
 # channels, 2 heads of 32: the CUDA path runs it too), so that it trains in seconds.
@@ -143,6 +144,19 @@ for pe in learned cable; do
     done
     ok "$pe: the CUDA trainer's evaluation CSVs equal the CPU trainer's (1e-5)$([ $pe = learned ] && echo ": HellaSwag, passkey, last-40, two sets" || echo ": the gap, last-80, passkey, two sets")"
 done
+
+# two processes split the examples, prompts and windows and give the same files
+if command -v mpirun > /dev/null && [ -n "$(nm "$BIN" | grep -w MPI_Init)" ]; then
+    (cd "$DIR/pk" && OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x OMP_NUM_THREADS -np 2 \
+        "$BIN" -e "run/model_$(printf %08d $STEPS).bin" -E 79,158 -K 158 -W -1 -L 40 -P 4 -Pd 3 -H eval.bin -x 0 -m 2 \
+        -j "val=pk_val_*.bin,train=pk_train_*.bin" -o mpi_eval > /dev/null)
+    for f in extrapolation.csv positions.csv passkey.csv hellaswag.csv; do
+        cmp -s "$DIR/pk/cpu_eval/$f" "$DIR/pk/mpi_eval/$f" || fail "2 processes: $f differs from 1 process's"
+    done
+    ok "2 processes (mpirun): the same four CSV files as 1 process, bit for bit"
+else
+    echo "  skip  2 processes: no mpirun, or a build without MPI"
+fi
 
 PY=python3
 $PY -c "import matplotlib" 2> /dev/null || PY=/usr/bin/python3
