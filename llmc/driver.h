@@ -3,7 +3,8 @@ The training program around the model, shared by both trainers so that they take
 same flags, read the same files, print the same lines and evaluate the same way:
 command line, data, the training loop with gradient accumulation and data-parallel
 averaging, validation, sampling, checkpoints and exact resume, training health
-(non-finite and outlier steps), and the length-extrapolation evaluation.
+(non-finite and outlier steps), and the evaluations: length extrapolation on each test set,
+HellaSwag (llmc/hellaswag.h) and passkey retrieval (llmc/passkey.h).
 
 The trainer that includes this file provides the model (type GPT2, real) and:
   gpt2_build_from_config, gpt2_build_from_checkpoint, gpt2_save_checkpoint,
