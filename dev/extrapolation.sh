@@ -26,7 +26,7 @@ if [ $QUICK -eq 1 ]; then
     PES=(learned alibi cable rope xpos kerple_dape1x3)
     MODEL=nano; T=32; B=4; STEPS=30; K=512; LR=3e-3; WARMUP=5
     ROPE_SCALING=yarn,dynamic-ntk
-    PASSKEY=${PASSKEY:-2}; DEPTHS=3
+    PASSKEY=${PASSKEY:-1}; DEPTHS=2
 else
     PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable
          kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3)
