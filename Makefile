@@ -62,7 +62,7 @@ endif
 HEADERS := $(wildcard llmc/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape test-evals
 all: train_gpt2
 
 $(BUILD):
@@ -81,7 +81,7 @@ $(BUILD)/test_gpt2_%: test_gpt2.c train_gpt2.c $(HEADERS) | $(BUILD)
 $(BUILD)/gradcheck_%: test_gpt2.c train_gpt2.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $(call stem_flags,$*) -DREAL_DOUBLE -o $@ test_gpt2.c $(LDLIBS)
 
-train_gpt2: $(BUILD)/train_gpt2_$(STEM) | starter gpt2_tokenizer.bin
+train_gpt2: $(BUILD)/train_gpt2_$(STEM) | starter gpt2_tokenizer.bin gpt2_passkey.bin
 	cp $< $@
 
 test_gpt2: $(BUILD)/test_gpt2_$(STEM)
@@ -121,6 +121,14 @@ test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test
 	  bash tests/cli.sh $$pe && bash tests/health.sh $$pe && bash tests/resume.sh $$pe && bash tests/mpi.sh $$pe || exit 1; \
 	done
 
+# the evaluation suite (tests/evals.sh): HellaSwag's scoring and files, the passkey prompts,
+# scoring and grid, a model trained on the passkey template that retrieves the key, the
+# HellaSwag fixture through data/hellaswag.sh, test sets, last-N windows, the context-use gap,
+# and the same evaluations by the CUDA trainer run on the CPU (cuda.mk: the emulation)
+test-evals: $(foreach pe,learned cable,$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe) $(BUILD)/emulate/train_gpt2cu_$(pe)_fp32) \
+            tokenizer gpt2_passkey.bin
+	bash tests/evals.sh
+
 # fuzzing the readers of untrusted files (clang's libFuzzer, AddressSanitizer, UBSan)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -Idev/no_openmp -Wno-unknown-pragmas
 FUZZ_HARNESSES := checkpoint shard tokenizer_bin bpe
@@ -144,7 +152,7 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
 # GPU); the tests run where a GPU is present and skip with a message where none is; the
 # tensor-core attention of every encoding runs on the CPU in the emulation (cuda.mk)
-test: test-cpu test-data test-scripts test-fuzz test-experiment test-python test-cuda-flags test-cuda-run test-cuda-resources test-cuda-emulate test-dape
+test: test-cpu test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run test-cuda-resources test-cuda-emulate test-dape
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

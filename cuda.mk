@@ -93,7 +93,7 @@ $(BUILD)/train_gpt2cu_%: train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
 $(BUILD)/test_gpt2cu_%: test_gpt2.cu train_gpt2.cu $(CU_HEADERS) | $(BUILD) nvcc-check
 	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp $(call cu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ test_gpt2.cu $(NVCC_LDLIBS) -lgomp
 
-train_gpt2cu: $(BUILD)/train_gpt2cu_$(STEM)$(CU_SUFFIX) | starter gpt2_tokenizer.bin
+train_gpt2cu: $(BUILD)/train_gpt2cu_$(STEM)$(CU_SUFFIX) | starter gpt2_tokenizer.bin gpt2_passkey.bin
 	cp $< $@
 
 test_gpt2cu: $(BUILD)/test_gpt2cu_$(STEM)$(CU_SUFFIX)

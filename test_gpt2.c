@@ -2205,6 +2205,359 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
 
 // two checkpoints of the same configuration, tensor by tensor (multi-process and
 // resume tests compare their final checkpoints with this)
+// ----------------------------------------------------------------------------
+// the evaluations of llmc/hellaswag.h and llmc/passkey.h (./test_gpt2 evals, ./test_gpt2
+// passkey FILE; tests/evals.sh runs them with the files they need)
+
+static MultiProcess test_mp; // one process (mp_init in main: the evaluations' sums call MPI)
+
+// writes an eval file in llm.c's format: `n` random examples of the tiny vocabulary, with
+// 2..5 completions, contexts of 1..40 tokens and completions of 1..8 (the longest rows
+// exceed a maxT of 24, so a learned model cuts them)
+static void write_random_evalfile(const char* path, int n, int V, uint64_t* rng) {
+    uint16_t* stream = (uint16_t*)malloc_check((size_t)n * 512 * sizeof(uint16_t));
+    int64_t len = 0;
+    int longest = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t start = len;
+        int completions = 2 + (int)(random_u32(rng) % 4);
+        stream[len++] = 65535; stream[len++] = 0; stream[len++] = (uint16_t)i;
+        stream[len++] = (uint16_t)(random_u32(rng) % completions); stream[len++] = (uint16_t)completions;
+        for (int part = 0; part <= completions; part++) {
+            int k = part == 0 ? 1 + (int)(random_u32(rng) % 40) : 1 + (int)(random_u32(rng) % 8);
+            stream[len++] = (uint16_t)k;
+            for (int t = 0; t < k; t++) { stream[len++] = (uint16_t)(random_u32(rng) % V); }
+        }
+        stream[start + 1] = (uint16_t)(2 * (len - start));
+        if (2 * (len - start) > longest) { longest = (int)(2 * (len - start)); }
+    }
+    int header[256] = {0};
+    header[0] = 20240522; header[1] = 1; header[2] = n; header[3] = longest;
+    FILE* f = fopen_check(path, "wb");
+    fwrite(header, sizeof(int), 256, f);
+    fwrite(stream, sizeof(uint16_t), len, f);
+    fclose(f);
+    free(stream);
+}
+
+// the summed loss of one completion, its row alone in a forward pass of its own length: the
+// context's last tokens (as many as the window leaves), then the completion
+static double completion_loss(GPT2* model, const EvalExample* ex, int c, int window) {
+    int keep = ex->context_len, K = ex->completion_len[c];
+    if (keep + K - 1 > window) { keep = window - K + 1; }
+    int T = keep + K - 1, seq[64];
+    for (int t = 0; t < keep; t++) { seq[t] = ex->context[ex->context_len - keep + t]; }
+    for (int t = 0; t < K; t++) { seq[keep + t] = ex->completion[c][t]; }
+    int x[64], y[64];
+    float losses[64];
+    for (int t = 0; t < T; t++) { x[t] = seq[t]; y[t] = seq[t + 1]; }
+    gpt2_forward(model, x, y, 1, T, 0);
+    gpt2_token_losses(model, losses);
+    double sum = 0;
+    for (int t = keep - 1; t < T; t++) { sum += losses[t]; }
+    return sum;
+}
+
+static void fail_evalfile(const void* path) {
+    EvalFile ef;
+    evalfile_load(&ef, (const char*)path, 250, 24);
+}
+
+static void test_hellaswag_scoring(void) {
+    printf("HellaSwag scoring (llmc/hellaswag.h)\n");
+    GPT2Config cfg = tiny_config(24);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 5);
+    uint64_t rng = random_seed(6);
+    perturb_parameters(&model, 0.5f, &rng);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/eval.bin", tmpdir);
+    write_random_evalfile(path, 60, cfg.vocab_size, &rng);
+    int window = gpt2_max_length(&model);
+    EvalFile ef;
+    evalfile_load(&ef, path, cfg.vocab_size, window);
+    // the definition, example by example: every completion's row alone, unpadded
+    int correct = 0, correct_norm = 0, cut = 0;
+    for (int i = 0; i < ef.num_examples; i++) {
+        EvalExample ex;
+        evalfile_example(&ef, i, window, &ex);
+        double best_sum = INFINITY, best_mean = INFINITY;
+        int pred = -1, pred_norm = -1, was_cut = 0;
+        for (int c = 0; c < ex.completions; c++) {
+            double sum = completion_loss(&model, &ex, c, window);
+            if (sum < best_sum) { best_sum = sum; pred = c; }
+            if (sum / ex.completion_len[c] < best_mean) { best_mean = sum / ex.completion_len[c]; pred_norm = c; }
+            was_cut |= ex.context_len + ex.completion_len[c] - 1 > window;
+        }
+        correct += pred == ex.label;
+        correct_norm += pred_norm == ex.label;
+        cut += was_cut;
+    }
+    EvalResult packed = evalfile_score(&model, &ef, 64, &test_mp); // many examples per batch, padded
+    EvalResult alone = evalfile_score(&model, &ef, 1, &test_mp);   // one example per batch
+    printf("  definition: acc %d/60, acc_norm %d/60, cut %d; packed batches %d, %d, %d; one example each %d, %d, %d\n",
+           correct, correct_norm, cut, packed.correct, packed.correct_norm, packed.cut, alone.correct, alone.correct_norm, alone.cut);
+    int same = packed.examples == 60 && packed.correct == correct && packed.correct_norm == correct_norm && packed.cut == cut;
+    check(same, "acc, acc_norm and cuts as the definition, packed batches", abs(packed.correct - correct) + abs(packed.correct_norm - correct_norm), 0);
+    same = alone.examples == 60 && alone.correct == correct && alone.correct_norm == correct_norm && alone.cut == cut;
+    check(same, "the same with one example per batch", abs(alone.correct - correct) + abs(alone.correct_norm - correct_norm), 0);
+    check(PE_ID == PE_ID_LEARNED ? cut > 0 : cut == 0, "contexts cut only for learned (at maxT = 24)", cut, 0);
+    evalfile_free(&ef);
+    // malformed files: one error each
+    FILE* f = fopen_check(path, "rb");
+    int64_t size = file_size_check(f, path);
+    unsigned char* b = (unsigned char*)malloc_check(size);
+    unsigned char* copy = (unsigned char*)malloc_check(size);
+    fread_check(b, 1, size, f, path);
+    fclose(f);
+    char bad[512];
+    snprintf(bad, sizeof(bad), "%s/bad_eval.bin", tmpdir);
+    struct { const char* what; const char* expect; int64_t offset; uint16_t value; int64_t length; } cases[] = {
+        {"eval file with a wrong magic", "bad magic", 0, 7, size},
+        {"eval file: a truncated example", "truncated", 1024, 65535, size - 6},
+        {"eval file: a label out of range", "label 9, outside", 1024 + 6, 9, size},
+        {"eval file: a wrong delimiter", "delimiter", 1024, 7, size},
+        {"eval file: a token outside the vocabulary", "outside the vocabulary", 1024 + 12, 300, size},
+        {"eval file: a completion longer than the window", "longer than the model's window", -1, 0, 0},
+    };
+    for (int k = 0; k < (int)(sizeof(cases) / sizeof(cases[0])); k++) {
+        if (k == 5 && PE_ID != PE_ID_LEARNED) { continue; } // only learned has a window
+        f = fopen_check(bad, "wb");
+        if (cases[k].offset >= 0) { // the file with one value changed, or cut short
+            memcpy(copy, b, size);
+            if (cases[k].offset == 0) { copy[0] = (unsigned char)cases[k].value; }
+            else { memcpy(copy + cases[k].offset, &cases[k].value, 2); }
+            fwrite(copy, 1, cases[k].length, f);
+        } else { // one example whose completion has 30 tokens
+            int header[256] = {0};
+            uint16_t e[38] = {65535, 2 * 38, 0, 0, 1, 1, 5, 30};
+            for (int t = 8; t < 38; t++) { e[t] = 1; }
+            header[0] = 20240522; header[1] = 1; header[2] = 1; header[3] = 2 * 38;
+            fwrite(header, sizeof(int), 256, f);
+            fwrite(e, sizeof(uint16_t), 38, f);
+        }
+        fclose(f);
+        expect_failure(cases[k].what, fail_evalfile, bad, cases[k].expect);
+    }
+    free(b);
+    free(copy);
+    gpt2_free(&model);
+}
+
+// a model of GPT-2's vocabulary small enough for the passkey tests: 1 layer, 2 heads, 16 channels
+static void passkey_test_model(GPT2* model, int maxT, uint64_t seed) {
+    GPT2Config cfg;
+    cfg.num_layers = 1; cfg.num_heads = 2; cfg.channels = 16;
+    cfg.vocab_size = 50257; cfg.padded_vocab_size = 50304; cfg.max_seq_len = maxT; cfg.pe = PE_ID;
+    gpt2_config_set_dape(&cfg);
+    gpt2_build_from_config(model, &cfg, seed);
+    uint64_t rng = random_seed(seed + 1);
+    perturb_parameters(model, 0.3f, &rng);
+}
+
+// log-softmax of the logits at token v, in double
+static double log_prob_of(const float* logits, int V, int v) {
+    double maxv = -INFINITY, sum = 0;
+    for (int i = 0; i < V; i++) { if (logits[i] > maxv) { maxv = logits[i]; } }
+    for (int i = 0; i < V; i++) { sum += exp(logits[i] - maxv); }
+    return logits[v] - maxv - log(sum);
+}
+
+static void test_passkey(const char* path) {
+    printf("passkey retrieval (llmc/passkey.h)\n");
+    PasskeyTokens pk;
+    passkey_load(&pk, path, 50257);
+    int minL = passkey_min_length(&pk);
+    int* x = (int*)malloc_check(4096 * sizeof(int));
+    int* y = (int*)malloc_check(4096 * sizeof(int));
+    // the prompt: exactly L tokens, the key line at the depth asked for, the key twice in
+    // it, the question and the key's teacher-forced tokens at the end
+    int bad_len = 0, bad_parts = 0;
+    double worst_depth = 0;
+    const double depths[] = {0, 0.1, 0.25, 0.5, 0.75, 0.9, 1};
+    for (int L = minL; L < minL + 400; L += 7) {
+        for (int d = 0; d < 7; d++) {
+            int key = passkey_key(&pk, 3, L * 7 + d);
+            const uint16_t* kt = pk.values + pk.key_start[key - pk.first_key];
+            int A = pk.key_len[key - pk.first_key];
+            PasskeyPrompt pp;
+            for (int t = 0; t < 4096; t++) { x[t] = -1; }
+            if (!passkey_build(&pk, L, depths[d], key, x, y, &pp)) { bad_len++; continue; }
+            bad_len += x[L - 1] < 0 || x[L] != -1;
+            int task = pk.text_len[PK_TASK], nl = pk.text_len[PK_NEWLINE], q = L - A + 1 - pk.text_len[PK_QUESTION];
+            int before = pp.key_line - task - nl - (pp.key_line > task + nl ? nl : 0); // filler tokens before the key line
+            int ok = pp.answer_len == A && y[L - 1] == kt[A - 1] && x[pp.key_line - 1] == pk.text[PK_NEWLINE][nl - 1];
+            for (int t = 0; t < A; t++) {
+                ok &= x[pp.key_line + pk.text_len[PK_KEY_BEFORE] + t] == kt[t];
+                ok &= x[pp.key_line + pk.text_len[PK_KEY_BEFORE] + A + pk.text_len[PK_KEY_BETWEEN] + t] == kt[t];
+                ok &= (t < A - 1 ? x[L - A + 1 + t] : y[L - 1]) == kt[t];
+            }
+            for (int t = 0; t < pk.text_len[PK_QUESTION]; t++) { ok &= x[q + t] == pk.text[PK_QUESTION][t]; }
+            for (int t = 0; t + 1 < L; t++) { ok &= y[t] == x[t + 1]; }
+            bad_parts += !ok;
+            worst_depth = fmax(worst_depth, fabs((double)before - depths[d] * pp.filler)); // in filler tokens
+        }
+    }
+    check(bad_len == 0, "prompts of exactly L tokens, every L from the shortest on", bad_len, 0);
+    check(bad_parts == 0, "key twice in its line, question, answer at the end", bad_parts, 0);
+    check(worst_depth <= 1.0, "key line at the depth asked for (in filler tokens)", worst_depth, 1.0);
+    int longest = 0; // the shortest window holds the longest key, one token less does not
+    for (int k = 0; k < pk.num_keys && longest == 0; k++) { if (pk.key_len[k] == pk.longest_key) { longest = pk.first_key + k; } }
+    PasskeyPrompt pp;
+    int fits = passkey_build(&pk, minL, 0.5, longest, x, y, &pp) && !passkey_build(&pk, minL - 1, 0.5, longest, x, y, &pp);
+    check(fits, "the shortest window holds the longest key", !fits, 0);
+    // seeds: a trial's key depends on the seed and the trial alone
+    int same = 0, differ = 0, in_range = 1;
+    for (int t = 0; t < 100; t++) {
+        int k = passkey_key(&pk, 1, t);
+        same += k == passkey_key(&pk, 1, t);
+        differ += k != passkey_key(&pk, 2, t);
+        in_range &= k >= 10000 && k <= 99999;
+    }
+    check(same == 100 && differ >= 95 && in_range, "keys: 5 digits, the same for a seed, others for another", 100 - same + (differ < 95), 0);
+    // scoring: the model's own greedy continuation, generated token by token, must count as
+    // retrieved, with the sum of the generation's log-softmaxes as its log-probability; a
+    // key that differs in its last token must not count
+    GPT2 model;
+    int L = minL + 40;
+    passkey_test_model(&model, 256, 11);
+    int V = model.config.vocab_size;
+    float* logits = (float*)malloc_check((size_t)model.config.padded_vocab_size * sizeof(float));
+    float* losses = (float*)malloc_check(4096 * sizeof(float));
+    passkey_build(&pk, L, 0.5, pk.first_key, x, y, &pp);
+    int A = pp.answer_len, P = L - A + 1; // the prompt's tokens
+    double gen_logprob = 0;
+    for (int a = 0; a < A; a++) { // greedy generation from the prompt and the tokens generated so far
+        gpt2_forward(&model, x, NULL, 1, P + a, 0);
+        gpt2_logits_row(&model, 0, P + a - 1, logits);
+        int best = 0;
+        for (int v = 1; v < V; v++) { if (logits[v] > logits[best]) { best = v; } }
+        gen_logprob += log_prob_of(logits, V, best);
+        if (a < A - 1) { x[P + a] = best; } else { y[L - 1] = best; }
+    }
+    for (int t = 0; t + 1 < L; t++) { y[t] = x[t + 1]; }
+    double correct[1] = {0}, logprob[1] = {0};
+    gpt2_forward(&model, x, y, 1, L, 0);
+    gpt2_token_losses(&model, losses);
+    passkey_score_rows(&model, 1, L, &pp, y, losses, logits, correct, logprob);
+    printf("  greedy continuation: log-prob %.6f generated, %.6f scored\n", gen_logprob, logprob[0]);
+    check(correct[0] == 1 && fabs(logprob[0] - gen_logprob) < 1e-3, "greedy generation counts as retrieved, its log-prob",
+          fabs(logprob[0] - gen_logprob), 1e-3);
+    y[L - 1] = y[L - 1] == 0 ? 1 : 0;
+    correct[0] = logprob[0] = 0;
+    gpt2_forward(&model, x, y, 1, L, 0);
+    gpt2_token_losses(&model, losses);
+    passkey_score_rows(&model, 1, L, &pp, y, losses, logits, correct, logprob);
+    check(correct[0] == 0, "a key whose last token differs does not", correct[0], 0);
+    // the grid: n/a where the prompt does not fit (and beyond a learned model's maxT), the
+    // same numbers at another batch size
+    int lengths[3] = {minL - 1, minL + 9, 300};
+    PasskeyCell cells[9], again[9];
+    passkey_grid(&model, &pk, lengths, 3, 3, 4, 7, 4 * 256, &test_mp, cells);
+    passkey_grid(&model, &pk, lengths, 3, 3, 4, 7, 1, &test_mp, again);
+    int grid_ok = 1;
+    for (int i = 0; i < 9; i++) {
+        int expect_na = i < 3 || (i >= 6 && PE_ID == PE_ID_LEARNED);
+        grid_ok &= (cells[i].trials == 0) == expect_na && cells[i].depth == (i % 3) * 0.5;
+        grid_ok &= cells[i].trials == again[i].trials && cells[i].correct == again[i].correct && fabs(cells[i].logprob - again[i].logprob) < 1e-3;
+        grid_ok &= expect_na || (cells[i].trials == 4 && cells[i].logprob < 0);
+    }
+    check(grid_ok, "grid: cells, n/a rows, the same at another batch size", !grid_ok, 0);
+    passkey_report(cells, 3, 3, 4, 7, "test", 256, 0, NULL);
+    free(logits); free(losses); free(x); free(y);
+    gpt2_free(&model);
+    passkey_free(&pk);
+}
+
+// The passkey test's template in a vocabulary of its own: every GPT-2 id that
+// gpt2_passkey.bin uses for its texts and its first `keys` keys renumbered from 0, so that
+// a model small enough to learn retrieval in seconds can be trained on it (tests/evals.sh).
+// Writes into dir: gpt2_passkey.bin renumbered (those keys only); token shards pk_train_000000.bin (n
+// examples) and pk_val_000000.bin (200), each example the window of T - 1 tokens and its
+// last target (T tokens, so that every row of T tokens the data loader reads is one whole
+// example; random keys, depths uniform in [0, 1]); init.bin, a model of that vocabulary (2
+// layers, 2 heads, 64 channels, maxT = T); and, given an eval file, the same renumbered.
+static void write_passkey_remap(const char* dir, const char* path, int T, int n, int keys, const char* eval_in) {
+    PasskeyTokens pk;
+    passkey_load(&pk, path, 50257);
+    if (keys < 1 || keys > pk.num_keys) { fatal("passkey-remap: %d keys, the file has %d", keys, pk.num_keys); }
+    pk.num_keys = keys;
+    int* map = (int*)malloc_check(65536 * sizeof(int));
+    for (int i = 0; i < 65536; i++) { map[i] = -1; }
+    // the file's values alternate between a length and its tokens
+    int64_t count = pk.key_start[pk.num_keys - 1] + pk.key_len[pk.num_keys - 1];
+    for (int64_t p = 0; p < count; p += 1 + pk.values[p]) {
+        for (int t = 1; t <= pk.values[p]; t++) { map[pk.values[p + t]] = 0; }
+    }
+    int V = 0;
+    for (int i = 0; i < 65536; i++) { if (map[i] == 0) { map[i] = V++; } }
+    for (int64_t p = 0; p < count; p += 1 + pk.values[p]) {
+        for (int t = 1; t <= pk.values[p]; t++) { pk.values[p + t] = (uint16_t)map[pk.values[p + t]]; }
+    }
+    char out[512];
+    int header[256] = {0};
+    header[0] = PASSKEY_MAGIC; header[1] = PASSKEY_VERSION; header[2] = PK_NUM_TEXTS; header[3] = pk.first_key; header[4] = pk.num_keys;
+    snprintf(out, sizeof(out), "%s/gpt2_passkey.bin", dir);
+    FILE* f = fopen_check(out, "wb");
+    fwrite(header, sizeof(int), 256, f);
+    fwrite(pk.values, sizeof(uint16_t), count, f);
+    fclose(f);
+    int* x = (int*)malloc_check((size_t)T * sizeof(int));
+    int* y = (int*)malloc_check((size_t)T * sizeof(int));
+    for (int split = 0; split < 2; split++) {
+        int examples = split == 0 ? n : 200, seed = split == 0 ? 1001 : 2002;
+        uint16_t* toks = (uint16_t*)malloc_check(((size_t)examples * T + 1) * sizeof(uint16_t));
+        uint64_t rng = random_seed((uint64_t)seed);
+        for (int i = 0; i < examples; i++) {
+            PasskeyPrompt pp;
+            if (!passkey_build(&pk, T - 1, random_f32(&rng), passkey_key(&pk, (uint64_t)seed, i), x, y, &pp)) {
+                fatal("passkey-remap: T = %d is shorter than the prompt (%d)", T, passkey_min_length(&pk) + 1);
+            }
+            for (int t = 0; t < T - 1; t++) { toks[(size_t)i * T + t] = (uint16_t)x[t]; }
+            toks[(size_t)i * T + T - 1] = (uint16_t)y[T - 2];
+        }
+        toks[(size_t)examples * T] = toks[0]; // the loader reads one token past the last row
+        snprintf(out, sizeof(out), "%s/pk_%s_000000.bin", dir, split == 0 ? "train" : "val");
+        write_shard(out, 20240520, 1, examples * T + 1, toks, examples * T + 1);
+        free(toks);
+    }
+    GPT2Config cfg; // head size 32: the CUDA path's smallest
+    cfg.num_layers = 2; cfg.num_heads = 2; cfg.channels = 64;
+    cfg.vocab_size = V; cfg.padded_vocab_size = round_up(V, 64); cfg.max_seq_len = T; cfg.pe = PE_ID;
+    gpt2_config_set_dape(&cfg);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 42);
+    snprintf(out, sizeof(out), "%s/init.bin", dir);
+    gpt2_save_checkpoint(&model, out);
+    gpt2_free(&model);
+    if (eval_in != NULL) { // an eval file: its tokens renumbered (every one must be the template's)
+        EvalFile ef;
+        evalfile_load(&ef, eval_in, 50257, INT32_MAX);
+        int eh[256];
+        int64_t nv;
+        free(ef.values);
+        ef.values = read_u16_file(eval_in, EVAL_MAGIC, EVAL_VERSION, "an eval file", eh, &nv);
+        for (int i = 0; i < ef.num_examples; i++) {
+            uint16_t* v = ef.values + ef.start[i];
+            for (int64_t p = 5; p < v[1] / 2; p += 1 + v[p]) {
+                for (int t = 1; t <= v[p]; t++) {
+                    if (map[v[p + t]] < 0) { fatal("%s: token %d of example %d is not in the passkey template", eval_in, v[p + t], i); }
+                    v[p + t] = (uint16_t)map[v[p + t]];
+                }
+            }
+        }
+        snprintf(out, sizeof(out), "%s/eval.bin", dir);
+        f = fopen_check(out, "wb");
+        fwrite(eh, sizeof(int), 256, f);
+        fwrite(ef.values, sizeof(uint16_t), nv, f);
+        fclose(f);
+        evalfile_free(&ef);
+    }
+    printf("%s: the passkey template in a vocabulary of %d tokens, %d training examples of %d tokens\n", dir, V, n, T);
+    free(x); free(y); free(map);
+    passkey_free(&pk);
+}
+
 static int compare_checkpoints(const char* a_path, const char* b_path, double tol) {
     GPT2 a, b;
     gpt2_build_from_checkpoint(&a, a_path);
@@ -2242,9 +2595,31 @@ int main(int argc, char** argv) {
         write_debug_state(argv[2], argc > 3 ? argv[3] : NULL, 1);
         return 0;
     }
+    if (argc > 6 && strcmp(argv[1], "passkey-remap") == 0) {
+        write_passkey_remap(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), argc > 7 ? argv[7] : NULL);
+        return 0;
+    }
+    if (argc > 5 && strcmp(argv[1], "passkey-prompt") == 0) { // a window's tokens, then its last target
+        PasskeyTokens pk;
+        passkey_load(&pk, argv[2], 50257);
+        int L = atoi(argv[3]);
+        int* x = (int*)malloc_check((size_t)L * sizeof(int));
+        int* y = (int*)malloc_check((size_t)L * sizeof(int));
+        PasskeyPrompt pp;
+        if (L < 1 || !passkey_build(&pk, L, atof(argv[4]), atoi(argv[5]), x, y, &pp)) { fatal("L = %d is shorter than the prompt", L); }
+        for (int t = 0; t < L; t++) { printf("%d\n", x[t]); }
+        printf("%d\n", y[L - 1]);
+        return 0;
+    }
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());
     ensure_dir_writable(tmpdir);
-    if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
+    if (argc > 1 && (strcmp(argv[1], "evals") == 0 || strcmp(argv[1], "passkey") == 0)) {
+        mp_init(&test_mp, &argc, &argv);
+        if (strcmp(argv[1], "evals") == 0) { test_hellaswag_scoring(); }
+        else if (argc > 2) { test_passkey(argv[2]); }
+        else { fatal("usage: test_gpt2 passkey gpt2_passkey.bin"); }
+        mp_finalize();
+    } else if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
         test_gradients(1, 0);
         if (DAPE_ID > 1) { test_gradients(0, 0); } // the last k/2 rows by the other edge rule
         if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, 1); }

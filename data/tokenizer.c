@@ -8,6 +8,8 @@ GPT-2 byte-level BPE tokenizer and token shard writer, in plain C.
     ./tokenizer info SHARD...        tokens, documents and longest document of shards
     ./tokenizer dump SHARD           token ids of a shard, one per line
     ./tokenizer write-bin FILE       llm.c's gpt2_tokenizer.bin, for decoding in the trainers
+    ./tokenizer eval FILE            example stream on standard input -> llm.c's eval file
+    ./tokenizer write-passkey FILE   the tokens of the passkey test (gpt2_passkey.bin)
 options: -v DIR  vocabulary directory holding encoder.json and vocab.bpe (default data/gpt2)
          -t N    threads (default: all online cores)
 
@@ -26,6 +28,11 @@ the main thread reads the next batch and writes out the last, in order.
 Document stream (what `shard` reads): for each document, its length in bytes as ASCII
 decimal and a newline, then exactly that many bytes of text. Every document becomes the
 end-of-text token 50256 followed by its tokens.
+
+Example stream (what `eval` reads): for each example a line "<label> <completions>", then
+its context and each completion as documents of the document stream; each is tokenized as
+given (HellaSwag's completions carry their leading space). The eval file is llm.c's (see
+cmd_eval).
 
 Token shard (llm.c's format): int32 header[256] = {20240520, 1, ntok, 0...}, then ntok uint16.
 Shards are written to a temporary file (llmc/utils.h: AtomicFile) and renamed when complete,
@@ -55,6 +62,16 @@ prefix and split left by an earlier, longer run are removed at the end.
 #define CACHE_MAX_PIECE 48               // longer pieces are merged every time, not cached
 #define MAX_THREADS 256
 #define MAX_DOC_BYTES INT_MAX            // longest document of a stream (pieces are counted in int)
+#define EVAL_MAGIC 20240522              // llm.c's eval file (multiple-choice completions)
+#define EVAL_VERSION 1
+#define EVAL_DELIMITER 65535             // opens every example
+#define EVAL_MAX_EXAMPLES 65535          // the example index is a uint16
+#define EVAL_MAX_EXAMPLE_BYTES 65535     // so is an example's size in bytes
+#define MAX_COMPLETIONS 16
+#define PASSKEY_MAGIC 20240610           // gpt2_passkey.bin (llmc/passkey.h reads it)
+#define PASSKEY_VERSION 1
+#define PASSKEY_FIRST_KEY 10000          // the keys: every 5-digit number
+#define PASSKEY_NUM_KEYS 90000
 
 // ----------------------------------------------------------------------------
 // growable arrays
@@ -1032,6 +1049,146 @@ static void cmd_write_bin(const char* path) {
     printf("wrote %s (%d tokens)\n", path, VOCAB_SIZE);
 }
 
+// the tokens of one text, on the first worker: sanitized and cut into chunks as a document
+// is, each chunk encoded in turn (the same ids as `encode`)
+static void encode_string(Batch* b, const void* s, size_t n, IntVec* out) {
+    b->text.len = 0;
+    b->nchunks = 0;
+    bytes_append(&b->text, s, n);
+    batch_add_document(b, 0);
+    out->len = 0;
+    for (size_t c = 0; c < b->nchunks; c++) { encode_text(&workers[0], b->text.data + b->chunks[c].start, b->chunks[c].len, out); }
+}
+
+// appends one uint16 to an eval or passkey file's stream
+static void put_u16(ByteBuf* b, int v) {
+    uint16_t x = (uint16_t)v;
+    bytes_append(b, &x, sizeof(x));
+}
+
+// appends the tokens of the n bytes of text s to out as a uint16 count and the uint16 ids
+// (ids: the tokens, for the caller to check)
+static void put_text(Batch* b, ByteBuf* out, IntVec* ids, const void* s, size_t n) {
+    encode_string(b, s, n, ids);
+    put_u16(out, (int)ids->len);
+    for (size_t i = 0; i < ids->len; i++) { put_u16(out, ids->data[i]); }
+}
+
+// reads the next document of the stream on stdin (its length line, then its bytes) into b;
+// `what` names it in errors
+static void read_document(ByteBuf* b, const char* what, long long example) {
+    size_t len;
+    if (!read_doc_length(stdin, &len, example)) { fatal("example stream: example %lld ends before its %s", example, what); }
+    b->len = 0;
+    bytes_reserve(b, len + 1);
+    if (fread(b->data, 1, len, stdin) != len) {
+        if (ferror(stdin)) { fatal("cannot read standard input (%s)", strerror(errno)); }
+        fatal("example stream: the %s of example %lld is truncated (expected %zu bytes)", what, example, len);
+    }
+    b->len = len;
+}
+
+// reads the line "<label> <completions>" that opens an example; 0 at the end of the stream
+static int read_example_line(long long example, int* label, int* completions) {
+    char line[64];
+    if (fgets(line, sizeof(line), stdin) == NULL) {
+        if (ferror(stdin)) { fatal("cannot read standard input (%s)", strerror(errno)); }
+        return 0;
+    }
+    char end;
+    if (sscanf(line, "%d %d%c", label, completions, &end) != 3 || end != '\n') {
+        fatal("example stream: example %lld must start with a line '<label> <completions>'", example);
+    }
+    if (*completions < 1 || *completions > MAX_COMPLETIONS) {
+        fatal("example stream: example %lld has %d completions, expected 1 to %d", example, *completions, MAX_COMPLETIONS);
+    }
+    if (*label < 0 || *label >= *completions) {
+        fatal("example stream: example %lld has label %d, outside [0, %d)", example, *label, *completions);
+    }
+    return 1;
+}
+
+// ./tokenizer eval FILE: example stream on stdin -> llm.c's eval file (multiple-choice
+// completion tasks such as HellaSwag, written as llm.c's dev/data/data_common.py writes them)
+static void cmd_eval(const char* path) {
+    Batch* b = (Batch*)calloc_check(1, sizeof(Batch));
+    ByteBuf text = {0}, out = {0}, ex = {0};
+    IntVec ids = {0};
+    long long n = 0;
+    int longest = 0, label, completions;
+    while (read_example_line(n + 1, &label, &completions)) {
+        if (n == EVAL_MAX_EXAMPLES) { fatal("example stream: more than %d examples (the index is a uint16)", EVAL_MAX_EXAMPLES); }
+        ex.len = 0;
+        put_u16(&ex, EVAL_DELIMITER);
+        put_u16(&ex, 0); // the example's size in bytes, filled in below
+        put_u16(&ex, (int)n);
+        put_u16(&ex, label);
+        put_u16(&ex, completions);
+        for (int c = 0; c <= completions; c++) {
+            read_document(&text, c == 0 ? "context" : "completion", n + 1);
+            put_text(b, &ex, &ids, text.data, text.len);
+            if (ids.len == 0) { fatal("example stream: example %lld has an empty %s", n + 1, c == 0 ? "context" : "completion"); }
+        }
+        if (ex.len > EVAL_MAX_EXAMPLE_BYTES) { fatal("example stream: example %lld is longer than %d bytes", n + 1, EVAL_MAX_EXAMPLE_BYTES); }
+        uint16_t size = (uint16_t)ex.len;
+        memcpy(ex.data + 2, &size, 2);
+        if ((int)ex.len > longest) { longest = (int)ex.len; }
+        bytes_append(&out, ex.data, ex.len);
+        n++;
+    }
+    if (n == 0) { fatal("example stream on standard input is empty: no examples to write"); }
+    int header[HEADER_INTS] = {0};
+    header[0] = EVAL_MAGIC; header[1] = EVAL_VERSION; header[2] = (int)n; header[3] = longest;
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), HEADER_INTS);
+    atomic_write(&af, out.data, 1, out.len);
+    atomic_commit(&af);
+    printf("wrote %s (%lld examples, longest %d bytes)\n", path, n, longest);
+    free(text.data); free(out.data); free(ex.data); free(ids.data);
+}
+
+// The passkey retrieval test's texts (Mohtashami and Jaggi 2023, the landmark-attention
+// code's prompt), in the order llmc/passkey.h reads them. The prompt is
+//   task \n filler \n "The pass key is" key ". Remember it." key " is the pass key." \n filler \n question
+// and the answer is the key; every key is tokenized with its leading space (" 12345").
+static const char* PASSKEY_TEXTS[] = {
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about the important information there.",
+    "\n",
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.",
+    " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.",
+    "The pass key is",
+    ". Remember it.",
+    " is the pass key.",
+    "What is the pass key? The pass key is",
+};
+#define PASSKEY_NUM_TEXTS ((int)(sizeof(PASSKEY_TEXTS) / sizeof(PASSKEY_TEXTS[0])))
+
+// ./tokenizer write-passkey FILE: the tokens the trainers build passkey prompts from:
+// int32 header[256] = {20240610, 1, texts, first key, keys, 0...}, then each text and each
+// key " <k>" (k = first key, first key + 1, ...) as a uint16 length and its uint16 tokens
+static void cmd_write_passkey(const char* path) {
+    Batch* b = (Batch*)calloc_check(1, sizeof(Batch));
+    ByteBuf out = {0};
+    IntVec ids = {0};
+    for (int k = 0; k < PASSKEY_NUM_TEXTS; k++) { put_text(b, &out, &ids, PASSKEY_TEXTS[k], strlen(PASSKEY_TEXTS[k])); }
+    for (int k = PASSKEY_FIRST_KEY; k < PASSKEY_FIRST_KEY + PASSKEY_NUM_KEYS; k++) {
+        char key[16];
+        snprintf(key, sizeof(key), " %d", k);
+        put_text(b, &out, &ids, key, strlen(key));
+    }
+    int header[HEADER_INTS] = {0};
+    header[0] = PASSKEY_MAGIC; header[1] = PASSKEY_VERSION; header[2] = PASSKEY_NUM_TEXTS;
+    header[3] = PASSKEY_FIRST_KEY; header[4] = PASSKEY_NUM_KEYS;
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, header, sizeof(int), HEADER_INTS);
+    atomic_write(&af, out.data, 1, out.len);
+    atomic_commit(&af);
+    printf("wrote %s (%d texts, keys %d to %d)\n", path, PASSKEY_NUM_TEXTS, PASSKEY_FIRST_KEY, PASSKEY_FIRST_KEY + PASSKEY_NUM_KEYS - 1);
+    free(out.data); free(ids.data);
+}
+
 // prints the commands and exits 1
 static void usage(void) {
     fprintf(stderr,
@@ -1045,8 +1202,12 @@ static void usage(void) {
         "  info SHARD...                  tokens, documents and longest document of shards\n"
         "  dump SHARD                     token ids of a shard, one per line\n"
         "  write-bin FILE                 llm.c's tokenizer file (gpt2_tokenizer.bin)\n"
+        "  eval FILE                      example stream on stdin -> llm.c's eval file (HellaSwag's format)\n"
+        "  write-passkey FILE             the tokens of the passkey test's prompts (gpt2_passkey.bin)\n"
         "  -v DIR: vocabulary directory with encoder.json and vocab.bpe (default data/gpt2)\n"
-        "  document stream: per document, its byte length in decimal, a newline, then the bytes\n");
+        "  document stream: per document, its byte length in decimal, a newline, then the bytes\n"
+        "  example stream: per example a line '<label> <completions>', then the context and each\n"
+        "                  completion as documents of the document stream\n");
     exit(1);
 }
 
@@ -1082,7 +1243,8 @@ int main(int argc, char** argv) {
     num_threads = threads < 1 ? 1 : (int)threads;
     int known = (strcmp(cmd, "encode") == 0 && nargs == 2) || (strcmp(cmd, "decode") == 0 && nargs == 1) ||
                 (strcmp(cmd, "shard") == 0 && nargs == 2) || (strcmp(cmd, "write-bin") == 0 && nargs == 2) ||
-                (strcmp(cmd, "info") == 0 && nargs >= 2) || (strcmp(cmd, "dump") == 0 && nargs == 2);
+                (strcmp(cmd, "info") == 0 && nargs >= 2) || (strcmp(cmd, "dump") == 0 && nargs == 2) ||
+                (strcmp(cmd, "eval") == 0 && nargs == 2) || (strcmp(cmd, "write-passkey") == 0 && nargs == 2);
     if (!known) { usage(); }
     if (strcmp(cmd, "info") == 0) { cmd_info(nargs - 1, args + 1); }
     else if (strcmp(cmd, "dump") == 0) { cmd_dump(args[1]); }
@@ -1094,7 +1256,10 @@ int main(int argc, char** argv) {
             regex_init();
             workers = (Worker*)malloc_check(num_threads * sizeof(Worker));
             for (int t = 0; t < num_threads; t++) { worker_init(&workers[t]); }
-            if (strcmp(cmd, "encode") == 0) { cmd_encode(args[1]); } else { cmd_shard(args[1], split, shard_tokens); }
+            if (strcmp(cmd, "encode") == 0) { cmd_encode(args[1]); }
+            else if (strcmp(cmd, "eval") == 0) { cmd_eval(args[1]); }
+            else if (strcmp(cmd, "write-passkey") == 0) { cmd_write_passkey(args[1]); }
+            else { cmd_shard(args[1], split, shard_tokens); }
         }
     }
     // everything printed must have reached standard output (a full disk, a closed pipe)

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The papers' experiment at small scale: train the CPU preset model on the starter
 # corpus with every encoding (same T, data order, steps and seed), evaluate each at
-# 1x, 2x, 4x, 8x and 16x the training length in both modes (non-overlapping windows,
-# sliding window), and write one CSV, a markdown table and the plot, and the loss by
-# position of every encoding (positions.csv, positions.png). RoPE is evaluated with every
-# scaling method as well (-rs), xPos with blockwise causal attention (-xb 1), and the models
-# trained with randomized positions at plain positions 0..T-1 as well (-ra 1).
+# 1x, 2x, 4x, 8x and 16x the training length in three modes (non-overlapping windows,
+# sliding window, DAPE's last-T windows; each row with the context-use gap), and write one
+# CSV, a markdown table and the plot, the loss by position of every encoding
+# (positions.csv, positions.png), and the passkey retrieval grid (passkey.csv, .md, .png:
+# lengths x depths of the key). RoPE is evaluated with every scaling method as well (-rs),
+# xPos with blockwise causal attention (-xb 1), and the models trained with randomized
+# positions at plain positions 0..T-1 as well (-ra 1).
 #
 #   dev/extrapolation.sh [--quick] [OUTDIR]     (default OUTDIR: out/extrapolation)
 #   ONLY="cope" dev/extrapolation.sh OUTDIR      only these entries, with the same settings (the
@@ -14,6 +16,7 @@
 #
 # --quick: 8 entries, a few steps, short lengths (a smoke test; CI runs it and checks
 # that the CSVs have every expected row with finite numbers).
+# PASSKEY=N keys per passkey cell (0: no passkey test), LAST=N the last-N mode (0: none).
 #
 # An entry <base>_dape<variant> is the base with DAPE (llmc/dape.h; e.g. kerple_dape1x3 is
 # DAPE_1x3-Kerple), built as build/train_gpt2_<entry> (make ... PE=<base> DAPE=<variant>);
@@ -28,12 +31,15 @@ if [ $QUICK -eq 1 ]; then
     PES=(learned alibi cable rope xpos kerple_dape1x3 txl learned_rp512)
     MODEL=nano; T=32; B=4; STEPS=30; K=512; LR=3e-3; WARMUP=5
     ROPE_SCALING=yarn,dynamic-ntk
+    PASSKEY=${PASSKEY:-1}; DEPTHS=2
 else
     PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable cope
          txl kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3 learned_rp2048 rope_rp2048)
     MODEL=cpu; T=128; B=8; STEPS=${STEPS:-200}; K=${K:-4096}; LR=2e-3; WARMUP=20
+    PASSKEY=${PASSKEY:-10}; DEPTHS=5
 fi
 if [ -n "${ONLY:-}" ]; then read -r -a PES <<< "$ONLY"; fi
+LAST=${LAST:-$T} # DAPE's protocol: the last T tokens of each window
 ROPE_SCALING=${ROPE_SCALING:-pi,ntk,yarn,dynamic-pi,dynamic-ntk,dynamic-yarn}
 # the binary of an entry (<pe>_rp<L>: <pe>'s), and its randomized positions' flags
 binary() { echo "build/train_gpt2_${1%_rp*}"; }
@@ -54,14 +60,15 @@ variant_count() {
 }
 STRIDE=$T # sliding window: score the last T tokens of each window
 LENS="$T,$((2 * T)),$((4 * T)),$((8 * T)),$((16 * T))"
+MODES=$(( LAST > 0 ? 3 : 2 ))
 mkdir -p "$OUT"
-make -s starter $(for pe in "${PES[@]}"; do binary $pe; done | sort -u)
+make -s starter gpt2_passkey.bin $(for pe in "${PES[@]}"; do binary $pe; done | sort -u)
 start=$(date +%s)
 for pe in "${PES[@]}"; do
     t0=$(date +%s)
     rm -rf "$OUT/$pe" # a rerun starts over (the trainer refuses a new run over an old one)
     $(binary $pe) -e $MODEL -t $T -b $B -x $STEPS -l $LR -u $WARMUP -q 0.1 -c 0.1 -v 0 -m 10 -s 0 \
-        -R 42 -E "$LENS" -K $K -W $STRIDE $(variant_flags $pe) $(rp_flags $pe) -o "$OUT/$pe" > "$OUT/$pe.log"
+        -R 42 -E "$LENS" -K $K -W $STRIDE -L $LAST -P $PASSKEY -Pd $DEPTHS $(variant_flags $pe) $(rp_flags $pe) -o "$OUT/$pe" > "$OUT/$pe.log"
     echo "$pe: $(grep '^val loss' "$OUT/$pe.log" | tail -1), $(( $(date +%s) - t0 ))s"
 done
 elapsed=$(( $(date +%s) - start ))
@@ -72,14 +79,15 @@ elapsed=$(( $(date +%s) - start ))
 
 # every expected row, with finite numbers (learned beyond its training length: n/a)
 expected=0
-for pe in "${PES[@]}"; do expected=$(( expected + (1 + $(variant_count $pe)) * 5 * 2 )); done
+for pe in "${PES[@]}"; do expected=$(( expected + (1 + $(variant_count $pe)) * 5 * MODES )); done
 rows=$(tail -n +2 "$OUT/extrapolation.csv" | wc -l)
 [ "$rows" -eq "$expected" ] || { echo "FAIL: $rows rows in $OUT/extrapolation.csv, expected $expected"; exit 1; }
 awk -F, -v T=$T 'NR > 1 {
     if ($1 == "learned" && $3 > T) { if ($6 != "n/a") bad = bad " " $1 "@" $3 "(should be n/a)"; next }
     if ($6 == "n/a" || $6 + 0 != $6 || $6 <= 0 || $7 <= 1 || $5 <= 0) bad = bad " " $1 "@" $3 "/" $4
+    if (($3 > T) != ($9 != "n/a") || ($9 != "n/a" && $9 + 0 != $9)) bad = bad " " $1 "@" $3 "/" $4 "(gap " $9 ")"
 } END { if (bad != "") { print "FAIL: bad rows:" bad; exit 1 } }' "$OUT/extrapolation.csv"
-echo "ok: $rows rows, all finite; $elapsed s for ${#PES[@]} encodings ($MODEL, T=$T, $STEPS steps of $((B * T)) tokens)"
+echo "ok: $rows rows, all finite, a context-use gap beyond T; $elapsed s for ${#PES[@]} encodings ($MODEL, T=$T, $STEPS steps of $((B * T)) tokens)"
 
 # loss by position: every evaluated row (not the n/a ones) has its scored positions tiled
 # without gap or overlap by the buckets [0,1), [1,2), [2,4), ... (cut to the scored range),
@@ -87,10 +95,11 @@ echo "ok: $rows rows, all finite; $elapsed s for ${#PES[@]} encodings ($MODEL, T
 # the row's in extrapolation.csv
 { head -1 "$OUT/${PES[0]}/positions.csv"; for pe in "${PES[@]}"; do tail -n +2 "$OUT/$pe/positions.csv"; done; } \
     > "$OUT/positions.csv"
-awk -F, -v S=$STRIDE '
+awk -F, -v S=$STRIDE -v N=$LAST '
 FNR == 1 { next }
 FILENAME == ARGV[1] { if ($5 > 0) { key = $1 "," $3 "," $4; total[key] = $5; L[key] = $3
-                                    first[key] = $4 ~ /^sliding/ && S < $3 ? $3 - S : 0; next_lo[key] = first[key] }
+                                    first[key] = $4 ~ /^sliding/ && S < $3 ? $3 - S : $4 ~ /^last/ && N < $3 ? $3 - N : 0
+                                    next_lo[key] = first[key] }
                       next }
 {   key = $1 "," $3 "," $4
     if (!(key in total)) { bad = bad " " key "(unexpected)"; next }
@@ -120,3 +129,18 @@ $PY dev/plot_extrapolation.py "$OUT/extrapolation.csv" "$OUT/extrapolation.png" 
 $PY dev/plot_positions.py "$OUT/positions.csv" "$OUT/positions.png" \
     "$MODEL model, trained at T=$T for $STEPS steps; mean loss by position bucket, non-overlapping windows of each encoding's longest evaluated length"
 echo "wrote $OUT/extrapolation.csv, $OUT/extrapolation.md, $OUT/extrapolation.png, $OUT/positions.csv, $OUT/positions.png"
+[ "$PASSKEY" -gt 0 ] || exit 0
+
+# passkey retrieval: every encoding's grid (5 lengths x the depths), accuracies in [0, 1] and
+# finite log-probabilities, n/a only for learned beyond its positions and lengths shorter
+# than the prompt (every prompt fits in 128 tokens)
+{ head -1 "$OUT/${PES[0]}/passkey.csv"; for pe in "${PES[@]}"; do tail -n +2 "$OUT/$pe/passkey.csv"; done; } > "$OUT/passkey.csv"
+awk -F, -v T=$T -v n=$(( ${#PES[@]} * 5 * DEPTHS )) 'NR > 1 {
+    rows++
+    if ($7 == "n/a") { if (!($1 == "learned" && $3 > T) && $3 >= 128) bad = bad " " $1 "@" $3 "(n/a)"; next }
+    if ($7 < 0 || $7 > 1 || $8 + 0 != $8 || $8 > 0 || $5 < 1) bad = bad " " $1 "@" $3 "/" $4
+} END { if (rows != n) bad = bad " (" rows " rows, expected " n ")"; if (bad != "") { print "FAIL: passkey.csv:" bad; exit 1 }
+        print "ok: passkey.csv: " rows " cells" }' "$OUT/passkey.csv"
+$PY dev/plot_passkey.py "$OUT/passkey.csv" "$OUT/passkey.png" \
+    "$MODEL model, trained at T=$T for $STEPS steps; passkey retrieval, $PASSKEY keys per cell (greedy accuracy, mean log P(key))" "$OUT/passkey.md"
+echo "wrote $OUT/passkey.csv, $OUT/passkey.md, $OUT/passkey.png"

@@ -3,11 +3,12 @@ concatenated): the mean validation loss in each position bucket of the window, o
 per encoding, log-scaled positions, a dashed mark at the training length. Each bucket is
 drawn as a step over the positions it covers ([0, 1) is drawn from 0.5, for the log axis).
 
-usage: plot_positions.py CSV PNG "caption" [--mode nonoverlap|sliding] [--eval-len N]
+usage: plot_positions.py CSV PNG "caption" [--mode nonoverlap|sliding|last<N>] [--eval-len N] [--set NAME]
 
 By default every encoding is drawn at the longest length it was evaluated at in the
 non-overlapping mode (an encoding that stops earlier, `learned` beyond its maxT, is drawn
-as far as it goes, its length in the legend).
+as far as it goes, its length in the legend), on the file's first test set. Files written
+before the `set` column existed hold one set.
 """
 import argparse
 import csv
@@ -20,13 +21,18 @@ parser = argparse.ArgumentParser()
 parser.add_argument("csv")
 parser.add_argument("png")
 parser.add_argument("caption")
-parser.add_argument("--mode", default="nonoverlap", choices=["nonoverlap", "sliding"])
+parser.add_argument("--mode", default="nonoverlap", help="nonoverlap, sliding or last<N> (default nonoverlap)")
 parser.add_argument("--eval-len", type=int, default=0, help="draw this length only (default: each encoding's longest)")
+parser.add_argument("--set", default=None, help="the test set (default: the file's first)")
 args = parser.parse_args()
 
-rows = [r for r in csv.DictReader(open(args.csv)) if r["mode"] == args.mode]
+rows = list(csv.DictReader(open(args.csv)))
+for r in rows:
+    r["set"] = r.get("set") or "val"
+test_set = args.set or (rows[0]["set"] if rows else "val")
+rows = [r for r in rows if r["mode"] == args.mode and r["set"] == test_set]
 if not rows:
-    raise SystemExit("%s: no %s rows" % (args.csv, args.mode))
+    raise SystemExit("%s: no %s rows of the set %s" % (args.csv, args.mode, test_set))
 pes = list(dict.fromkeys(r["pe"] for r in rows))
 train_lens = sorted({int(r["train_len"]) for r in rows})
 longest = max(int(r["eval_len"]) for r in rows)

@@ -156,6 +156,26 @@ static uint16_t* dataloader_read_all(DataLoader* dl, int64_t max_tokens, int64_t
     return tokens;
 }
 
+// Reads a whole file of llm.c's kind other than a shard (an eval file, the passkey tokens):
+// int32 header[256] whose first two words are `magic` and `version`, then uint16 values.
+// `what` names the kind in errors ("an eval file"). Fills header, returns the values and
+// their count in n.
+static uint16_t* read_u16_file(const char* path, int magic, int version, const char* what, int* header, int64_t* n) {
+    FILE* f = fopen_read_regular(path);
+    int64_t size = file_size_check(f, path);
+    int64_t header_bytes = SHARD_HEADER_INTS * (int64_t)sizeof(int);
+    if (size < header_bytes) { fatal("%s is not %s: %lld bytes, shorter than the header", path, what, (long long)size); }
+    fread_check(header, sizeof(int), SHARD_HEADER_INTS, f, path);
+    if (header[0] != magic) { fatal("%s is not %s: bad magic %d (expected %d)", path, what, header[0], magic); }
+    if (header[1] != version) { fatal("%s: unsupported version %d of %s (expected %d)", path, header[1], what, version); }
+    if ((size - header_bytes) % 2 != 0) { fatal("%s is truncated: an odd number of bytes after the header", path); }
+    *n = (size - header_bytes) / 2;
+    uint16_t* values = (uint16_t*)malloc_check((size_t)*n * sizeof(uint16_t));
+    fread_check(values, sizeof(uint16_t), (size_t)*n, f, path);
+    fclose(f);
+    return values;
+}
+
 // identity of the data for resume: a hash (FNV-1a) of every shard's file name, without its
 // directory, and token count, in order; the same files moved elsewhere keep it
 static uint64_t dataloader_fingerprint(const DataLoader* dl) {

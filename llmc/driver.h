@@ -3,7 +3,8 @@ The training program around the model, shared by both trainers so that they take
 same flags, read the same files, print the same lines and evaluate the same way:
 command line, data, the training loop with gradient accumulation and data-parallel
 averaging, validation, sampling, checkpoints and exact resume, training health
-(non-finite and outlier steps), and the length-extrapolation evaluation.
+(non-finite and outlier steps), and the evaluations: length extrapolation on each test set,
+HellaSwag (llmc/hellaswag.h) and passkey retrieval (llmc/passkey.h).
 
 The trainer that includes this file provides the model (type GPT2, real) and:
   gpt2_build_from_config, gpt2_build_from_checkpoint, gpt2_save_checkpoint,
@@ -35,8 +36,11 @@ The trainer that includes this file provides the model (type GPT2, real) and:
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "hellaswag.h"
+#include "passkey.h"
 
 #define MAX_EVAL_LENGTHS 32
+#define MAX_EVAL_SETS 8
 // sampling recomputes the whole prefix for every token (there is no key/value cache), so
 // its time grows with the square of -g: this bounds it
 #define MAX_GEN_TOKENS 1024
@@ -49,7 +53,12 @@ The trainer that includes this file provides the model (type GPT2, real) and:
 
 typedef struct {
     const char* train_pattern;   // -i
-    const char* val_pattern;     // -j
+    const char* val_pattern;     // the first set of -j: validation, and -a's batch
+    const char* val_sets;        // -j as given: one pattern, or name=pattern items
+    const char* set_names[MAX_EVAL_SETS]; // each set of -j, evaluated at every -E length
+    const char* set_patterns[MAX_EVAL_SETS];
+    int num_sets;
+    char sets_buf[4096];         // holds the names and patterns of name=pattern items
     const char* model;           // -e checkpoint file or preset name
     const char* output_dir;      // -o
     int B;                       // -b micro batch size per process
@@ -82,13 +91,19 @@ typedef struct {
     int num_eval_variants;
     float rope_factor;           // -rf static RoPE scaling factor (0: longest -E length / training length)
     int rand_pos;                // -rp randomized positions from [0, L) (llmc/pe.h; -1: not given, 0: off)
+    int eval_last;               // -L also score only the last N tokens of each window (DAPE's protocol; 0: off)
+    const char* hellaswag;       // -H HellaSwag in llm.c's eval file format (NULL: none)
+    int passkey_trials;          // -P keys per cell of the passkey test's grid (0: off)
+    int passkey_depths;          // -Pd depths of the key, evenly spaced from 0% to 100%
+    int passkey_seed;            // -Ps seed of the keys
 } TrainArgs;
 
 static void usage(void) {
     printf(
         "usage: ./" TRAINER_NAME " [flags], each flag followed by a value\n"
         "  -i <glob>   train data shards (default data/starter/starter_train_*.bin)\n"
-        "  -j <glob>   val data shards (default data/starter/starter_val_*.bin)\n"
+        "  -j <glob>   val data shards (default data/starter/starter_val_*.bin), or named test sets\n"
+        "              name=glob,name=glob,... each evaluated at every -E length (validation: the first)\n"
         "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
         "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c (default cpu)\n"
         "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv, the run's flags\n"
@@ -127,7 +142,13 @@ static void usage(void) {
         "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T; for learned,\n"
         "              sinusoidal, rope, xpos, alibi, sandwich, kerple, kerple_power, fire, t5 (default: the\n"
         "              checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
-        "  -ra <int>   randomized positions: also evaluate with plain positions 0..T-1 (rows +plainpos) (default 0)\n",
+        "  -ra <int>   randomized positions: also evaluate with plain positions 0..T-1 (rows +plainpos) (default 0)\n"
+        "  -L <int>    also score only the last N tokens of each window, DAPE's protocol (default 0: off)\n"
+        "  -H <file>   HellaSwag in llm.c's eval file format (make hellaswag) (default none)\n"
+        "  -P <int>    passkey retrieval: keys per (length, depth) cell at the -E lengths (default 0: off;\n"
+        "              needs gpt2_passkey.bin: make gpt2_passkey.bin)\n"
+        "  -Pd <int>   passkey depths, evenly spaced from 0%% to 100%% (default 5)\n"
+        "  -Ps <int>   passkey seed (default 1)\n",
         MAX_GEN_TOKENS);
     exit(0);
 }
@@ -165,6 +186,34 @@ static void parse_eval_lengths(TrainArgs* a, const char* s) {
     }
 }
 
+// -j: one pattern (the set "val"), or named sets name=pattern,... (names of letters, digits,
+// '_', '.', '-'); validation uses the first
+static void parse_val_sets(TrainArgs* a, const char* s) {
+    a->val_sets = s;
+    if (strchr(s, '=') == NULL) {
+        a->num_sets = 1;
+        a->set_names[0] = "val";
+        a->set_patterns[0] = a->val_pattern = s;
+        return;
+    }
+    char* items[MAX_EVAL_SETS];
+    if (strlen(s) >= sizeof(a->sets_buf)) { fatal("flag -j: list too long"); }
+    strcpy(a->sets_buf, s);
+    a->num_sets = split_list(a->sets_buf, items, MAX_EVAL_SETS, "-j", "a pattern, or name=pattern items separated by commas");
+    for (int k = 0; k < a->num_sets; k++) {
+        char* eq = strchr(items[k], '=');
+        if (eq == NULL || eq == items[k] || eq[1] == '\0') { fatal("flag -j: '%s' is not name=pattern", items[k]); }
+        *eq = '\0';
+        if (strspn(items[k], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(items[k])) {
+            fatal("flag -j: the set name '%s' may hold letters, digits, '_', '.' and '-' only", items[k]);
+        }
+        for (int j = 0; j < k; j++) { if (strcmp(a->set_names[j], items[k]) == 0) { fatal("flag -j: the set '%s' is given twice", items[k]); } }
+        a->set_names[k] = items[k];
+        a->set_patterns[k] = eq + 1;
+    }
+    a->val_pattern = a->set_patterns[0];
+}
+
 // was flag f given on the command line (rather than left at its default)?
 static int flag_given(const TrainArgs* a, const char* f) {
     for (int i = 1; i + 1 < a->argc; i += 2) { if (strcmp(a->argv[i], f) == 0) { return 1; } }
@@ -198,7 +247,7 @@ static void parse_rope_scaling(TrainArgs* a, const char* s) {
 
 static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->train_pattern = "data/starter/starter_train_*.bin";
-    a->val_pattern = "data/starter/starter_val_*.bin";
+    parse_val_sets(a, "data/starter/starter_val_*.bin");
     a->model = "cpu";
     a->output_dir = NULL;
     a->B = 8; a->T = 128; a->total_batch = -1; a->max_steps = 200;
@@ -209,6 +258,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->num_eval_lengths = -1; a->eval_tokens = 4096; a->eval_stride = 0; a->eval_every = 0;
     a->argc = argc; a->argv = argv;
     a->num_eval_variants = 0; a->rope_factor = 0; a->rand_pos = -1;
+    a->eval_last = 0; a->hellaswag = NULL; a->passkey_trials = 0; a->passkey_depths = 5; a->passkey_seed = 1;
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); }
@@ -216,7 +266,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         if (i + 1 >= argc) { fatal("flag %s needs a value (./%s -h lists the flags)", f, TRAINER_NAME); }
         const char* v = argv[i + 1];
         if (!strcmp(f, "-i")) { a->train_pattern = v; }
-        else if (!strcmp(f, "-j")) { a->val_pattern = v; }
+        else if (!strcmp(f, "-j")) { parse_val_sets(a, v); }
         else if (!strcmp(f, "-e")) { a->model = v; }
         else if (!strcmp(f, "-o")) { a->output_dir = v; }
         else if (!strcmp(f, "-b")) { a->B = (int)parse_long(f, v, 1, 1 << 20); }
@@ -276,6 +326,11 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
             add_eval_variant(a, PE_EVAL_PLAINPOS, "-ra");
         }
+        else if (!strcmp(f, "-L")) { a->eval_last = (int)parse_long(f, v, 0, 1 << 24); }
+        else if (!strcmp(f, "-H")) { a->hellaswag = v; }
+        else if (!strcmp(f, "-P")) { a->passkey_trials = (int)parse_long(f, v, 0, 1 << 20); }
+        else if (!strcmp(f, "-Pd")) { a->passkey_depths = (int)parse_long(f, v, 2, 101); }
+        else if (!strcmp(f, "-Ps")) { a->passkey_seed = (int)parse_long(f, v, 0, INT32_MAX); }
         else { fatal("unknown flag %s (./%s -h lists the flags)", f, TRAINER_NAME); }
     }
     if (a->resume && a->output_dir == NULL) { fatal("-y 1 (resume) needs an output directory (-o)"); }
@@ -766,10 +821,17 @@ static float validation_loss(GPT2* model, DataLoader* val, int batches, const Mu
 static char run_pe_label[64];
 
 // ----------------------------------------------------------------------------
-// length extrapolation: perplexity on the val tokens at each length, in two modes
+// length extrapolation: perplexity on each test set's tokens at each length, in up to three
+// modes
 //   nonoverlap  windows of L tokens side by side, every token scored (CABLE/ALiBi papers)
 //   sliding     windows of L tokens every `stride` tokens, only the last `stride` scored
-// The same number of tokens is scored at every length where the data allows.
+//   last<N>     windows of L tokens that end maxL tokens apart (maxL: the longest -E
+//               length), only the last N scored (DAPE's protocol, N = 256 there)
+// The same number of tokens is scored at every length where the data allows. Each row also
+// gets DAPE V2's context-use gap (its Appendix A) for L beyond the training length T: the
+// mean loss of the last T tokens of each window, minus their loss given only themselves
+// (a window of T tokens): negative when the model uses the context before them, positive
+// when it is hurt by it (DAPE's Delta P, in perplexity and with the other sign).
 
 // the sliding-window stride: -W, or half the training length by default (0: no sliding mode)
 static int eval_stride(const TrainArgs* a, int train_len) {
@@ -794,8 +856,9 @@ static int bucket_lo(int k) { return k == 0 ? 0 : 1 << (k - 1); }
 static int bucket_hi(int k) { return 1 << k; }
 
 typedef struct {
+    const char* set;    // the test set (-j)
     int eval_len;
-    char mode[32];      // nonoverlap or sliding, +the evaluation variant (e.g. nonoverlap+yarn)
+    char mode[32];      // nonoverlap, sliding or last<N>, +the evaluation variant (e.g. nonoverlap+yarn)
     int64_t tokens;     // scored tokens (0: not evaluated)
     double loss;
     double mem_mib;
@@ -803,22 +866,40 @@ typedef struct {
     int first_pos;      // first scored position of a window (0, or L - stride when sliding)
     int64_t pos_tokens[MAX_POS_BUCKETS]; // scored tokens and their mean loss per position bucket
     double pos_loss[MAX_POS_BUCKETS];
+    int64_t gap_tokens; // tokens of the context-use gap (0: none, L <= T)
+    double gap;
 } EvalRow;
 
-// mean loss of `num_windows` windows of L tokens: window k scores the `scored` tokens
-// starting at first + k * scored, with the L - scored tokens before them as context.
-// Windows are spread over the ranks and batched `batch_rows` at a time. Also fills the
-// row's loss by position (the scored positions L - scored .. L - 1 of the windows).
-static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, int64_t num_windows,
-                           int L, int scored, int batch_rows, const MultiProcess* mp, EvalRow* row) {
+// Where a row's windows lie in the set's tokens: window k scores the `scored` tokens from
+// first + k * spacing on, with the L - scored tokens before them as context; `windows` of
+// them score about -K tokens
+typedef struct { int64_t first, spacing, windows; int scored; } WindowLayout;
+
+static WindowLayout window_layout(const TrainArgs* a, int mode, int L, int maxL, int stride) {
+    WindowLayout w;
+    int last = a->eval_last < L ? a->eval_last : L;
+    w.scored = mode == 0 ? L : mode == 1 ? (stride < L ? stride : L) : last;
+    w.first = mode == 0 ? 0 : maxL - (mode == 1 ? (stride < maxL ? stride : maxL) : w.scored);
+    w.spacing = mode == 2 ? maxL : w.scored;
+    w.windows = ((int64_t)a->eval_tokens + w.scored - 1) / w.scored;
+    return w;
+}
+
+// Mean loss of the windows of a layout (cut to `windows` of them), each L tokens. Windows are
+// spread over the ranks and batched `batch_rows` at a time. Also fills the row's loss by
+// position (the scored positions L - scored .. L - 1 of the windows) and, for gap_len > 0,
+// the context-use gap: the last gap_len tokens of each window, scored in it and alone.
+static double eval_windows(GPT2* model, const uint16_t* tokens, const WindowLayout* w, int64_t windows,
+                           int L, int gap_len, int batch_rows, const MultiProcess* mp, EvalRow* row) {
     int* inp = (int*)malloc_check((size_t)batch_rows * L * sizeof(int));
     int* tgt = (int*)malloc_check((size_t)batch_rows * L * sizeof(int));
     float* losses = (float*)malloc_check((size_t)batch_rows * L * sizeof(float));
-    double sum[1 + 2 * MAX_POS_BUCKETS] = {0}; // the total, then each bucket's loss sum and token count
-    for (int64_t w0 = (int64_t)mp->rank * batch_rows; w0 < num_windows; w0 += (int64_t)mp->world * batch_rows) {
-        int rows = num_windows - w0 < batch_rows ? (int)(num_windows - w0) : batch_rows;
+    int scored = w->scored, G = gap_len;
+    double sum[3 + 2 * MAX_POS_BUCKETS] = {0}; // the total, the gap's sum, then each bucket's loss sum and token count
+    for (int64_t w0 = (int64_t)mp->rank * batch_rows; w0 < windows; w0 += (int64_t)mp->world * batch_rows) {
+        int rows = windows - w0 < batch_rows ? (int)(windows - w0) : batch_rows;
         for (int r = 0; r < rows; r++) {
-            const uint16_t* src = tokens + first + (w0 + r) * scored - (L - scored);
+            const uint16_t* src = tokens + w->first + (w0 + r) * w->spacing - (L - scored);
             for (int t = 0; t < L; t++) { inp[r * L + t] = src[t]; tgt[r * L + t] = src[t + 1]; }
         }
         model->rp_key = rp_key(RP_STREAM_EVAL, ((uint64_t)L << 32) | (uint64_t)scored, (uint64_t)w0); // however many ranks
@@ -828,21 +909,32 @@ static double eval_windows(GPT2* model, const uint16_t* tokens, int64_t first, i
             for (int t = L - scored; t < L; t++) {
                 int k = position_bucket(t);
                 sum[0] += losses[r * L + t];
-                sum[1 + 2 * k] += losses[r * L + t];
-                sum[2 + 2 * k] += 1;
+                sum[3 + 2 * k] += losses[r * L + t];
+                sum[4 + 2 * k] += 1;
             }
+            for (int t = L - G; t < L; t++) { sum[1] += losses[r * L + t]; }
         }
+        if (G == 0) { continue; }
+        for (int r = 0; r < rows; r++) { // the same last G tokens, without the context before them
+            for (int t = 0; t < G; t++) { inp[r * G + t] = inp[r * L + L - G + t]; tgt[r * G + t] = tgt[r * L + L - G + t]; }
+        }
+        model->rp_key = rp_key(RP_STREAM_GAP, ((uint64_t)L << 32) | (uint64_t)scored, (uint64_t)w0);
+        gpt2_forward(model, inp, tgt, rows, G, 0);
+        gpt2_token_losses(model, losses);
+        for (int i = 0; i < rows * G; i++) { sum[1] -= losses[i]; }
     }
-    mp_allreduce_sum_f64(sum, 1 + 2 * MAX_POS_BUCKETS);
+    mp_allreduce_sum_f64(sum, 3 + 2 * MAX_POS_BUCKETS);
     for (int k = 0; k < MAX_POS_BUCKETS; k++) {
-        row->pos_tokens[k] = (int64_t)sum[2 + 2 * k];
-        row->pos_loss[k] = sum[2 + 2 * k] > 0 ? sum[1 + 2 * k] / sum[2 + 2 * k] : 0;
+        row->pos_tokens[k] = (int64_t)sum[4 + 2 * k];
+        row->pos_loss[k] = sum[4 + 2 * k] > 0 ? sum[3 + 2 * k] / sum[4 + 2 * k] : 0;
     }
+    row->gap_tokens = windows * G;
+    row->gap = G > 0 ? sum[1] / ((double)windows * G) : 0;
     free(inp);
     free(tgt);
     free(losses);
-    double loss = sum[0] / ((double)num_windows * scored);
-    if (!isfinite(loss)) { fatal("evaluation at length %d: the loss is not finite (the model has diverged)", L); }
+    double loss = sum[0] / ((double)windows * scored);
+    if (!isfinite(loss) || !isfinite(row->gap)) { fatal("evaluation at length %d: the loss is not finite (the model has diverged)", L); }
     return loss;
 }
 
@@ -855,45 +947,56 @@ static double eval_rope_factor(const TrainArgs* a, int train_len) {
 }
 
 // Every length and mode scores the same tokens: non-overlapping windows tile tokens
-// [0, K); sliding windows score [maxL - S, maxL - S + K) S at a time, so that even
-// the first scored token has the full L - S tokens of context at every length.
-// `suffix` is appended to the mode names (the evaluation variant in effect, e.g. "+yarn").
-static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, EvalRow* rows,
-                             const char* suffix) {
-    DataLoader val;
-    dataloader_init(&val, a->val_pattern, 1, 1, 0, 1, model->config.vocab_size);
+// [0, K); sliding windows score [maxL - S, maxL - S + K) S at a time, so that even the
+// first scored token has the full L - S tokens of context at every length; last<N> windows
+// end at maxL, 2 maxL, ... `suffix` is appended to the mode names (the evaluation variant
+// in effect, e.g. "+yarn"). Returns the number of rows, for the test set `set` of -j.
+static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, int set,
+                             EvalRow* rows, const char* suffix) {
     int maxL = 0;
     for (int k = 0; k < a->num_eval_lengths; k++) { if (a->eval_lengths[k] > maxL) { maxL = a->eval_lengths[k]; } }
     int stride = eval_stride(a, train_len);
+    int modes = a->eval_last > 0 ? 3 : 2;
+    int64_t need = 0; // tokens to read: the last target of every row's last window
+    for (int k = 0; k < a->num_eval_lengths; k++) {
+        for (int mode = 0; mode < modes; mode++) {
+            if (mode == 1 && stride == 0) { continue; }
+            WindowLayout w = window_layout(a, mode, a->eval_lengths[k], maxL, stride);
+            int64_t end = w.first + (w.windows - 1) * w.spacing + w.scored + 1;
+            if (end > need) { need = end; }
+        }
+    }
+    DataLoader val;
+    dataloader_init(&val, a->set_patterns[set], 1, 1, 0, 1, model->config.vocab_size);
     int64_t ntok;
-    uint16_t* tokens = dataloader_read_all(&val, (int64_t)a->eval_tokens + maxL + 1, &ntok);
+    uint16_t* tokens = dataloader_read_all(&val, need, &ntok);
     dataloader_free(&val);
     int nrows = 0;
     for (int k = 0; k < a->num_eval_lengths; k++) {
         int L = a->eval_lengths[k];
-        for (int mode = 0; mode < 2; mode++) {
+        for (int mode = 0; mode < modes; mode++) {
             if (mode == 1 && stride == 0) { continue; }
             EvalRow* r = &rows[nrows++];
             memset(r, 0, sizeof(*r));
+            r->set = a->set_names[set];
             r->eval_len = L;
-            snprintf(r->mode, sizeof(r->mode), "%s%s", mode == 0 ? "nonoverlap" : "sliding", suffix);
+            WindowLayout w = window_layout(a, mode, L, maxL, stride);
+            if (mode == 2) { snprintf(r->mode, sizeof(r->mode), "last%d%s", a->eval_last, suffix); }
+            else { snprintf(r->mode, sizeof(r->mode), "%s%s", mode == 0 ? "nonoverlap" : "sliding", suffix); }
             if (L > gpt2_max_length(model)) {
                 r->note = PE_ID == PE_ID_LEARNED ? "n/a: beyond the learned positions" : "n/a: beyond the encoding's range";
                 continue;
             }
-            int scored = mode == 0 ? L : (stride < L ? stride : L);
-            int64_t first = mode == 0 ? 0 : maxL - (stride < maxL ? stride : maxL);
-            // the target number of scored tokens, cut to what the data holds
-            int64_t want = ((int64_t)a->eval_tokens + scored - 1) / scored;
-            int64_t fit = (ntok - 1 - first) / scored;
-            int64_t windows = want < fit ? want : fit;
+            // the target number of windows, cut to what the data holds
+            int64_t fit = ntok - 1 - w.first - w.scored < 0 ? 0 : (ntok - 1 - w.first - w.scored) / w.spacing + 1;
+            int64_t windows = w.windows < fit ? w.windows : fit;
             if (windows < 1) { r->note = "n/a: not enough validation tokens"; continue; }
             int batch_rows = (a->B * a->T) / L;
             if (batch_rows < 1) { batch_rows = 1; }
             if (batch_rows > windows) { batch_rows = (int)windows; }
-            r->first_pos = L - scored;
-            r->loss = eval_windows(model, tokens, first, windows, L, scored, batch_rows, mp, r);
-            r->tokens = windows * scored;
+            r->first_pos = L - w.scored;
+            r->loss = eval_windows(model, tokens, &w, windows, L, L > train_len ? train_len : 0, batch_rows, mp, r);
+            r->tokens = windows * w.scored;
             r->mem_mib = gpt2_peak_memory_mib(model);
         }
     }
@@ -902,59 +1005,63 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
 }
 
 // positions.csv: the mean loss in each position bucket of every evaluated row, the
-// buckets cut to the scored positions (pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss;
+// buckets cut to the scored positions (pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss,set;
 // positions from 0, pos_hi excluded); rows without a number (n/a) have no buckets
 static void write_positions(const EvalRow* rows, int n, const char* dir, int train_len) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/positions.csv", dir);
     AtomicFile af;
-    atomic_open(&af, path);
+    atomic_open_csv(&af, dir, "positions.csv", "pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss,set\n");
     char line[256];
-    int len = snprintf(line, sizeof(line), "pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss\n");
-    atomic_write(&af, line, 1, len);
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
         for (int k = 0; k < MAX_POS_BUCKETS && r->tokens > 0; k++) {
             if (r->pos_tokens[k] == 0) { continue; }
             int lo = bucket_lo(k) > r->first_pos ? bucket_lo(k) : r->first_pos;
             int hi = bucket_hi(k) < r->eval_len ? bucket_hi(k) : r->eval_len;
-            len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f\n", run_pe_label, train_len, r->eval_len,
-                           r->mode, lo, hi, (long long)r->pos_tokens[k], r->pos_loss[k]);
+            int len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f,%s\n", run_pe_label, train_len, r->eval_len,
+                           r->mode, lo, hi, (long long)r->pos_tokens[k], r->pos_loss[k], r->set);
             atomic_write(&af, line, 1, len);
         }
     }
     atomic_commit(&af);
 }
 
+// one table per test set (the gap column: the context-use gap, "-" up to the training
+// length), then extrapolation.csv (pe,train_len,eval_len,mode,tokens,loss,ppl,set,gap) and
+// positions.csv in the output directory
 static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a, int train_len, int step, int stride) {
     char modes[64] = "non-overlapping windows only";
     if (stride > 0) { snprintf(modes, sizeof(modes), "sliding stride %d", stride); }
-    printf("extrapolation: pe %s, trained at T=%d, step %d (%s)\n", run_pe_label, train_len, step, modes);
-    for (int k = 0; k < a->num_eval_variants; k++) {
-        int v = a->eval_variants[k];
-        if (v == PE_EVAL_PI || v == PE_EVAL_NTK || v == PE_EVAL_YARN) { printf("static RoPE scaling factor s = %g\n", eval_rope_factor(a, train_len)); break; }
-    }
     int w = 10; // the mode column fits the longest mode name
     for (int i = 0; i < n; i++) { if ((int)strlen(rows[i].mode) > w) { w = (int)strlen(rows[i].mode); } }
-    printf("| eval_len | %-*s | tokens   | loss     | ppl        | peak mem MiB |\n", w, "mode");
-    printf("|---------:|%.*s|---------:|---------:|-----------:|-------------:|\n", w + 2, "------------------------------------");
-    for (int i = 0; i < n; i++) {
-        const EvalRow* r = &rows[i];
-        if (r->tokens == 0) { printf("| %8d | %-*s | %8s | %8s | %10s | %12s | %s\n", r->eval_len, w, r->mode, "-", "n/a", "n/a", "-", r->note); }
-        else { printf("| %8d | %-*s | %8lld | %8.4f | %10.3f | %12.1f |\n", r->eval_len, w, r->mode, (long long)r->tokens, r->loss, exp(r->loss), r->mem_mib); }
+    for (int set = 0; set < a->num_sets; set++) {
+        printf("extrapolation: pe %s, trained at T=%d, step %d (%s), test set %s (%s)\n", run_pe_label, train_len,
+               step, modes, a->set_names[set], a->set_patterns[set]);
+        for (int k = 0; k < a->num_eval_variants; k++) {
+            int v = a->eval_variants[k];
+            if (v == PE_EVAL_PI || v == PE_EVAL_NTK || v == PE_EVAL_YARN) { printf("static RoPE scaling factor s = %g\n", eval_rope_factor(a, train_len)); break; }
+        }
+        printf("| eval_len | %-*s | tokens   | loss     | ppl        | gap      | peak mem MiB |\n", w, "mode");
+        printf("|---------:|%.*s|---------:|---------:|-----------:|---------:|-------------:|\n", w + 2, "------------------------------------");
+        for (int i = 0; i < n; i++) {
+            const EvalRow* r = &rows[i];
+            if (strcmp(r->set, a->set_names[set]) != 0) { continue; }
+            if (r->tokens == 0) { printf("| %8d | %-*s | %8s | %8s | %10s | %8s | %12s | %s\n", r->eval_len, w, r->mode, "-", "n/a", "n/a", "-", "-", r->note); continue; }
+            char gap[16] = "-";
+            if (r->gap_tokens > 0) { snprintf(gap, sizeof(gap), "%+.4f", r->gap); }
+            printf("| %8d | %-*s | %8lld | %8.4f | %10.3f | %8s | %12.1f |\n", r->eval_len, w, r->mode, (long long)r->tokens, r->loss,
+                   exp(r->loss), gap, r->mem_mib);
+        }
     }
     if (a->output_dir == NULL) { return; }
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/extrapolation.csv", a->output_dir);
     AtomicFile af;
-    atomic_open(&af, path);
-    char line[256];
-    int len = snprintf(line, sizeof(line), "pe,train_len,eval_len,mode,tokens,loss,ppl\n");
-    atomic_write(&af, line, 1, len);
+    atomic_open_csv(&af, a->output_dir, "extrapolation.csv", "pe,train_len,eval_len,mode,tokens,loss,ppl,set,gap\n");
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
-        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a\n", run_pe_label, train_len, r->eval_len, r->mode); }
-        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f\n", run_pe_label, train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss)); }
+        char line[256], gap[32] = "n/a";
+        int len;
+        if (r->gap_tokens > 0) { snprintf(gap, sizeof(gap), "%.6f", r->gap); }
+        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a,%s,n/a\n", run_pe_label, train_len, r->eval_len, r->mode, r->set); }
+        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f,%s,%s\n", run_pe_label, train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss), r->set, gap); }
         atomic_write(&af, line, 1, len);
     }
     atomic_commit(&af);
@@ -963,19 +1070,87 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
 
 static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, int step) {
     if (a->num_eval_lengths == 0) { return; }
-    EvalRow* rows = (EvalRow*)malloc_check((size_t)(1 + a->num_eval_variants) * 2 * a->num_eval_lengths * sizeof(EvalRow));
+    EvalRow* rows = (EvalRow*)malloc_check((size_t)a->num_sets * (1 + a->num_eval_variants) * 3 * a->num_eval_lengths * sizeof(EvalRow));
     int n = 0;
-    // the encoding as trained, then each evaluation variant (-rs, -xb: llmc/pe.h) in the order given
-    for (int k = -1; k < a->num_eval_variants; k++) {
-        PEEval e = {k < 0 ? PE_EVAL_PLAIN : a->eval_variants[k], eval_rope_factor(a, train_len), train_len};
-        char suffix[32] = "";
-        if (k >= 0) { snprintf(suffix, sizeof(suffix), "+%s", PE_EVAL_NAMES[e.variant]); }
-        model->pe_eval = e;
-        n += run_extrapolation(model, a, mp, train_len, rows + n, suffix);
+    // each test set: the encoding as trained, then each evaluation variant (-rs, -xb: llmc/pe.h) in the order given
+    for (int set = 0; set < a->num_sets; set++) {
+        for (int k = -1; k < a->num_eval_variants; k++) {
+            PEEval e = {k < 0 ? PE_EVAL_PLAIN : a->eval_variants[k], eval_rope_factor(a, train_len), train_len};
+            char suffix[32] = "";
+            if (k >= 0) { snprintf(suffix, sizeof(suffix), "+%s", PE_EVAL_NAMES[e.variant]); }
+            model->pe_eval = e;
+            n += run_extrapolation(model, a, mp, train_len, set, rows + n, suffix);
+        }
     }
     model->pe_eval.variant = PE_EVAL_PLAIN; // training, validation and sampling use the encoding as trained
     if (mp->rank == 0) { report_extrapolation(rows, n, a, train_len, step, eval_stride(a, train_len)); }
     free(rows);
+}
+
+// the test files of -H and -P, read and checked once at the start, and the shards of -j's
+// other sets checked (a malformed or missing one stops the run before it trains)
+typedef struct {
+    EvalFile hellaswag;
+    PasskeyTokens passkey;
+} EvalData;
+
+static void eval_data_load(EvalData* ed, const TrainArgs* a, GPT2* model) {
+    memset(ed, 0, sizeof(*ed));
+    for (int set = 1; set < a->num_sets; set++) {
+        DataLoader dl;
+        dataloader_init(&dl, a->set_patterns[set], 1, 1, 0, 1, model->config.vocab_size);
+        dataloader_free(&dl);
+    }
+    if (a->hellaswag != NULL) { evalfile_load(&ed->hellaswag, a->hellaswag, model->config.vocab_size, gpt2_max_length(model)); }
+    if (a->passkey_trials > 0) { passkey_load(&ed->passkey, "gpt2_passkey.bin", model->config.vocab_size); }
+}
+
+static void eval_data_free(EvalData* ed) {
+    evalfile_free(&ed->hellaswag);
+    passkey_free(&ed->passkey);
+}
+
+// HellaSwag (-H): llm.c's line (acc_norm), the acc line, main.log's "s:<step> eval:<acc_norm>"
+// (llm.c's), and hellaswag.csv (pe,train_len,step,examples,correct,acc,correct_norm,acc_norm,cut)
+static void hellaswag(GPT2* model, const TrainArgs* a, const MultiProcess* mp, const EvalFile* ef, Logger* logger,
+                      int train_len, int step) {
+    EvalResult r = evalfile_score(model, ef, a->B, mp);
+    if (mp->rank != 0) { return; }
+    double acc = (double)r.correct / r.examples, acc_norm = (double)r.correct_norm / r.examples;
+    printf("HellaSwag: %d/%d = %.4f\n", r.correct_norm, r.examples, acc_norm);
+    printf("HellaSwag acc (lowest summed loss): %d/%d = %.4f; acc_norm (lowest mean loss per token) above\n", r.correct, r.examples, acc);
+    if (r.cut > 0) { printf("note: %d of %d examples had their context cut from the left to the model's %d positions\n", r.cut, r.examples, gpt2_max_length(model)); }
+    logger_line(logger, "s:%d eval:%.4f\n", step, acc_norm);
+    if (a->output_dir == NULL) { return; }
+    char line[512];
+    AtomicFile af;
+    atomic_open_csv(&af, a->output_dir, "hellaswag.csv", "pe,train_len,step,examples,correct,acc,correct_norm,acc_norm,cut\n");
+    int len = snprintf(line, sizeof(line), "%s,%d,%d,%d,%d,%.6f,%d,%.6f,%d\n", run_pe_label, train_len, step,
+                       r.examples, r.correct, acc, r.correct_norm, acc_norm, r.cut);
+    atomic_write(&af, line, 1, len);
+    atomic_commit(&af);
+}
+
+// passkey retrieval (-P) at the -E lengths (the training length alone with -E none)
+static void passkey(GPT2* model, const TrainArgs* a, const MultiProcess* mp, const PasskeyTokens* pk, int train_len, int step) {
+    const int* lengths = a->num_eval_lengths > 0 ? a->eval_lengths : &train_len;
+    int num_lengths = a->num_eval_lengths > 0 ? a->num_eval_lengths : 1;
+    PasskeyCell* cells = (PasskeyCell*)malloc_check((size_t)num_lengths * a->passkey_depths * sizeof(PasskeyCell));
+    passkey_grid(model, pk, lengths, num_lengths, a->passkey_depths, a->passkey_trials, (uint64_t)a->passkey_seed,
+                 (int64_t)a->B * a->T, mp, cells);
+    if (mp->rank == 0) {
+        passkey_report(cells, num_lengths, a->passkey_depths, a->passkey_trials, (uint64_t)a->passkey_seed,
+                       run_pe_label, train_len, step, a->output_dir);
+    }
+    free(cells);
+}
+
+// every evaluation of a run: the extrapolation tables, HellaSwag (-H), passkey retrieval (-P)
+static void evaluate(GPT2* model, const TrainArgs* a, const MultiProcess* mp, const EvalData* ed, Logger* logger,
+                     int train_len, int step) {
+    extrapolation(model, a, mp, train_len, step);
+    if (a->hellaswag != NULL) { hellaswag(model, a, mp, &ed->hellaswag, logger, train_len, step); }
+    if (a->passkey_trials > 0) { passkey(model, a, mp, &ed->passkey, train_len, step); }
 }
 
 // ----------------------------------------------------------------------------
@@ -1060,14 +1235,15 @@ static int train_main(int argc, char** argv) {
     parse_args(&a, argc, argv);
     char desc[4096]; // every flag, so that ranks started differently are caught at once
     snprintf(desc, sizeof(desc), "%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d",
-             a.train_pattern, a.val_pattern, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
+             a.train_pattern, a.val_sets, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every);
     size_t used = strlen(desc); // the lists: -E, then -rs/-xb's variants and -rf
     for (int k = 0; k < a.num_eval_lengths; k++) { used += snprintf(desc + used, sizeof(desc) - used, " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { used += snprintf(desc + used, sizeof(desc) - used, " V%d", a.eval_variants[k]); }
-    snprintf(desc + used, sizeof(desc) - used, " rf%g rp%d", a.rope_factor, a.rand_pos);
+    snprintf(desc + used, sizeof(desc) - used, " rf%g rp%d L%d P%d %d %d|%s", a.rope_factor, a.rand_pos, a.eval_last, a.passkey_trials,
+             a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "");
     mp_check_same(desc, "configuration (flags)", 0);
 
     // the output directory: locked for the whole run (its stale temporary files removed);
@@ -1168,6 +1344,8 @@ static int train_main(int argc, char** argv) {
         fatal("total batch -d %d is not a multiple of B*T*processes = %d*%d*%d", a.total_batch, a.B, a.T, mp.world);
     }
     int grad_accum = (int)(a.total_batch / tokens_per_micro);
+    EvalData evals; // -H, -P
+    eval_data_load(&evals, &a, &model);
 
     // data: the val split is required (validation, extrapolation); train only when training
     DataLoader train, val;
@@ -1187,6 +1365,7 @@ static int train_main(int argc, char** argv) {
         if (mp.rank == 0) { printf("the run in %s already ended at step %d (-x %d): nothing to train\n", a.output_dir, resume_step, a.max_steps); }
         dataloader_free(&train);
         dataloader_free(&val);
+        eval_data_free(&evals);
         gpt2_free(&model);
         mp_finalize();
         return 0;
@@ -1215,7 +1394,7 @@ static int train_main(int argc, char** argv) {
         printf("| %-21s | %-50s |\n", "config", cell[0]);
         printf("| %-21s | %-50zu |\n", "parameters", count_parameters(cfg));
         printf("| %-21s | %-50s |\n", "train data", training ? (a.overfit ? a.val_pattern : a.train_pattern) : "(evaluation only)");
-        printf("| %-21s | %-50s |\n", "val data", a.val_pattern);
+        printf("| %-21s | %-50s |\n", "val data", a.val_sets);
         printf("| %-21s | %-50s |\n", "batch", cell[1]);
         printf("| %-21s | %-50d |\n", "steps", training ? total_steps : 0);
         printf("| %-21s | %-50s |\n", "optimizer", cell[2]);
@@ -1257,7 +1436,7 @@ static int train_main(int argc, char** argv) {
             if (mp.rank == 0) { printf("val loss %.6f\n", vl); }
             logger_line(&logger, "s:%d tel:%.4f\n", step, vl);
         }
-        if (fresh && a.eval_every > 0 && step % a.eval_every == 0 && step > 0 && !last) { extrapolation(&model, &a, &mp, train_len, step); }
+        if (fresh && a.eval_every > 0 && step % a.eval_every == 0 && step > 0 && !last) { evaluate(&model, &a, &mp, &evals, &logger, train_len, step); }
         if (fresh && mp.rank == 0 && a.sample_every > 0 && (step % a.sample_every == 0 || last) && step > 0) {
             generate_sample(&model, &tokenizer, a.gen_tokens, &rng);
         }
@@ -1322,10 +1501,11 @@ static int train_main(int argc, char** argv) {
         if (mp.rank == 0) { printf("val loss %.6f\n", vl); }
         logger_line(&logger, "s:0 tel:%.4f\n", vl);
     }
-    extrapolation(&model, &a, &mp, train_len, training ? total_steps : 0);
+    evaluate(&model, &a, &mp, &evals, &logger, train_len, training ? total_steps : 0);
 
     if (training) { dataloader_free(&train); }
     dataloader_free(&val);
+    eval_data_free(&evals);
     tokenizer_free(&tokenizer);
     gpt2_free(&model);
     mp_finalize();

@@ -252,6 +252,15 @@ static void atomic_commit(AtomicFile* af) {
     if (fd >= 0) { fsync(fd); close(fd); }
 }
 
+// opens <dir>/<name> for a crash-safe write and writes its first line, a CSV header (the
+// evaluations' tables: extrapolation.csv, positions.csv, hellaswag.csv, passkey.csv)
+static void atomic_open_csv(AtomicFile* af, const char* dir, const char* name, const char* header) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) { fatal("path too long: %s/%s", dir, name); }
+    atomic_open(af, path);
+    atomic_write(af, header, 1, strlen(header));
+}
+
 // ----------------------------------------------------------------------------
 // strict parsing of command-line values: the whole string must be a number in range
 

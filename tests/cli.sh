@@ -52,6 +52,18 @@ expect "-E with a length given twice" "flag -E: 64 is given twice" "${OK[@]}" -E
 expect "-rf without a static -rs method" "flag -rf: the static RoPE scaling factor is used only by -rs pi, ntk or yarn" "${OK[@]}" -rf 2
 LONG="$DIR$(printf '/missing%.0s' $(seq 1 150)).bin" # 1200 characters: the reason comes after them
 expect "a long path does not hide the reason" "missing.bin (No such file or directory)" "${OK[@]}" -e "$LONG"
+expect "-j item without a pattern" "flag -j: 'a=' is not name=pattern" "${OK[@]}" -j "a=$VAL,a="
+expect "-j set given twice" "the set 'a' is given twice" "${OK[@]}" -j "a=$VAL,a=$VAL"
+expect "-j set name with a slash" "may hold letters, digits" "${OK[@]}" -j "x/y=$VAL"
+expect "-j set without shards" "no file matches" "${OK[@]}" -j "a=$VAL,b=$DIR/none_*.bin"
+expect "-L below 0" "flag -L must be in" "${OK[@]}" -L -1
+expect "-Pd of one depth" "flag -Pd must be in" "${OK[@]}" -P 1 -Pd 1
+expect "-P without gpt2_passkey.bin" "gpt2_passkey.bin not found" "${OK[@]}" -P 1
+expect "-H of a missing file" "cannot open" "${OK[@]}" -H "$DIR/missing_hellaswag.bin"
+printf 'garbage' > "$DIR/hellaswag.bin"
+expect "-H of a file shorter than its header" "is not an eval file" "${OK[@]}" -H "$DIR/hellaswag.bin"
+head -c 2048 "$(realpath data/starter)/starter_val_000000.bin" > "$DIR/hellaswag.bin"
+expect "-H of a token shard" "bad magic 20240520" "${OK[@]}" -H "$DIR/hellaswag.bin"
 mkfifo "$DIR/fifo.bin" "$DIR/fifo_000000.bin"
 expect "a FIFO as the checkpoint" "fifo.bin is not a regular file" "${OK[@]}" -e "$DIR/fifo.bin"
 expect "a FIFO as a shard" "fifo_000000.bin is not a regular file" "${OK[@]}" -i "$DIR/fifo_*.bin"

@@ -312,6 +312,51 @@ else
     skip "WikiText splitter" "node not found"
 fi
 
+# eval files (./tokenizer eval): the same bytes as llm.c's write_evalfile (dev/data/data_common.py,
+# written again here in Python over ./tokenizer encode's ids); a bad example stream is one error;
+# the HellaSwag jsonl reader (node)
+printf '%s\n' '{"ctx": "A man is sitting on a roof. he", "label": 3, "endings": ["is using wrap to wrap a pair of skis.", "is ripping level tiles off.", "is holding a rubik\u0027s cube.", "starts pulling up roofing on a roof."]}' \
+    '{"ctx": "Caf\u00e9 \u201cquotes\u201d, tabs\tand 12345 numbers", "label": 0, "endings": ["a", "b c"]}' > "$T/hs.jsonl"
+if [ $HAVE_NODE = 1 ] && command -v python3 > /dev/null; then
+    check "eval file: llm.c's format, byte for byte" bash -c "node data/hellaswag_docs.js '$T/hs.jsonl' | $TOK eval '$T/hs.bin' > /dev/null && python3 - '$T/hs.jsonl' '$T/hs_ref.bin' '$TOK' <<'PY'
+import json, struct, subprocess, sys, tempfile
+def encode(text):
+    with tempfile.NamedTemporaryFile('wb') as f:
+        f.write(text.encode('utf-8')); f.flush()
+        return [int(t) for t in subprocess.run([sys.argv[3], 'encode', f.name], capture_output=True, check=True).stdout.split()]
+stream, longest = [], 0
+examples = [json.loads(line) for line in open(sys.argv[1])]
+for idx, ex in enumerate(examples):
+    ends = [encode(' ' + e) for e in ex['endings']]
+    s = [2**16 - 1, 0, idx, ex['label'], len(ends)]
+    ctx = encode(ex['ctx'])
+    s += [len(ctx)] + ctx
+    for e in ends: s += [len(e)] + e
+    s[1] = 2 * len(s)
+    longest = max(longest, s[1])
+    stream += s
+header = [20240522, 1, len(examples), longest] + [0] * 252
+open(sys.argv[2], 'wb').write(struct.pack('<256i', *header) + struct.pack('<%dH' % len(stream), *stream))
+PY
+cmp '$T/hs.bin' '$T/hs_ref.bin'"
+    printf '{"ctx": "a", "endings": ["b"], "label": 1}\n' > "$T/hs_bad.jsonl"
+    fails_cleanly "HellaSwag reader: a label outside the endings" "label" node data/hellaswag_docs.js "$T/hs_bad.jsonl"
+    printf '{"ctx": "a", "endings": "b", "label": 0}\n' > "$T/hs_bad.jsonl"
+    fails_cleanly "HellaSwag reader: endings that are not a list" "endings" node data/hellaswag_docs.js "$T/hs_bad.jsonl"
+    printf '{"ctx": "a",\n' > "$T/hs_bad.jsonl"
+    fails_cleanly "HellaSwag reader: a line that is not JSON" "not JSON" node data/hellaswag_docs.js "$T/hs_bad.jsonl"
+else
+    skip "eval file against llm.c's writer" "node or python3 not found"
+fi
+fails_cleanly "example stream: empty" "empty" $TOK eval "$T/e.bin" < /dev/null
+fails_cleanly "example stream: no label line" "must start with a line" $TOK eval "$T/e.bin" < <(printf '1\na')
+fails_cleanly "example stream: a label outside the completions" "label 2, outside" $TOK eval "$T/e.bin" < <(printf '2 2\n1\na1\nb1\nc')
+fails_cleanly "example stream: a truncated completion" "truncated" $TOK eval "$T/e.bin" < <(printf '0 2\n1\na1\nb5\nc')
+fails_cleanly "example stream: a missing completion" "ends before its completion" $TOK eval "$T/e.bin" < <(printf '0 2\n1\na1\nb')
+fails_cleanly "example stream: an empty context" "empty context" $TOK eval "$T/e.bin" < <(printf '0 1\n0\n1\nb')
+[ ! -e "$T/e.bin" ] && ok "a failed eval file leaves no file" || bad "a failed eval file leaves no file"
+check "passkey tokens: write-passkey's file, 8 texts and the keys 10000..99999" bash -c "$TOK write-passkey '$T/pk.bin' | grep -q '8 texts, keys 10000 to 99999'"
+
 mkdir -p "$T/dl"
 head -c 200000 "$MOBY" > "$T/dl/src"
 src_size=$(stat -c %s "$T/dl/src")
