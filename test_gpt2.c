@@ -2346,7 +2346,7 @@ static void test_hellaswag_scoring(void) {
 
 // a model of GPT-2's vocabulary small enough for the passkey tests: 1 layer, 2 heads, 16 channels
 static void passkey_test_model(GPT2* model, int maxT, uint64_t seed) {
-    GPT2Config cfg;
+    GPT2Config cfg = {0};
     cfg.num_layers = 1; cfg.num_heads = 2; cfg.channels = 16;
     cfg.vocab_size = 50257; cfg.padded_vocab_size = 50304; cfg.max_seq_len = maxT; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
@@ -2521,7 +2521,7 @@ static void write_passkey_remap(const char* dir, const char* path, int T, int n,
         write_shard(out, 20240520, 1, examples * T + 1, toks, examples * T + 1);
         free(toks);
     }
-    GPT2Config cfg; // head size 32: the CUDA path's smallest
+    GPT2Config cfg = {0}; // head size 32: the CUDA path's smallest
     cfg.num_layers = 2; cfg.num_heads = 2; cfg.channels = 64;
     cfg.vocab_size = V; cfg.padded_vocab_size = round_up(V, 64); cfg.max_seq_len = T; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
