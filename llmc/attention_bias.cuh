@@ -154,6 +154,19 @@ __device__ __forceinline__ void attention_store_row(floatX* dst, const float* x,
     }
 }
 
+// the backward's D_i = dout_i . out_i, summed over the row's TPR threads; g keeps this
+// thread's part of dout_i
+template<int TPR>
+__device__ __forceinline__ float attention_row_delta(float* g, const floatX* dout_row, const floatX* out_row, int p) {
+    float o[ATT_DPT];
+    attention_load_row<TPR>(g, dout_row, p);
+    attention_load_row<TPR>(o, out_row, p);
+    float Di = 0.0f;
+    #pragma unroll
+    for (int k = 0; k < ATT_DPT; k++) { Di += g[k] * o[k]; }
+    return row_group_sum<TPR>(Di);
+}
+
 // partial dot product of this thread's dimensions with row `r` of a shared-memory tile
 // (rows LD floats apart)
 template<int HS, int TPR, int LD = HS>
@@ -302,14 +315,9 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
     int C = NH * HS, C3 = 3 * C;
     int row = i < T ? i : T - 1;
     float scale = 1.0f / sqrtf((float)HS);
-    float q[ATT_DPT], g[ATT_DPT], dq[ATT_DPT];
+    float q[ATT_DPT], g[ATT_DPT], dq[ATT_DPT] = {};
     attention_load_row<TPR>(q, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
-    attention_load_row<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, p);
-    attention_load_row<TPR>(dq, out + ((size_t)b * T + row) * C + h * HS, p); // out_i, for D_i
-    float Di = 0.0f;
-    #pragma unroll
-    for (int k = 0; k < ATT_DPT; k++) { Di += g[k] * dq[k]; dq[k] = 0.0f; }
-    Di = row_group_sum<TPR>(Di);
+    float Di = attention_row_delta<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, out + ((size_t)b * T + row) * C + h * HS, p);
     size_t lse_idx = ((size_t)b * NH + h) * T + row;
     if (i < T && p == 0) { D[lse_idx] = Di; }
     PERowOf<PE> pr = pe_bias_row(pb, b, h, row);

@@ -193,13 +193,9 @@ cope_attention_backward_kernel(floatX* dqkv, const floatX* dout, const floatX* q
     int row = i < T ? i : T - 1;
     float scale = 1.0f / sqrtf((float)HS), last_pos = (float)(P - 1);
     float* dz = cl.dz + ((size_t)blockIdx.x * COPE_BQ + r) * P;
-    float q[ATT_DPT], g[ATT_DPT], dq[ATT_DPT], eh[ATT_DPT], ed[ATT_DPT];
+    float q[ATT_DPT], g[ATT_DPT], dq[ATT_DPT] = {}, eh[ATT_DPT], ed[ATT_DPT];
     attention_load_row<TPR>(q, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
-    attention_load_row<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, p);
-    attention_load_row<TPR>(dq, out + ((size_t)b * T + row) * C + h * HS, p); // out_i, for D_i
-    float Di = row_group_sum<TPR>(cope_dot(g, dq));
-    #pragma unroll
-    for (int k = 0; k < ATT_DPT; k++) { dq[k] = 0.0f; }
+    float Di = attention_row_delta<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, out + ((size_t)b * T + row) * C + h * HS, p);
     cope_store_row<TPR>(sm.qs + r * HS, q, p);
     cope_store_row<TPR>(sm.gs + r * HS, g, p);
     float row_lse = lse[((size_t)b * NH + h) * T + row];

@@ -191,14 +191,9 @@ txl_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const floatX* 
     int C = NH * HS, C3 = 3 * C;
     int row = i < T ? i : T - 1;
     float scale = 1.0f / sqrtf((float)HS);
-    float qw[ATT_DPT], qr[ATT_DPT], g[ATT_DPT], dqc[ATT_DPT], dqp[ATT_DPT] = {};
+    float qw[ATT_DPT], qr[ATT_DPT], g[ATT_DPT], dqc[ATT_DPT] = {}, dqp[ATT_DPT] = {};
     txl_load_query<TPR>(qw, qr, qkv + ((size_t)b * T + row) * C3 + h * HS, a, h, p);
-    attention_load_row<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, p);
-    attention_load_row<TPR>(dqc, out + ((size_t)b * T + row) * C + h * HS, p); // out_i, for D_i
-    float Di = 0.0f;
-    #pragma unroll
-    for (int e = 0; e < ATT_DPT; e++) { Di += g[e] * dqc[e]; dqc[e] = 0.0f; }
-    Di = row_group_sum<TPR>(Di);
+    float Di = attention_row_delta<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, out + ((size_t)b * T + row) * C + h * HS, p);
     size_t lse_idx = ((size_t)b * NH + h) * T + row;
     if (i < T && p == 0) { D[lse_idx] = Di; }
     float row_lse = lse[lse_idx];
