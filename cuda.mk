@@ -178,10 +178,9 @@ $(EMU)/enums_emulated: dev/cuda/emulate/enums.cpp $(EMU_SRC)/.prepared
 # local memory (stack frame, spills) in the tensor-core attention kernels at head sizes 32 and 64
 # nor in DAPE's, registers x threads per block within an SM's 65,536; the threads and dynamic
 # shared memory as the launchers ask for them, printed by the emulated dev/cuda/attention_bias
-# (make test-cuda-emulate builds it)
-# (cope computes its attention with its own kernels, dev/cuda/attention_cope.cu: not in it; txl's
-# own kernels are, their launches printed by its attention_bias)
-RESOURCE_PES := $(filter-out cope,$(PE_LIST))
+# (make test-cuda-emulate builds it); txl's and CoPE's own kernels too, their launches printed
+# by their own checks (attention_bias for txl, dev/cuda/attention_cope.cu for CoPE)
+RESOURCE_PES := $(PE_LIST)
 test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(EMU)/attention_$(pe))
 	@for pe in $(RESOURCE_PES); do $(EMU)/attention_$$pe launches > $(BUILD)/launches_$$pe.txt || exit 1; done
 	python3 dev/cuda/resources.py check $(foreach pe,$(RESOURCE_PES),$(BUILD)/launches_$(pe).txt $(BUILD)/train_gpt2cu_$(pe).ptxas)

@@ -1210,6 +1210,9 @@ static_assert(FIRE_HIDDEN == WARP_SIZE, "fire: a hidden unit per lane");
 struct PEGrad { float dw1, db1, dw2, dc, dl, db2; static constexpr bool per_lane = true; };
 struct PEBias {
     typedef PEGrad Grad;
+    // the tensor-core forward at randomized positions, HS = 64: ptxas (nvcc 13.0) held it to
+    // 128 registers for 4 blocks per SM and spilled 24 bytes; 3 blocks allow 168
+    static constexpr int rp_fwd_min_blocks = 3;
     const floatX* w1; const floatX* b1; const floatX* w2; const floatX* b2; const floatX* c; const floatX* l; float L0;
     float* partials;
 };

@@ -451,6 +451,21 @@ static void attn_reference_free(AttnRef* r) {
 
 // milliseconds per call of fn, averaged over `reps` calls after one warm-up call (the
 // dev/cuda timing loops)
+#if !defined(ENABLE_FP32)
+// the launch sizes of DAPE's kernels, which every bf16 trainer compiles with its encoding's
+// hooks, for dev/cuda/resources.py (`launches`): at GPT-2 small's shape (12 heads of 64,
+// D = DAPE_WIDTH, k = 3)
+static void print_dape_launches() {
+    DapeParams dp = {};
+    dp.K = 3; dp.D = DAPE_WIDTH; dp.NH = 12; dp.HS = 64; dp.Cin = dape_in_channels(PE_ID, dp.NH);
+    const char* names[3] = {"dape_attention_forward_kernel", "dape_attention_backward_q_kernel", "dape_attention_backward_kv_kernel"};
+    const int kinds[3] = {DAPE_FORWARD, DAPE_BACKWARD_Q, DAPE_BACKWARD_KV};
+    for (int k = 0; k < 3; k++) {
+        printf("%s - %d %zu\n", names[k], DAPE_THREADS, dape_smem_layout<PEBias>(NULL, NULL, dp, kinds[k]) * sizeof(float));
+    }
+}
+#endif
+
 template<class F>
 static float time_ms(F fn, int reps) {
     cudaEvent_t start, stop;

@@ -64,6 +64,13 @@ its gradients, the accumulators of O, dQ, dK, dV) is fp32.
 #define MMA_BR 64 // query rows per block (forward, dq pass)
 #define MMA_BC 64 // keys per tile (forward)
 
+// PE::rp_fwd_min_blocks, where an encoding has it: the minimum of resident blocks per SM of the
+// forward of its instance at randomized positions (PEPositions) at HS = 64 (0: none)
+template<class PE, class = void> struct RpFwdMinBlocks { static constexpr int value = 0; };
+template<class PE> struct RpFwdMinBlocks<PEPositions<PE>, std::void_t<decltype(PE::rp_fwd_min_blocks)>> {
+    static constexpr int value = PE::rp_fwd_min_blocks;
+};
+
 // tile sizes of the backward passes: at HS = 128 the accumulators of a 16 x 64 tile of S and
 // dP would not fit beside dQ (dK, dV) in registers
 template<int HS> struct MmaTiles {
@@ -71,8 +78,9 @@ template<int HS> struct MmaTiles {
     static constexpr int KV_BR = HS == 128 ? 32 : 64;    // query rows per tile, dk/dv pass
     // the forward's minimum of resident blocks per SM for ptxas (__launch_bounds__; 0: none):
     // at HS = 32, left to itself, ptxas (nvcc 13.0) aimed at 5 blocks of 128 threads (96
-    // registers) and spilled for cable_nw and cable_v1; 4 blocks allow 128 registers
-    static constexpr int FWD_MIN_BLOCKS = HS == 32 ? 4 : 0;
+    // registers) and spilled for cable_nw and cable_v1; 4 blocks allow 128 registers. At HS =
+    // 64 an encoding may set one for its instance at randomized positions (RpFwdMinBlocks)
+    template<class PE> static constexpr int fwd_min_blocks() { return HS == 32 ? 4 : HS == 64 ? RpFwdMinBlocks<PE>::value : 0; }
     // the dk/dv pass's minimum for ptxas: at HS = 32 fire's (a per_lane PE::Grad) was capped
     // at 168 registers (3 blocks) and spilled; 2 blocks allow 255
     template<class PE> static constexpr int kv_min_blocks() { return HS == 32 && GradPerLane<typename PE::Grad>::value ? 2 : 0; }
@@ -224,7 +232,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 // attention_forward_mma_kernel: out_i = softmax_j(q_i.k_j / sqrt(HS) + b(i, j)) v over j <= i
 // for the 64 query rows of this block, and lse_i
 template<int HS, class PE>
-__global__ void __launch_bounds__(MMA_THREADS, MmaTiles<HS>::FWD_MIN_BLOCKS)
+__global__ void __launch_bounds__(MMA_THREADS, MmaTiles<HS>::template fwd_min_blocks<PE>())
 attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, int T, int NH) {
     constexpr int NS = MMA_BC / 8, NO = HS / 8;
     floatX* sq = reinterpret_cast<floatX*>(DYNAMIC_SMEM);

@@ -158,6 +158,27 @@ else
     echo "  skip  2 processes: no mpirun, or a build without MPI"
 fi
 
+echo "=== randomized positions: each evaluation draws its positions per batch, by a key of the batch"
+RP=(-e "run/model_$(printf %08d $STEPS).bin" -rp 80 -E 79 -K 158 -W -1 -L 40 -P 4 -Pd 3 -x 0 -m 2 -j "val=pk_val_*.bin")
+(cd "$DIR/pk" && OMP_NUM_THREADS=1 "$BIN" "${RP[@]}" -H eval.bin -o rp_eval > /dev/null)
+(cd "$DIR/pk" && OMP_NUM_THREADS=2 "$ROOT/build/emulate/train_gpt2cu_learned_fp32" "${RP[@]}" -H eval.bin -o rp_cuda > /dev/null)
+for f in extrapolation.csv positions.csv passkey.csv hellaswag.csv; do
+    [ "$(tail -n +2 "$DIR/pk/rp_eval/$f" | cut -d, -f1 | sort -u)" = learned_rp80 ] || fail "randomized positions: $f does not name the model learned_rp80"
+    same_csv "$DIR/pk/rp_eval/$f" "$DIR/pk/rp_cuda/$f" || fail "randomized positions: the CUDA trainer's $f differs"
+done
+# the same keys at positions drawn from [0, 80) instead of 0..78: other log-probabilities
+plain=$(awk -F, '$3 == 79 { print $8 }' "$DIR/pk/cpu_eval/passkey.csv")
+drawn=$(awk -F, '$3 == 79 { print $8 }' "$DIR/pk/rp_eval/passkey.csv")
+[ -n "$plain" ] && [ "$(wc -l <<< "$drawn")" -eq 3 ] && [ "$plain" != "$drawn" ] || fail "randomized positions: the passkey grid is the plain one"
+if command -v mpirun > /dev/null && [ -n "$(nm "$BIN" | grep -w MPI_Init)" ]; then
+    (cd "$DIR/pk" && OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x OMP_NUM_THREADS -np 2 \
+        "$BIN" "${RP[@]}" -o rp_mpi > /dev/null)
+    for f in extrapolation.csv positions.csv passkey.csv; do
+        cmp -s "$DIR/pk/rp_eval/$f" "$DIR/pk/rp_mpi/$f" || fail "randomized positions, 2 processes: $f differs from 1 process's"
+    done
+fi
+ok "randomized positions (-rp 80 on learned): rows named learned_rp80, the CUDA trainer's four CSVs equal the CPU trainer's, 2 processes give 1 process's tables bit for bit, the draws change the passkey grid"
+
 PY=python3
 $PY -c "import matplotlib" 2> /dev/null || PY=/usr/bin/python3
 if $PY -c "import matplotlib" 2> /dev/null; then

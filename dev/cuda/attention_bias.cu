@@ -201,8 +201,7 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
 #if !defined(ENABLE_FP32)
 // `launches`: threads per block and dynamic shared memory of the bf16 build's attention kernels
 // as their launchers ask for them, one line per kernel and head size, for dev/cuda/resources.py
-// (beside ptxas's report); DAPE's at GPT-2 small's shape (12 heads of 64, D = DAPE_WIDTH, k = 3);
-// txl's own kernels in its build, instead of the tensor-core ones
+// (beside ptxas's report); txl's own kernels in its build, instead of the tensor-core ones
 template<int HS>
 static void print_mma_launches() {
 #if defined(PE_TXL)
@@ -220,13 +219,7 @@ static int print_launches() {
     print_mma_launches<32>();
     print_mma_launches<64>();
     print_mma_launches<128>();
-    DapeParams dp = {};
-    dp.K = 3; dp.D = DAPE_WIDTH; dp.NH = 12; dp.HS = 64; dp.Cin = dape_in_channels(PE_ID, dp.NH);
-    const char* names[3] = {"dape_attention_forward_kernel", "dape_attention_backward_q_kernel", "dape_attention_backward_kv_kernel"};
-    const int kinds[3] = {DAPE_FORWARD, DAPE_BACKWARD_Q, DAPE_BACKWARD_KV};
-    for (int k = 0; k < 3; k++) {
-        printf("%s - %d %zu\n", names[k], DAPE_THREADS, dape_smem_layout<PEBias>(NULL, NULL, dp, kinds[k]) * sizeof(float));
-    }
+    print_dape_launches();
     return 0;
 }
 #endif

@@ -7,6 +7,8 @@ attention_bias kernels, so it has this file of its own.
   make -C dev/cuda attention_cope        (attention_cope_fp32: the fp32 build)
   ./dev/cuda/attention_cope VERSION [T B NH HS]     (default 1024 2 12 64)
   ./dev/cuda/attention_cope check                    (every shape below, no timing)
+  ./dev/cuda/attention_cope launches                 (bf16: the kernels' launch sizes, for
+                                                      dev/cuda/resources.py)
 
 version 1  the trainer's kernels, the backward's dz scratch holding every row (one launch)
 version 2  the same with a dz scratch of one block of rows (the backward in one launch per
@@ -27,7 +29,27 @@ static int version_dz_rows(int version, AttnShape s) {
     return version == 1 ? s.B * s.NH * CEIL_DIV(s.T, COPE_BQ) * COPE_BQ : COPE_BQ;
 }
 
+#if !defined(ENABLE_FP32)
+// `launches`: threads per block and dynamic shared memory of the bf16 build's CoPE kernels as
+// their launchers ask for them, for dev/cuda/resources.py (the backward's at T = 1024), and
+// DAPE's
+template<int HS>
+static void print_cope_launches() {
+    printf("cope_attention_forward_kernel %d %d 0\n", HS, ATT_BQ * HS / ATT_DPT);
+    printf("cope_attention_backward_kernel %d %d %zu\n", HS, COPE_BQ * HS / ATT_DPT, cope_smem_layout(NULL, NULL, HS, 1024) * sizeof(float));
+}
+#endif
+
 int main(int argc, char** argv) {
+#if !defined(ENABLE_FP32)
+    if (argc > 1 && strcmp(argv[1], "launches") == 0) {
+        print_cope_launches<32>();
+        print_cope_launches<64>();
+        print_cope_launches<128>();
+        print_dape_launches();
+        return 0;
+    }
+#endif
     if (cuda_device_count() == 0) {
         printf("attention_cope: no CUDA device, skipped\n");
         return 0;

@@ -7,7 +7,8 @@ tabled for docs/cuda.md. One parse serves both.
                                             kernel over budget) unless every attention
                                             kernel of the bf16 tensor-core path (forward,
                                             dq, dk/dv at head sizes 32 and 64; DAPE's three
-                                            kernels; txl's own four) uses no local memory (stack frame and
+                                            kernels; txl's own four; CoPE's forward and
+                                            backward) uses no local memory (stack frame and
                                             spill bytes 0), and registers x threads per block
                                             stay within the 65,536 registers of an SM (every
                                             head size)
@@ -35,25 +36,27 @@ SM_LIMITS = {
 
 ATTENTION = ("attention_forward_mma_kernel", "attention_backward_q_mma_kernel", "attention_backward_kv_mma_kernel",
              "dape_attention_forward_kernel", "dape_attention_backward_q_kernel", "dape_attention_backward_kv_kernel",
-             "txl_forward_kernel", "txl_backward_q_kernel", "txl_backward_kv_kernel", "txl_backward_p_kernel")
-FAMILIES = ("attention", "dape", "txl")  # the table's order: the tensor-core kernels, DAPE's, txl's
+             "txl_forward_kernel", "txl_backward_q_kernel", "txl_backward_kv_kernel", "txl_backward_p_kernel",
+             "cope_attention_forward_kernel", "cope_attention_backward_kernel")
+FAMILIES = ("attention", "dape", "txl", "cope")  # the table's order: the tensor-core kernels, DAPE's, txl's, CoPE's
 
 
 def kernel_of(mangled):
-    """(kernel name, head size or None) of an Itanium-mangled entry, e.g.
-    _Z28attention_forward_mma_kernelILi64E6PEBiasEv... -> (attention_forward_mma_kernel, 64)"""
+    """(kernel name, head size or None, whether it is the instance at randomized positions) of
+    an Itanium-mangled entry, e.g. _Z28attention_forward_mma_kernelILi64E6PEBiasEv... ->
+    (attention_forward_mma_kernel, 64, False); ...ILi64E11PEPositionsI6PEBiasEEv... -> (..., True)"""
     m = re.match(r"_Z(\d+)", mangled)
     if not m:
-        return mangled, None
+        return mangled, None, False
     n = int(m.group(1))
     start = m.end()
     name = mangled[start:start + n]
     hs = re.match(r"ILi(\d+)E", mangled[start + n:])
-    return name, int(hs.group(1)) if hs else None
+    return name, int(hs.group(1)) if hs else None, "PEPositions" in mangled
 
 
 def parse_ptxas(path):
-    """the architecture and every entry function of one ptxas report: (arch, {(kernel, hs):
+    """the architecture and every entry function of one ptxas report: (arch, {(kernel, hs, pos):
     dict(regs, stack, spill_st, spill_ld, smem)})"""
     kernels = {}
     current = None
@@ -67,6 +70,8 @@ def parse_ptxas(path):
                     sys.exit(f"resources.py: {path}: more than one architecture ({arch}, {m.group(2)})")
                 arch = m.group(2)
                 current = kernel_of(m.group(1))
+                if current in kernels:
+                    sys.exit(f"resources.py: {path}: two entries read as {current}")
                 kernels[current] = dict(regs=0, stack=0, spill_st=0, spill_ld=0, smem=0)
                 continue
             m = re.search(r"Function properties for (\S+)", line)
@@ -129,20 +134,21 @@ def blocks_per_sm(arch, regs, threads, smem):
 
 
 def rows(launch_paths, ptxas_paths):
-    """one row per attention kernel of every report: stem, arch, kernel, hs, resources,
-    threads, dynamic smem and blocks per SM"""
+    """one row per attention kernel of every report: stem, arch, kernel, hs, pos (the instance
+    at randomized positions: the launch sizes of the plain one), resources, threads, dynamic
+    smem and blocks per SM"""
     launches = parse_launches(launch_paths)
     out = []
     for path in ptxas_paths:
         stem = stem_of(path)
         arch, kernels = parse_ptxas(path)
-        for (kernel, hs), r in sorted(kernels.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        for (kernel, hs, pos), r in sorted(kernels.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2])):
             if kernel not in ATTENTION:
                 continue
             if stem not in launches or (kernel, hs) not in launches[stem]:
                 sys.exit(f"resources.py: no launch size of {kernel} (head size {hs}) for {stem}: run attention_bias launches")
             threads, dyn = launches[stem][(kernel, hs)]
-            out.append(dict(stem=stem, arch=arch, kernel=kernel, hs=hs, threads=threads, dyn=dyn,
+            out.append(dict(stem=stem, arch=arch, kernel=kernel, hs=hs, pos=pos, threads=threads, dyn=dyn,
                             blocks=blocks_per_sm(arch, r["regs"], threads, r["smem"] + dyn), **r))
     return out
 
@@ -152,7 +158,8 @@ def check(launch_paths, ptxas_paths):
     n = 0
     for r in rows(launch_paths, ptxas_paths):
         n += 1
-        name = f"{r['stem']}: {r['kernel']}" + (f"<{r['hs']}>" if r["hs"] else "") + f" ({r['arch']})"
+        name = (f"{r['stem']}: {r['kernel']}" + (f"<{r['hs']}>" if r["hs"] else "") + (" at randomized positions" if r["pos"] else "")
+                + f" ({r['arch']})")
         local = r["stack"] + r["spill_st"] + r["spill_ld"]
         if local > 0 and (r["hs"] is None or r["hs"] in BUDGET_HS):
             print(f"{name}: local memory: {r['stack']} bytes stack frame, {r['spill_st']} bytes spill stores, "
@@ -171,7 +178,7 @@ def check(launch_paths, ptxas_paths):
 def table(launch_paths, ptxas_paths):
     rs = rows(launch_paths, ptxas_paths)
     archs = [a for a in SM_LIMITS if any(r["arch"] == a for r in rs)]
-    by = {(r["stem"], r["kernel"], r["hs"], r["arch"]): r for r in rs}
+    by = {(r["stem"], r["kernel"], r["hs"], r["pos"], r["arch"]): r for r in rs}
     stems = sorted({r["stem"] for r in rs}, key=lambda s: [r["stem"] for r in rs].index(s))
     head = "| encoding | kernel | HS | threads | dyn. smem |"
     rule = "|---|---|---|---|---|"
@@ -183,15 +190,17 @@ def table(launch_paths, ptxas_paths):
              "attention_backward_kv_mma_kernel": "dk/dv", "dape_attention_forward_kernel": "DAPE forward",
              "dape_attention_backward_q_kernel": "DAPE dq", "dape_attention_backward_kv_kernel": "DAPE dk/dv",
              "txl_forward_kernel": "txl forward", "txl_backward_q_kernel": "txl dq", "txl_backward_kv_kernel": "txl dk/dv",
-             "txl_backward_p_kernel": "txl dP"}
+             "txl_backward_p_kernel": "txl dP", "cope_attention_forward_kernel": "CoPE forward",
+             "cope_attention_backward_kernel": "CoPE backward"}
     for stem in stems:
-        keys = sorted({(r["kernel"], r["hs"]) for r in rs if r["stem"] == stem},
-                      key=lambda k: (FAMILIES.index(k[0].split("_")[0]), k[1] or 0, ATTENTION.index(k[0])))
-        for kernel, hs in keys:
-            first = next(by[(stem, kernel, hs, a)] for a in archs if (stem, kernel, hs, a) in by)
-            line = f"| {stem} | {short[kernel]} | {hs or '-'} | {first['threads']} | {first['dyn']} |"
+        keys = sorted({(r["kernel"], r["hs"], r["pos"]) for r in rs if r["stem"] == stem},
+                      key=lambda k: (FAMILIES.index(k[0].split("_")[0]), k[2], k[1] or 0, ATTENTION.index(k[0])))
+        for kernel, hs, pos in keys:
+            first = next(by[(stem, kernel, hs, pos, a)] for a in archs if (stem, kernel, hs, pos, a) in by)
+            name = short[kernel] + (" (rp)" if pos else "")
+            line = f"| {stem} | {name} | {hs or '-'} | {first['threads']} | {first['dyn']} |"
             for a in archs:
-                r = by.get((stem, kernel, hs, a))
+                r = by.get((stem, kernel, hs, pos, a))
                 if r is None:
                     line += " | | | | |"
                     continue
