@@ -62,7 +62,7 @@ endif
 HEADERS := $(wildcard llmc/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape test-evals
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals
 all: train_gpt2
 
 $(BUILD):
@@ -107,8 +107,9 @@ test-cpu: test-builds
 # in the CPU emulation against the CPU path (cuda.mk: emulate-tiny)
 DAPE_TESTS := kerple_dapemlp kerple_dape1x3 kerple_dape1x5 kerple_dape1x7 nope_dape1x3 rope_dape1x3 alibi_dape1x3 fire_dape1x3
 DAPE_CUDA_TESTS := kerple_dape1x3 nope_dapemlp
-test-dape: $(foreach s,$(DAPE_TESTS),$(BUILD)/train_gpt2_$(s) $(BUILD)/test_gpt2_$(s) $(BUILD)/gradcheck_$(s)) \
-           $(foreach s,$(DAPE_CUDA_TESTS),$(BUILD)/train_gpt2cu_$(s) $(BUILD)/test_gpt2cu_$(s)_fp32 $(BUILD)/test_gpt2_$(s))
+test-dape-builds: $(foreach s,$(DAPE_TESTS),$(BUILD)/train_gpt2_$(s) $(BUILD)/test_gpt2_$(s) $(BUILD)/gradcheck_$(s)) \
+                  $(foreach s,$(DAPE_CUDA_TESTS),$(BUILD)/train_gpt2cu_$(s) $(BUILD)/test_gpt2cu_$(s)_fp32 $(BUILD)/test_gpt2_$(s))
+test-dape: test-dape-builds
 	@$(call cpu_tests,$(DAPE_TESTS))
 	@$(call gpu_vs_cpu,$(DAPE_CUDA_TESTS))
 	@echo "=== kerple_dape1x3: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
@@ -151,8 +152,15 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 
 # the CUDA path: every encoding's trainer and GPU-vs-CPU test compile (nvcc needed, no
 # GPU); the tests run where a GPU is present and skip with a message where none is; the
-# tensor-core attention of every encoding runs on the CPU in the emulation (cuda.mk)
-test: test-cpu test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run test-cuda-resources test-cuda-emulate test-dape
+# tensor-core attention of every encoding runs on the CPU in the emulation (cuda.mk). The
+# builds of the longest lists come first, TEST_JOBS at a time (CI's 2 cores), then every
+# test, one after another.
+TEST_JOBS ?= 2
+TESTS := test-cpu test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
+         test-cuda-resources test-cuda-emulate test-dape
+test:
+	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds
+	$(MAKE) $(TESTS)
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

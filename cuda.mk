@@ -66,7 +66,7 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-.PHONY: cuda-flags test-cuda-flags train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-resources test-cuda-emulate emulate emulate-tiny nvcc-check
+.PHONY: cuda-flags test-cuda-flags train_gpt2cu test_gpt2cu test-cuda-builds test-cuda-run test-cuda-resources test-cuda-emulate test-cuda-emulate-builds emulate emulate-tiny nvcc-check
 nvcc-check:
 	@test -n "$(NVCC)" || { echo "nvcc not found: install the CUDA toolkit (or put nvcc on PATH) to build the CUDA path" >&2; exit 1; }
 
@@ -194,8 +194,10 @@ test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(
 # path (emulate-tiny) for CoPE and txl (their attention is no bias of the kernels the others
 # share) and at randomized positions for rope (a table per layer) and kerple (the fp32
 # kernels' bias at the positions, and its parameters' gradients)
-test-cuda-emulate: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
-                   $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32
+test-cuda-emulate-builds: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
+                          $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 \
+                          $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32
+test-cuda-emulate: test-cuda-emulate-builds
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
 	  echo "=== $$pe: the bf16 build's attention in the emulation ==="; \
