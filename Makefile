@@ -17,7 +17,14 @@
 # of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
 
 PE ?= learned
-PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable xpos sandwich kerple_power cope txl
+open_paren := (
+# the registry's names (llmc/pe_list.h: the lines X(id, NAME, name, file, kind, rp, dape, rev)),
+# and the bases of DAPE among them (dape = 1)
+pe_registry = $(shell sed -n 's/^ *X[$(open_paren)] *[0-9]*, *[A-Z0-9_]*, *\([a-z0-9_]*\), *[a-z0-9_]*, *[A-Z]*, *[01], *\([01]\),.*/\1 \2/p' llmc/pe_list.h)
+PE_LIST := $(strip $(foreach e,$(pe_registry),$(if $(filter-out 0 1,$(e)),$(e))))
+ifeq ($(PE_LIST),)
+$(error no encodings read from llmc/pe_list.h)
+endif
 ifeq ($(filter $(PE),$(PE_LIST)),)
 $(error unknown PE '$(PE)'; valid names: $(PE_LIST))
 endif
