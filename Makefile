@@ -33,7 +33,7 @@ pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
 include dape.mk
 
 CC := gcc
-CFLAGS := -O3 -march=native -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
+CFLAGS := -O3 -march=native -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -fopenmp
 LDLIBS := -lm
 ifeq ($(NO_OPENMP),1)
   CFLAGS := $(filter-out -fopenmp,$(CFLAGS)) -Wno-unknown-pragmas -Idev/no_openmp
@@ -66,7 +66,7 @@ ifneq ($(NO_MPI),1)
   endif
 endif
 
-HEADERS := $(wildcard llmc/*.h) Makefile dape.mk
+HEADERS := $(wildcard llmc/*.h pe/*.h) Makefile dape.mk
 BUILD := build
 
 .PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals
@@ -152,7 +152,7 @@ test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h)) vocab
 # for x86-64-v3, so that every machine computes the same bits
 CHECKPOINT_STEMS := $(PE_LIST) $(DAPE_TESTS)
 $(BUILD)/checkpoint_loss_%: tests/checkpoint_loss.c train_gpt2.c $(HEADERS) | $(BUILD)
-	gcc -O3 -march=x86-64-v3 -std=gnu11 -Wall -Wno-unused-function -fopenmp -I. $(call stem_flags,$*) -o $@ tests/checkpoint_loss.c -lm
+	gcc -O3 -march=x86-64-v3 -std=gnu11 -Wall -Wno-unused-function -Wno-unused-parameter -fopenmp -I. $(call stem_flags,$*) -o $@ tests/checkpoint_loss.c -lm
 
 test-checkpoints: $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 	bash tests/checkpoints.sh $(BUILD)

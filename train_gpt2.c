@@ -30,13 +30,12 @@ activations are kept. A small model evaluates 16k-token windows in well under 1 
 #include "llmc/model.h"
 #include "llmc/multiprocess.h"
 
-// The CPU path computes in `real`: float for training; the gradient checks build the
-// very same code with -DREAL_DOUBLE so that finite differences are exact to ~1e-9.
+// The CPU path computes in `real` (llmc/pe.h): float, or double for the gradient checks;
+// floatX, the CUDA path's name for the type of parameters and activations, is real here
+typedef real floatX;
 #ifdef REAL_DOUBLE
-typedef double real;
 #define cblas_gemm cblas_dgemm
 #else
-typedef float real;
 #define cblas_gemm cblas_sgemm
 #endif
 
@@ -46,65 +45,14 @@ typedef float real;
 // ----------------------------------------------------------------------------
 // the model's tensors: parameters (the checkpoint layout, llmc/model.h) and activations
 
-typedef struct {
-    real* wte;      // (Vp, C) token embeddings, also the classifier (tied)
-    real* wpe;      // (maxT, C) learned position embeddings (PE learned only)
-    real* ln1w;     // (L, C)
-    real* ln1b;     // (L, C)
-    real* qkvw;     // (L, 3C, C)
-    real* qkvb;     // (L, 3C)
-    real* attprojw; // (L, C, C)
-    real* attprojb; // (L, C)
-    real* ln2w;     // (L, C)
-    real* ln2b;     // (L, C)
-    real* fcw;      // (L, 4C, C)
-    real* fcb;      // (L, 4C)
-    real* fcprojw;  // (L, C, 4C)
-    real* fcprojb;  // (L, C)
-    real* lnfw;     // (C)
-    real* lnfb;     // (C)
-    real* cable_wb; // (L, NH, C) CABLE increment layer
-    real* cable_bb; // (L, NH)
-    real* cable_ww; // (L, NH, C) CABLE v2 weight layer (cable only)
-    real* cable_bw; // (L, NH)
-    real* t5_table; // (L, NH, 32)
-    real* kerple_r1; // (L, NH)
-    real* kerple_r2; // (L, NH)
-    real* fire_w1;  // (L, 32) FIRE MLP, input 1 -> 32
-    real* fire_b1;  // (L, 32)
-    real* fire_w2;  // (L, NH, 32) 32 -> NH
-    real* fire_b2;  // (L, NH)
-    real* fire_c;   // (L)
-    real* fire_L;   // (L) the threshold's multiplier l: L = |l| * maxT // 2
-    real* kpower_a; // (L, NH) Kerple-power
-    real* kpower_p; // (L, NH)
-    real* cope_e;   // (L, P, hs) CoPE: the embedding of each position u, P = maxT + 1
-    real* txl_wr;   // (L, C, C) Transformer-XL: W_r, the projection of the sinusoids
-    real* txl_rw;   // (L, NH, hs) its content bias r_w
-    real* txl_rr;   // (L, NH, hs) its position bias r_r
-    real* dape_w1;  // (L, D, Cin, k) DAPE's first convolution (llmc/dape.h), Cin = NH or 2 NH
-    real* dape_b1;  // (L, D)
-    real* dape_w2;  // (L, NH, D, k) its second convolution
-    real* dape_b2;  // (L, NH)
-} ParameterTensors;
+// a pointer per tensor of llmc/model.h's PARAMETER_TENSORS (GPT-2's, the encoding's, DAPE's)
+#define P_FIELD_(NAME, field, decay, size, init) real* field;
+typedef struct { PARAMETER_TENSORS(P_FIELD_) } ParameterTensors;
 
 // points the tensors of `params` into one allocation, in checkpoint order
 static void point_parameters(ParameterTensors* params, real* memory, const size_t* sizes) {
-    real** ptrs[NUM_PARAMETER_TENSORS] = {
-        &params->wte, &params->wpe, &params->ln1w, &params->ln1b, &params->qkvw, &params->qkvb,
-        &params->attprojw, &params->attprojb, &params->ln2w, &params->ln2b, &params->fcw, &params->fcb,
-        &params->fcprojw, &params->fcprojb, &params->lnfw, &params->lnfb,
-        &params->cable_wb, &params->cable_bb, &params->cable_ww, &params->cable_bw,
-        &params->t5_table, &params->kerple_r1, &params->kerple_r2,
-        &params->fire_w1, &params->fire_b1, &params->fire_w2, &params->fire_b2, &params->fire_c, &params->fire_L,
-        &params->kpower_a, &params->kpower_p, &params->cope_e,
-        &params->txl_wr, &params->txl_rw, &params->txl_rr,
-        &params->dape_w1, &params->dape_b1, &params->dape_w2, &params->dape_b2,
-    };
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        *(ptrs[i]) = memory;
-        memory += sizes[i];
-    }
+#define P_POINT_(NAME, field, decay, size, init) params->field = memory; memory += sizes[P_##NAME];
+    PARAMETER_TENSORS(P_POINT_)
 }
 
 // Activations for a capacity of N = B*T tokens and NL stored layers: NL = L when
@@ -132,9 +80,9 @@ typedef struct {
     real* lnf_mean;  // (N)
     real* lnf_rstd;  // (N)
     real* losses;    // (N) per-token cross-entropy
-    real* pe_a;      // (NL, N, NH) CABLE: increment pre-activation x W_b + b_b
-    real* pe_s;      // (NL, N, NH) CABLE: S, cumulative sum of the increments
-    real* pe_w;      // (NL, N, NH) cable: the per-token weight w = x W_w + b_w
+    real* pe_a;      // (NL, N, NH) the encoding's per-token, per-head values (PE_TOKEN_ACTS of them;
+    real* pe_s;      // (NL, N, NH) CABLE: the increment's pre-activation x W_b + b_b, S the cumulative
+    real* pe_w;      // (NL, N, NH) sum of the increments, and cable's weight w = x W_w + b_w)
 } ActivationTensors;
 
 typedef struct {
@@ -145,7 +93,6 @@ typedef struct {
 
 static void fill_in_activation_sizes(size_t* sizes, const GPT2Config* cfg, size_t N, size_t NL) {
     size_t C = cfg->channels, NH = cfg->num_heads;
-    int cable = cfg->pe == PE_ID_CABLE_V1 || cfg->pe == PE_ID_CABLE_NW || cfg->pe == PE_ID_CABLE || cfg->pe == PE_ID_KCABLE;
     sizes[0] = N * C;          // encoded
     sizes[1] = NL * N * C;     // ln1
     sizes[2] = NL * N;         // ln1_mean
@@ -166,9 +113,9 @@ static void fill_in_activation_sizes(size_t* sizes, const GPT2Config* cfg, size_
     sizes[17] = N;             // lnf_mean
     sizes[18] = N;             // lnf_rstd
     sizes[19] = N;             // losses
-    sizes[20] = cable ? NL * N * NH : 0; // pe_a
-    sizes[21] = cable ? NL * N * NH : 0; // pe_s
-    sizes[22] = cfg->pe == PE_ID_CABLE ? NL * N * NH : 0; // pe_w
+    sizes[20] = PE_TOKEN_ACTS >= 1 ? NL * N * NH : 0; // pe_a
+    sizes[21] = PE_TOKEN_ACTS >= 2 ? NL * N * NH : 0; // pe_s
+    sizes[22] = PE_TOKEN_ACTS >= 3 ? NL * N * NH : 0; // pe_w
 }
 
 static void activation_set_alloc(ActivationSet* a, const GPT2Config* cfg, size_t N, size_t NL) {
@@ -446,29 +393,34 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 // ============================================================================
 // positional encodings
 //
-// Everything an encoding does is in its block below. The hooks, with the same names
-// in train_gpt2.cu:
+// The encoding this binary is built for lives in its own file, pe/<file>.h (llmc/pe_list.h
+// names it), whose CPU part is included below. Its hooks, with the same names in
+// train_gpt2.cu (docs/adding-an-encoding.md says what each does and when it is called):
 //   pe_embed_forward / pe_embed_backward  position embeddings added to the token embeddings
-//                                         (the backward runs first and may scale the tokens' gradient)
+//                                         (the backward runs first and may scale the tokens'
+//                                         gradient): PE_EMBED
 //   pe_layer_forward / pe_layer_backward  per-layer work between the qkv projection and the
-//                                         attention: rope's and xpos's rotation of q and k,
-//                                         CABLE's per-token increments and their cumulative sum
-//   PEBias, pe_bias_setup, pe_bias, pe_bias_backward, pe_bias_reduce
-//                                         the additive attention bias b(i, j) of head h,
-//                                         computed on the fly inside the attention kernel
+//                                         attention (rope's rotation, CABLE's increments): PE_LAYER
+//   PEBias, PERow, pe_bias_setup, pe_bias_row, pe_bias
+//                                         the additive attention bias b(i, j): its state for
+//                                         a layer, for a query row, and its value for a key: PE_BIAS
+//   pe_bias_backward, PE_BH_GRADS         dL/db(i, j) into the encoding's gradients, or into
+//                                         PE_BH_GRADS accumulators per (slot, head) (no two
+//                                         threads share one): PE_BIAS_GRAD
+//   pe_bias_reduce                        those accumulators summed into the parameters'
+//                                         gradients after the layer: PE_BIAS_REDUCE
 //   pe_project                            keeps constrained parameters in range after an update
 //   pe_attention_forward / pe_attention_backward, pe_attention_scratch
 //                                         a layer's whole attention, for an encoding whose
 //                                         term is no bias b(i, j) (CoPE's depends on the row's
-//                                         scores), and its workspace per thread
-// model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
-// attention, plain positions): the driver sets it around its extrapolation evaluation,
-// plain otherwise. A block defines PE_EMBED, PE_LAYER, PE_BIAS, PE_ATTENTION for the hooks
-// it implements; the others do nothing (defaults after the last block; without PE_ATTENTION
-// a layer's attention is attention_forward / attention_backward with the bias hooks).
-// PE_BH_GRADS is the number of gradient accumulators each (batch, head) of the attention
-// backward needs for the PE's shared parameters (summed afterwards by pe_bias_reduce, so
-// threads never race). Positions: an encoding reads the position of token t as
+//                                         scores): PE_ATTENTION
+//   pe_model_init, pe_alloc_activations   state of its own, made with the model and with the
+//                                         activations: PE_MODEL_INIT, PE_ALLOC_ACTIVATIONS
+// A hook the file does not define does nothing (the defaults after the include; without
+// PE_ATTENTION a layer's attention is attention_forward / attention_backward with the bias
+// hooks). model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise
+// causal attention, plain positions): the driver sets it around its extrapolation evaluation,
+// plain otherwise. Positions: an encoding reads the position of token t as
 // pe_positions(model, l)[t], which is t itself unless the model was trained with randomized
 // positions (llmc/pe.h, -rp L); the attention hands the bias hooks the positions of query and
 // key, not their indices.
@@ -504,831 +456,43 @@ static const int* pe_positions(const GPT2* model, int l) {
 }
 // ---- end of randomized positions ----
 
-// kerple and kerple_power: the attention backward's per-(batch, head) pairs of accumulators
-// summed into the two per-head gradient tensors of the layer
-static void pe_reduce_head_pairs(real* d0, real* d1, const real* dbh, int B, int NH) {
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            d0[h] += dbh[((size_t)b * NH + h) * 2 + 0];
-            d1[h] += dbh[((size_t)b * NH + h) * 2 + 1];
-        }
-    }
-}
+#define PE_PART PE_PART_CPU
+#include "llmc/pe_part.h"
+#undef PE_PART
 
-// keeps a constrained parameter tensor in [lo, hi] (pe_project)
-static void pe_clamp(real* x, size_t n, real lo, real hi) {
-    for (size_t i = 0; i < n; i++) { x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]); }
-}
-
-#if defined(PE_LEARNED)
-// learned: GPT-2's absolute position embeddings wpe [maxT, C]
-#define PE_EMBED
-static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
-    int C = model->config.channels;
-    const real* wpe = model->params.wpe;
-    const int* pos = pe_positions(model, 0);
-    #pragma omp parallel for
-    for (int bt = 0; bt < B * T; bt++) {
-        const real* p = wpe + (size_t)pos[bt % T] * C;
-        real* o = out + (size_t)bt * C;
-        for (int c = 0; c < C; c++) { o[c] += p[c]; }
-    }
-}
-static void pe_embed_backward(GPT2* model, real* dout, int B, int T) {
-    int C = model->config.channels;
-    real* dwpe = model->grads.wpe;
-    const int* pos = pe_positions(model, 0);
-    for (int bt = 0; bt < B * T; bt++) {
-        real* d = dwpe + (size_t)pos[bt % T] * C;
-        const real* g = dout + (size_t)bt * C;
-        for (int c = 0; c < C; c++) { d[c] += g[c]; }
-    }
-}
-
-#elif defined(PE_SINUSOIDAL)
-// sinusoidal, as fairseq (the ALiBi paper's baseline): the token embeddings times sqrt(C)
-// (embed_scale) plus p[pos] with pos = t + 2 (fairseq counts positions from padding_idx + 1),
-// p[pos, k] = sin(pos w_k), p[pos, C/2 + k] = cos(pos w_k), w_k = 10000^(-k / (C/2 - 1)),
-// k < C/2 (tensor2tensor's layout; an odd C leaves the last column 0). No parameters: the
-// backward only scales the tokens' gradient by sqrt(C).
-#define PE_EMBED
-static void pe_embed_forward(GPT2* model, real* out, int B, int T) {
-    int C = model->config.channels, half = C / 2;
-    real scale = sqrt((real)C);
-    const int* positions = pe_positions(model, 0);
-    #pragma omp parallel for
-    for (int bt = 0; bt < B * T; bt++) {
-        double pos = positions[bt % T] + SINUSOIDAL_FIRST_POS;
-        real* o = out + (size_t)bt * C;
-        for (int c = 0; c < C; c++) { o[c] *= scale; }
-        for (int k = 0; k < half; k++) {
-            double angle = pos * exp(-k * log(10000.0) / (half - 1));
-            o[k] += (real)sin(angle);
-            o[half + k] += (real)cos(angle);
-        }
-    }
-}
-static void pe_embed_backward(GPT2* model, real* dout, int B, int T) {
-    int C = model->config.channels;
-    real scale = sqrt((real)C);
-    #pragma omp parallel for
-    for (size_t i = 0; i < (size_t)B * T * C; i++) { dout[i] *= scale; }
-}
-
-#elif defined(PE_ROPE) || defined(PE_XPOS)
-// rope: rotate each pair (2k, 2k+1) of q and k by the angle pos * theta_k, theta_k =
-// 10000^(-2k/hs), in every layer; the backward rotates the gradients back (the transpose
-// of a rotation). At evaluation a RoPE scaling variant (-rs; llmc/pe.h rope_frequencies)
-// changes theta_k and multiplies q and k by YaRN's mscale.
-// xpos (torchscale): rope, then pair k of q at position t times zeta_k^(n/gamma) and of k
-// times zeta_k^(-n/gamma), n = t - ceil(T/2), zeta_k = (2k + 0.4 hs) / (1.4 hs), gamma =
-// 512: q.k gains zeta_k^((i-j)/gamma), a decay with distance, strongest at high
-// frequencies (the centre cancels). With -xb 1, blockwise causal attention beyond the
-// training length w: query i sees keys from (floor(i / (w/2)) - 1) * (w/2) on.
-#define PE_LAYER
-#if defined(PE_XPOS)
-#define XPOS_GAMMA XPOS_SCALE_BASE
-#else
-#define XPOS_GAMMA INFINITY // rope is xpos without the decay: zeta^(n / inf) = 1
-#endif
-// rotates (direction 1) or rotates back (-1) q and k of every token, token t at position
-// pos[t] (of a range of `span` positions: xpos's centre), with the frequencies of the
-// evaluation variant e and xPos's decay of scale base gamma
-static void rope_rotate(real* qkv, const PEEval* e, double gamma, const int* pos, int span, int B, int T, int C, int NH,
-                        int direction) {
-    int hs = C / NH;
-    double inv_freq[hs / 2];
-    double mscale = rope_frequencies(inv_freq, hs, e, T);
-    #pragma omp parallel for collapse(2)
-    for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) {
-            real* row = qkv + ((size_t)b * T + t) * 3 * C;
-            for (int k = 0; 2 * k < hs; k++) {
-                double angle = pos[t] * inv_freq[k];
-                real cs = (real)cos(angle), sn = (real)(direction * sin(angle));
-                double z = pow(xpos_zeta(k, hs), (pos[t] - (span + 1) / 2) / gamma);
-                double f[2] = {mscale * z, mscale / z}; // the factors of q and k
-                for (int part = 0; part < 2; part++) { // q, then k
-                    for (int h = 0; h < NH; h++) {
-                        real* x = row + part * C + h * hs + 2 * k;
-                        real x0 = x[0], x1 = x[1];
-                        x[0] = (real)f[part] * (x0 * cs - x1 * sn);
-                        x[1] = (real)f[part] * (x0 * sn + x1 * cs);
-                    }
-                }
-            }
-        }
-    }
-}
-static void pe_layer_forward(GPT2* model, int l, int B, int T) {
-    GPT2Config* c = &model->config;
-    rope_rotate(model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA,
-                pe_positions(model, l), model->rp_span, B, T, c->channels, c->num_heads, 1);
-}
-static void pe_layer_backward(GPT2* model, int l, int B, int T) {
-    GPT2Config* c = &model->config;
-    rope_rotate(model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA,
-                pe_positions(model, l), model->rp_span, B, T, c->channels, c->num_heads, -1);
-}
-#if defined(PE_XPOS)
-#define PE_BIAS
-#define PE_BH_GRADS 0
-typedef struct { int half; } PEBias; // the BCA block size w/2; 0: every key j <= i
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)l; (void)B; (void)backward;
-    const PEEval* e = &model->pe_eval;
-    pb->half = e->variant == PE_EVAL_BCA && T > e->train_len ? e->train_len / 2 : 0;
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    (void)b; (void)h;
-    return pb->half > 0 && j < (i / pb->half - 1) * pb->half ? PE_MASKED_BIAS : 0;
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-#endif
-
-#elif defined(PE_NOPE)
-// nope: no position information at all (causal masking alone)
-
-#elif defined(PE_ALIBI)
-// alibi: b(i, j) = -m_h (i - j), fixed head slopes m_h (llmc/pe.h), not scaled by 1/sqrt(hs)
-#define PE_BIAS
-#define PE_BH_GRADS 0
-typedef struct { const real* slopes; } PEBias;
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)l; (void)B; (void)T; (void)backward;
-    pb->slopes = model->alibi_slopes;
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    (void)b;
-    return -pb->slopes[h] * (i - j);
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-
-#elif defined(PE_T5)
-// t5: a learned scalar per head and distance bucket, b(i, j) = table[h][bucket(i - j)]
-#define PE_BIAS
-#define PE_BH_GRADS T5_NUM_BUCKETS
-typedef struct { const real* table; real* dbh; int NH; int bucket[T5_MAX_DISTANCE]; } PEBias;
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    int NH = model->config.num_heads;
-    (void)T;
-    pb->NH = NH;
-    pb->table = model->params.t5_table + (size_t)l * NH * T5_NUM_BUCKETS;
-    pb->dbh = model->pe_dbh;
-    for (int n = 0; n < T5_MAX_DISTANCE; n++) { pb->bucket[n] = t5_bucket(n); }
-    if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
-}
-static inline int pe_t5_bucket(const PEBias* pb, int n) { return n < T5_MAX_DISTANCE ? pb->bucket[n] : T5_NUM_BUCKETS - 1; }
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    (void)b;
-    return pb->table[h * T5_NUM_BUCKETS + pe_t5_bucket(pb, i - j)];
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    pb->dbh[((size_t)b * pb->NH + h) * PE_BH_GRADS + pe_t5_bucket(pb, i - j)] += ds;
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = pb->NH;
-    real* dtable = model->grads.t5_table + (size_t)l * NH * T5_NUM_BUCKETS;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            for (int k = 0; k < T5_NUM_BUCKETS; k++) { dtable[h * T5_NUM_BUCKETS + k] += pb->dbh[((size_t)b * NH + h) * PE_BH_GRADS + k]; }
-        }
-    }
-}
-
-#elif defined(PE_KERPLE)
-// kerple (logarithmic): b(i, j) = -r1_h log(1 + r2_h (i - j)), r1, r2 learned and kept >= 0.01
-#define PE_BIAS
-#define PE_BH_GRADS 2
-typedef struct { const real* r1; const real* r2; real* dbh; int NH; } PEBias;
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    int NH = model->config.num_heads;
-    (void)T;
-    pb->NH = NH;
-    pb->r1 = model->params.kerple_r1 + (size_t)l * NH;
-    pb->r2 = model->params.kerple_r2 + (size_t)l * NH;
-    pb->dbh = model->pe_dbh;
-    if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    (void)b;
-    return -pb->r1[h] * log(1 + pb->r2[h] * (i - j));
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    real n = (real)(i - j);
-    real* d = pb->dbh + ((size_t)b * pb->NH + h) * PE_BH_GRADS;
-    d[0] -= ds * log(1 + pb->r2[h] * n);
-    d[1] -= ds * pb->r1[h] * n / (1 + pb->r2[h] * n);
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    pe_reduce_head_pairs(model->grads.kerple_r1 + (size_t)l * pb->NH, model->grads.kerple_r2 + (size_t)l * pb->NH, pb->dbh, B, pb->NH);
-}
-#define PE_PROJECT
-static void pe_project(GPT2* model) {
-    pe_clamp(model->params.kerple_r1, model->param_sizes[P_KERPLE_R1], KERPLE_MIN, INFINITY);
-    pe_clamp(model->params.kerple_r2, model->param_sizes[P_KERPLE_R2], KERPLE_MIN, INFINITY);
-}
-
-#elif defined(PE_FIRE)
-// fire (the FIRE class of the DAPE repo, as its numbers): b(i, j) = f(psi(i - j) /
-// (psi(max(L, i)) + eps)) with the query position i counted from 0, psi(x) = log(|c| x + 1),
-// f an MLP 1 -> 32 (ReLU) -> NH shared by the heads of a layer; c is learned, and the
-// threshold L = |l| * L0 learns its multiplier l (starts at 1) of the fixed L0 = maxT // 2
-// (the training length halved).
-#define PE_BIAS
-#define PE_BH_GRADS (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, l
-typedef struct { const real* w1; const real* b1; const real* w2; const real* b2; real c; real l; real L0; real* dbh; int NH; } PEBias;
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    int NH = model->config.num_heads;
-    (void)T;
-    pb->NH = NH;
-    pb->w1 = model->params.fire_w1 + (size_t)l * FIRE_HIDDEN;
-    pb->b1 = model->params.fire_b1 + (size_t)l * FIRE_HIDDEN;
-    pb->w2 = model->params.fire_w2 + (size_t)l * NH * FIRE_HIDDEN;
-    pb->b2 = model->params.fire_b2 + (size_t)l * NH;
-    pb->c = model->params.fire_c[l];
-    pb->l = model->params.fire_L[l];
-    pb->L0 = (real)(model->config.max_seq_len / 2);
-    pb->dbh = model->pe_dbh;
-    if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
-}
-// the MLP's input u = psi(i - j) / (psi(max(L, i)) + eps); also returns psi's two values and max(L, i)
-static inline real fire_input(const PEBias* pb, int i, int j, real* psi_num, real* psi_den, real* lpos) {
-    real c = fabs(pb->c);
-    real L = fabs(pb->l) * pb->L0;
-    *lpos = L > i ? L : (real)i;
-    *psi_num = log(c * (i - j) + 1);
-    *psi_den = log(c * *lpos + 1) + (real)FIRE_EPS;
-    return *psi_num / *psi_den;
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    (void)b;
-    real pn, pd, lp;
-    real u = fire_input(pb, i, j, &pn, &pd, &lp);
-    const real* w2 = pb->w2 + h * FIRE_HIDDEN;
-    real out = pb->b2[h];
-    for (int k = 0; k < FIRE_HIDDEN; k++) {
-        real hid = pb->w1[k] * u + pb->b1[k];
-        if (hid > 0) { out += w2[k] * hid; }
-    }
-    return out;
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    real pn, pd, lp;
-    real u = fire_input(pb, i, j, &pn, &pd, &lp);
-    const real* w2 = pb->w2 + h * FIRE_HIDDEN;
-    real* d = pb->dbh + ((size_t)b * pb->NH + h) * PE_BH_GRADS;
-    real* dw1 = d;
-    real* db1 = d + FIRE_HIDDEN;
-    real* dw2 = d + 2 * FIRE_HIDDEN;
-    real du = 0;
-    for (int k = 0; k < FIRE_HIDDEN; k++) {
-        real hid = pb->w1[k] * u + pb->b1[k];
-        if (hid > 0) {
-            dw2[k] += ds * hid;
-            real dhid = ds * w2[k];
-            dw1[k] += dhid * u;
-            db1[k] += dhid;
-            du += dhid * pb->w1[k];
-        }
-    }
-    d[3 * FIRE_HIDDEN] += ds; // b2
-    // u = pn / pd with pn = log(|c| n + 1), pd = log(|c| lp + 1) + eps
-    real c = fabs(pb->c), sc = pb->c >= 0 ? 1 : -1;
-    real n = (real)(i - j);
-    real dpn = du / pd, dpd = -du * pn / (pd * pd);
-    real dc = dpn * n / (c * n + 1) + dpd * lp / (c * lp + 1);
-    d[3 * FIRE_HIDDEN + 1] += dc * sc;
-    if (fabs(pb->l) * pb->L0 > i) { // the threshold is active: lp = |l| L0
-        real sl = pb->l >= 0 ? 1 : -1;
-        d[3 * FIRE_HIDDEN + 2] += dpd * c / (c * lp + 1) * pb->L0 * sl;
-    }
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = pb->NH;
-    real* dw1 = model->grads.fire_w1 + (size_t)l * FIRE_HIDDEN;
-    real* db1 = model->grads.fire_b1 + (size_t)l * FIRE_HIDDEN;
-    real* dw2 = model->grads.fire_w2 + (size_t)l * NH * FIRE_HIDDEN;
-    real* db2 = model->grads.fire_b2 + (size_t)l * NH;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            const real* d = pb->dbh + ((size_t)b * NH + h) * PE_BH_GRADS;
-            for (int k = 0; k < FIRE_HIDDEN; k++) {
-                dw1[k] += d[k];
-                db1[k] += d[FIRE_HIDDEN + k];
-                dw2[h * FIRE_HIDDEN + k] += d[2 * FIRE_HIDDEN + k];
-            }
-            db2[h] += d[3 * FIRE_HIDDEN];
-            model->grads.fire_c[l] += d[3 * FIRE_HIDDEN + 1];
-            model->grads.fire_L[l] += d[3 * FIRE_HIDDEN + 2];
-        }
-    }
-}
-
-#elif defined(PE_SANDWICH)
-// sandwich (NeMo's code; no learned parameters): b(i, j) = (sum_{k=1}^{hs/2} cos((i - j)
-// 10000^(-2k/hs)) - hs/2) / (8 (h + 1) / NH), the inner products of sinusoidal embeddings
-// (d' = hs) as a bias that decays with distance: 0 on the diagonal, never positive. It
-// depends on the head and the distance only: a table [NH][len] of it, computed in double
-// and grown as longer sequences come.
-#define PE_BIAS
-#define PE_BH_GRADS 0
-typedef struct { const real* table; int len; } PEBias;
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)l; (void)B; (void)backward;
-    int NH = model->config.num_heads, hs = model->config.channels / NH;
-    int len = T > model->rp_span ? T : model->rp_span; // distances below the positions' range
-    if (model->pe_table_len < len) {
-        free(model->pe_table);
-        model->pe_table = (real*)malloc_check((size_t)NH * len * sizeof(real));
-        for (int h = 0; h < NH; h++) {
-            for (int n = 0; n < len; n++) { model->pe_table[(size_t)h * len + n] = (real)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
-        }
-        model->pe_table_len = len;
-    }
-    pb->table = model->pe_table;
-    pb->len = model->pe_table_len;
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    (void)b;
-    return pb->table[(size_t)h * pb->len + i - j];
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-
-#elif defined(PE_KERPLE_POWER)
-// kerple_power (Kerple's power variant): b(i, j) = -a_h (i - j)^p_h, a and p learned per
-// layer and head, kept at a >= 0.01 and 0.01 <= p <= 2 (the Kerple code's clamps). The
-// gradients d/da = -n^p and d/dp = -a n^p log n are 0 at n = 0 (as PyTorch's pow).
-#define PE_BIAS
-#define PE_BH_GRADS 2
-typedef struct { const real* a; const real* p; real* dbh; int NH; } PEBias;
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    int NH = model->config.num_heads;
-    (void)T;
-    pb->NH = NH;
-    pb->a = model->params.kpower_a + (size_t)l * NH;
-    pb->p = model->params.kpower_p + (size_t)l * NH;
-    pb->dbh = model->pe_dbh;
-    if (backward) { memset(pb->dbh, 0, (size_t)B * NH * PE_BH_GRADS * sizeof(real)); }
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    (void)b;
-    return i == j ? 0 : -pb->a[h] * pow((real)(i - j), pb->p[h]);
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    if (i == j) { return; }
-    real n = (real)(i - j), np = pow(n, pb->p[h]);
-    real* d = pb->dbh + ((size_t)b * pb->NH + h) * PE_BH_GRADS;
-    d[0] -= ds * np;
-    d[1] -= ds * pb->a[h] * np * log(n);
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    pe_reduce_head_pairs(model->grads.kpower_a + (size_t)l * pb->NH, model->grads.kpower_p + (size_t)l * pb->NH, pb->dbh, B, pb->NH);
-}
-#define PE_PROJECT
-static void pe_project(GPT2* model) {
-    pe_clamp(model->params.kpower_a, model->param_sizes[P_KPOWER_A], KERPLE_POWER_MIN, INFINITY);
-    pe_clamp(model->params.kpower_p, model->param_sizes[P_KPOWER_P], KERPLE_POWER_MIN, KERPLE_POWER_P_MAX);
-}
-
-#elif defined(PE_TXL)
-// txl: Transformer-XL's relative encoding as the DAPE repository computes it (its
-// RelativePositionalEncodingLayer, with the layer's 1/sqrt(hs)): the scores of head h are
-//   s_ij = ((q_i + r_w) . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs)
-// with r_w, r_r learned per layer and head (hs values each), and P[n] = W_r R_n the
-// projection (W_r: C x C, no bias, per layer) of the sinusoids of distance n,
-// R_n[k] = sin(n w_k), R_n[C/2 + k] = cos(n w_k), w_k = 10000^(-2k/C) over the model's
-// width C; P_h is head h's hs columns of P. No position embedding. The attention's own
-// q_i . k_j / sqrt(hs) is the first term's; the rest is the bias, which reads q_i and k_j
-// from the layer's qkv (the positions are the tokens': txl takes no -rp):
-//   b(i, j) = (r_w . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs)
-// The official code computes the second term for every (i, key) as a T x T matrix and
-// moves row i's entries into place with a rel-shift; here row i - j of P (T x C,
-// recomputed per layer from W_r by pe_bias_setup) is read directly. Backward, with
-// g = ds_ij / sqrt(hs): dk_j += g r_w, dq_i += g P_h[i - j], dP_h[i - j] += g (q_i + r_r),
-// dr_w += g k_j, dr_r += g P_h[i - j], into per-batch-row buffers (pe_drel: each (b, h) is
-// one thread's); pe_bias_reduce sums them over the batch and turns dP into dW_r = dP^T R.
-#define PE_BIAS
-#define PE_BH_GRADS 0
-typedef struct {
-    const real* qkv; real* dqkv; const real* P; real* dP; const real* rw; const real* rr;
-    int T, C, hs; real scale;
-} PEBias;
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    int C = model->config.channels, NH = model->config.num_heads;
-    if (model->pe_table_len < T) { // R_n for n < T, computed in double
-        free(model->pe_table);
-        model->pe_table = (real*)malloc_check((size_t)T * C * sizeof(real));
-        for (int n = 0; n < T; n++) {
-            for (int k = 0; k < C / 2; k++) {
-                double angle = n * pow(10000.0, -2.0 * k / C);
-                model->pe_table[(size_t)n * C + k] = (real)sin(angle);
-                model->pe_table[(size_t)n * C + C / 2 + k] = (real)cos(angle);
-            }
-        }
-        model->pe_table_len = T;
-    }
-    matmul_forward(model->pe_rel, model->pe_table, model->params.txl_wr + (size_t)l * C * C, NULL, T, C, C);
-    pb->qkv = model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * C;
-    pb->dqkv = backward ? model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * C : NULL;
-    pb->P = model->pe_rel;
-    pb->dP = backward ? model->pe_drel : NULL;
-    pb->rw = model->params.txl_rw + (size_t)l * C;
-    pb->rr = model->params.txl_rr + (size_t)l * C;
-    pb->T = T;
-    pb->C = C;
-    pb->hs = C / NH;
-    pb->scale = 1 / sqrt((real)pb->hs);
-    if (backward) { memset(pb->dP, 0, (size_t)B * (T + 2) * C * sizeof(real)); }
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    const real* q = pb->qkv + ((size_t)b * pb->T + i) * 3 * pb->C + h * pb->hs;
-    const real* k = pb->qkv + ((size_t)b * pb->T + j) * 3 * pb->C + pb->C + h * pb->hs;
-    const real* p = pb->P + (size_t)(i - j) * pb->C + h * pb->hs;
-    const real* rw = pb->rw + h * pb->hs;
-    const real* rr = pb->rr + h * pb->hs;
-    real s = 0;
-    for (int c = 0; c < pb->hs; c++) { s += rw[c] * k[c] + (q[c] + rr[c]) * p[c]; }
-    return s * pb->scale;
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    int T = pb->T, C = pb->C, hs = pb->hs;
-    real g = ds * pb->scale;
-    const real* q = pb->qkv + ((size_t)b * T + i) * 3 * C + h * hs;
-    const real* k = pb->qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
-    const real* p = pb->P + (size_t)(i - j) * C + h * hs;
-    real* dq = pb->dqkv + ((size_t)b * T + i) * 3 * C + h * hs;
-    real* dk = pb->dqkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
-    real* dp = pb->dP + ((size_t)b * (T + 2) + i - j) * C + h * hs;
-    real* drw = pb->dP + ((size_t)b * (T + 2) + T) * C + h * hs;
-    real* drr = drw + C;
-    const real* rw = pb->rw + h * hs;
-    const real* rr = pb->rr + h * hs;
-    for (int c = 0; c < hs; c++) {
-        dk[c] += g * rw[c];
-        dq[c] += g * p[c];
-        dp[c] += g * (q[c] + rr[c]);
-        drw[c] += g * k[c];
-        drr[c] += g * p[c];
-    }
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int T = pb->T, C = pb->C;
-    real* sum = pb->dP; // batch row 0 collects the others
-    for (int b = 1; b < B; b++) {
-        const real* d = pb->dP + (size_t)b * (T + 2) * C;
-        for (size_t e = 0; e < (size_t)(T + 2) * C; e++) { sum[e] += d[e]; }
-    }
-    // P = R W_r^T: dW_r += dP^T R
-    matmul_backward(NULL, model->grads.txl_wr + (size_t)l * C * C, NULL, sum, model->pe_table, model->params.txl_wr, T, C, C);
-    for (int c = 0; c < C; c++) {
-        model->grads.txl_rw[(size_t)l * C + c] += sum[(size_t)T * C + c];
-        model->grads.txl_rr[(size_t)l * C + c] += sum[(size_t)(T + 1) * C + c];
-    }
-}
-
-#elif defined(PE_CABLE_FAMILY)
-// CABLE: each token adds a learned, context-dependent increment d_t = -g(x_t W_b + b_b)
-// per head (x = the attention block's input after ln_1), S_t = d_1 + ... + d_t, and the
-// bias is made of S:
-//   cable_v1  g = softplus           b(i, j) = S_i - S_j         (the released code)
-//   cable_nw  g = ReLU               b(i, j) = S_i - S_j         (CABLE v2 without weights)
-//   cable     g = ReLU               b(i, j) = w_i (S_i - S_j),  w_i = x_i W_w + b_w
-//   kcable    g = ReLU               b(i, j) = -log(1 + (S_i - S_j)^2)
-// With every increment equal to -m the bias is ALiBi's -m (i - j). S stays in full
-// precision. In the backward pass the attention kernel turns the score gradients into
-// dS (column and row sums) and, for cable, dw (row sums); pe_layer_backward then runs
-// the reverse cumulative sum and the two small linear layers backward.
-#define PE_LAYER
-#define PE_BIAS
-#define PE_BH_GRADS 0
-typedef struct { const real* S; const real* w; real* dS; real* dw; int T; int NH; } PEBias;
-
-static inline real cable_increment(real a) { // g(a), the (positive) size of the step
-#if defined(PE_CABLE_V1)
-    return a > 20 ? a : log1p(exp(a));
-#else
-    return a > 0 ? a : 0;
-#endif
-}
-static inline real cable_increment_grad(real a) { // g'(a)
-#if defined(PE_CABLE_V1)
-    return 1 / (1 + exp(-a));
-#else
-    return a > 0 ? 1 : 0;
-#endif
-}
-
-static void pe_layer_forward(GPT2* model, int l, int B, int T) {
-    GPT2Config* cfg = &model->config;
-    int C = cfg->channels, NH = cfg->num_heads;
-    size_t N = model->acts_N, slot = layer_slot(model, l);
-    const real* ln1 = model->acts.t.ln1 + slot * N * C;
-    real* a = model->acts.t.pe_a + slot * N * NH;
-    real* S = model->acts.t.pe_s + slot * N * NH;
-    matmul_forward(a, ln1, model->params.cable_wb + (size_t)l * NH * C, model->params.cable_bb + (size_t)l * NH, B * T, C, NH);
-#if defined(PE_CABLE)
-    real* w = model->acts.t.pe_w + slot * N * NH;
-    matmul_forward(w, ln1, model->params.cable_ww + (size_t)l * NH * C, model->params.cable_bw + (size_t)l * NH, B * T, C, NH);
-#endif
-    #pragma omp parallel for collapse(2)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            real s = 0;
-            for (int t = 0; t < T; t++) {
-                size_t idx = ((size_t)b * T + t) * NH + h;
-                s -= cable_increment(a[idx]);
-                S[idx] = s;
-            }
-        }
-    }
-}
-
-static void pe_layer_backward(GPT2* model, int l, int B, int T) {
-    GPT2Config* cfg = &model->config;
-    int C = cfg->channels, NH = cfg->num_heads;
-    size_t N = model->acts_N;
-    const real* ln1 = model->acts.t.ln1 + (size_t)l * N * C;
-    const real* a = model->acts.t.pe_a + (size_t)l * N * NH;
-    real* dS = model->grads_acts.t.pe_s + (size_t)l * N * NH;
-    real* da = model->grads_acts.t.pe_a + (size_t)l * N * NH;
-    real* dln1 = model->grads_acts.t.ln1 + (size_t)l * N * C;
-    // S_t = -sum_{k<=t} g(a_k): dL/da_k = -g'(a_k) * sum_{t>=k} dL/dS_t (a reverse cumulative sum)
-    #pragma omp parallel for collapse(2)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            real acc = 0;
-            for (int t = T - 1; t >= 0; t--) {
-                size_t idx = ((size_t)b * T + t) * NH + h;
-                acc += dS[idx];
-                da[idx] = -cable_increment_grad(a[idx]) * acc;
-            }
-        }
-    }
-    matmul_backward(dln1, model->grads.cable_wb + (size_t)l * NH * C, model->grads.cable_bb + (size_t)l * NH,
-                    da, ln1, model->params.cable_wb + (size_t)l * NH * C, B * T, C, NH);
-#if defined(PE_CABLE)
-    real* dw = model->grads_acts.t.pe_w + (size_t)l * N * NH;
-    matmul_backward(dln1, model->grads.cable_ww + (size_t)l * NH * C, model->grads.cable_bw + (size_t)l * NH,
-                    dw, ln1, model->params.cable_ww + (size_t)l * NH * C, B * T, C, NH);
-#endif
-}
-
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    int NH = model->config.num_heads;
-    size_t N = model->acts_N, slot = layer_slot(model, l);
-    (void)B;
-    pb->T = T;
-    pb->NH = NH;
-    pb->S = model->acts.t.pe_s + slot * N * NH;
-    pb->w = model->acts.t.pe_w + slot * N * NH;
-    pb->dS = backward ? model->grads_acts.t.pe_s + (size_t)l * N * NH : NULL;
-    pb->dw = backward ? model->grads_acts.t.pe_w + (size_t)l * N * NH : NULL;
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) {
-    size_t row = (size_t)b * pb->T;
-    real diff = pb->S[(row + i) * pb->NH + h] - pb->S[(row + j) * pb->NH + h];
-#if defined(PE_CABLE)
-    return pb->w[(row + i) * pb->NH + h] * diff;
-#elif defined(PE_KCABLE)
-    return -log(1 + diff * diff);
-#else
-    return diff;
-#endif
-}
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    size_t row = (size_t)b * pb->T;
-    size_t si = (row + i) * pb->NH + h, sj = (row + j) * pb->NH + h;
-#if defined(PE_CABLE)
-    real diff = pb->S[si] - pb->S[sj];
-    pb->dw[si] += ds * diff;
-    ds *= pb->w[si];
-#elif defined(PE_KCABLE)
-    real diff = pb->S[si] - pb->S[sj];
-    ds *= -2 * diff / (1 + diff * diff);
-#endif
-    pb->dS[si] += ds;
-    pb->dS[sj] -= ds;
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-
-#elif defined(PE_COPE)
-// cope (contextual position encoding, Golovneva et al. 2024), as the official code
-// (facebookresearch/RAM, projects/cope/src/cope/context_position.py): the position of a key
-// counts the gates that the query opens for the keys from it up to the query. Per head,
-// query i, key j <= i, s_ij = q_i.k_j / sqrt(hs):
-//   g_it = sigmoid(s_it)                              the gate of key t (none beyond i)
-//   p_ij = min(g_ij + g_i,j+1 + ... + g_ii, P - 1)   key j's position, a suffix sum of the row
-//   z_i[u] = q_i.E[u]                                 E [P, hs] per layer, shared by the heads
-//   e_ij = (1 - w) z_i[f] + w z_i[c],                 f = floor(p_ij), c = ceil(p_ij), w = p_ij - f
-//   logit_ij = s_ij + e_ij / sqrt(hs)                 (the official default divides the sum)
-// E starts at zero (CoPE starts as NoPE); P = maxT + 1 (llmc/pe.h cope_positions), so beyond
-// the training length the far keys share E[P - 1]. The term depends on the scores of the
-// whole row, so it is no bias b(i, j): CoPE computes its own attention (PE_ATTENTION), one
-// query row at a time in two passes, keys i down to 0 for the scores and the running sum of
-// the gates (the positions), then the logits from z_i[0 .. ceil(p_i0)]: no T x T tensor.
-// The backward pass recomputes a row and, with dA_ij = dL/dlogit_ij (p_ij (dout_i.v_j - D_i)):
-//   dz_i[f] += dA_ij (1 - w) / sqrt(hs),  dz_i[c] += dA_ij w / sqrt(hs)
-//   dpos_ij = dA_ij (z_i[c] - z_i[f]) / sqrt(hs)   (0 where p is clamped, as f = c = P - 1
-//                                                   there; floor and ceil have no gradient)
-//   dg_it = dpos_i0 + ... + dpos_it                 (key t's gate is in every p_ij with j <= t:
-//                                                   a prefix sum)
-//   ds_ij = dA_ij + dg_ij g_ij (1 - g_ij),  then dq, dk, dv as plain attention
-//   dq_i += sum_u dz_i[u] E[u],  dE[u] += dz_i[u] q_i (summed over every row)
-#define PE_ATTENTION
-// a thread's workspace for one row: s the scores, a the logits (then the probabilities),
-// pos the positions (then their gradients dpos), z; backward: da (dA), dz, and the thread's
-// accumulator of dE (P x hs), summed over the threads at the end of the layer
-typedef struct { real* s; real* a; real* pos; real* z; real* da; real* dz; real* dE; } CopeRow;
-
-static size_t pe_attention_scratch(const GPT2Config* cfg, int T, int training) {
-    size_t P = cope_positions(cfg->max_seq_len), hs = cfg->channels / cfg->num_heads;
-    return 3 * (size_t)T + P + (training ? (size_t)T + P + P * hs : 0);
-}
-
-// the workspace of thread `thread` (rows up to the activations' capacity acts_T)
-static CopeRow cope_row_workspace(const GPT2* model, int thread) {
-    int T = model->acts_T, P = cope_positions(model->config.max_seq_len);
-    CopeRow w;
-    w.s = model->att_scratch + (size_t)thread * model->att_scratch_len;
-    w.a = w.s + T;
-    w.pos = w.a + T;
-    w.z = w.pos + T;
-    w.da = w.z + P; // the backward's, within the workspace only when training
-    w.dz = w.da + T;
-    w.dE = w.dz + P;
-    return w;
-}
-
-// cope_row_logits: the logits a[j], j <= i, of query row i of (b, h), and s, pos, z in the
-// workspace; returns U = ceil(p_i0), the largest position's ceiling (z holds z[0..U])
-static int cope_row_logits(CopeRow* w, const real* qkv, const real* E, int P, int b, int h, int i, int T, int C, int hs) {
-    real scale = 1 / sqrt((real)hs);
-    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
-    // pass 1, keys i down to 0: the scores, and the gates summed into the positions
-    real sum = 0;
-    for (int j = i; j >= 0; j--) {
-        const real* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
-        real dot = 0;
-        #pragma omp simd reduction(+:dot)
-        for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
-        w->s[j] = dot * scale;
-        sum += 1 / (1 + exp(-w->s[j]));
-        w->pos[j] = sum < P - 1 ? sum : P - 1;
-    }
-    // pass 2: z_u = q.E[u] up to the largest position, then each key's interpolation
-    int U = (int)ceil(w->pos[0]);
-    for (int u = 0; u <= U; u++) {
-        const real* e = E + (size_t)u * hs;
-        real dot = 0;
-        #pragma omp simd reduction(+:dot)
-        for (int c = 0; c < hs; c++) { dot += q[c] * e[c]; }
-        w->z[u] = dot;
-    }
-    for (int j = 0; j <= i; j++) {
-        int f = (int)floor(w->pos[j]), c = (int)ceil(w->pos[j]);
-        real wt = w->pos[j] - f;
-        w->a[j] = w->s[j] + ((1 - wt) * w->z[f] + wt * w->z[c]) * scale;
-    }
-    return U;
-}
-
-// cope_row_backward: the backward pass of query row i of (b, h) (formulas above): dq_i, and
-// dk, dv of its keys (the (b, h)'s thread owns them), and the thread's dE accumulator
-static void cope_row_backward(CopeRow* w, real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
-                              const real* E, int P, int b, int h, int i, int T, int C, int NH) {
-    int hs = C / NH, C3 = 3 * C;
-    real scale = 1 / sqrt((real)hs);
-    int U = cope_row_logits(w, qkv, E, P, b, h, i, T, C, hs);
-    const real* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
-    const real* g = dout + ((size_t)b * T + i) * C + h * hs;
-    const real* o = out + ((size_t)b * T + i) * C + h * hs;
-    real row_lse = lse[((size_t)b * NH + h) * T + i];
-    real D = 0;
-    for (int c = 0; c < hs; c++) { D += g[c] * o[c]; }
-    // per key: the probability, dA, the two gradients of z it feeds, and dpos (in pos)
-    for (int u = 0; u <= U; u++) { w->dz[u] = 0; }
-    for (int j = 0; j <= i; j++) {
-        const real* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
-        real dp = 0;
-        #pragma omp simd reduction(+:dp)
-        for (int c = 0; c < hs; c++) { dp += g[c] * v[c]; }
-        real p = exp(w->a[j] - row_lse);
-        real da = p * (dp - D);
-        int f = (int)floor(w->pos[j]), c = (int)ceil(w->pos[j]);
-        real wt = w->pos[j] - f;
-        w->dz[f] += da * (1 - wt) * scale;
-        w->dz[c] += da * wt * scale;
-        w->pos[j] = da * (w->z[c] - w->z[f]) * scale;
-        w->a[j] = p;
-        w->da[j] = da;
-    }
-    // the gates' gradient, a prefix sum of dpos; ds, then as plain attention
-    real* dq = dqkv + ((size_t)b * T + i) * C3 + h * hs;
-    real dg = 0;
-    for (int j = 0; j <= i; j++) {
-        dg += w->pos[j];
-        real gate = 1 / (1 + exp(-w->s[j]));
-        real ds = w->da[j] + dg * gate * (1 - gate);
-        const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
-        real* dk = dqkv + ((size_t)b * T + j) * C3 + C + h * hs;
-        real* dv = dk + C;
-        #pragma omp simd
-        for (int c = 0; c < hs; c++) {
-            dq[c] += ds * scale * k[c];
-            dk[c] += ds * scale * q[c];
-            dv[c] += w->a[j] * g[c];
-        }
-    }
-    // E's path: dq_i += sum_u dz_u E[u], dE[u] += dz_u q_i
-    for (int u = 0; u <= U; u++) {
-        const real* e = E + (size_t)u * hs;
-        real* de = w->dE + (size_t)u * hs;
-        #pragma omp simd
-        for (int c = 0; c < hs; c++) { dq[c] += w->dz[u] * e[c]; de[c] += w->dz[u] * q[c]; }
-    }
-}
-
-// real attention_row_output(...): the softmax and output of a row of logits (attention section)
-static real attention_row_output(real* o, real* a, const real* qkv, int b, int h, int i, int T, int C, int hs);
-
-// CoPE's attention of layer l: out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C), one
-// (b, h) per thread, row by row
-static void pe_attention_forward(GPT2* model, int l, real* out, real* lse, const real* qkv, int B, int T) {
-    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
-    int P = cope_positions(model->config.max_seq_len);
-    const real* E = model->params.cope_e + (size_t)l * P * hs;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            CopeRow w = cope_row_workspace(model, omp_get_thread_num());
-            for (int i = 0; i < T; i++) {
-                cope_row_logits(&w, qkv, E, P, b, h, i, T, C, hs);
-                lse[((size_t)b * NH + h) * T + i] = attention_row_output(out + ((size_t)b * T + i) * C + h * hs, w.a, qkv, b, h, i, T, C, hs);
-            }
-        }
-    }
-}
-
-// the backward pass of layer l: dqkv, and E's gradient from the threads' accumulators,
-// summed in the order of the threads (the same sum every time)
-static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* dout, const real* qkv, const real* out,
-                                  const real* lse, int B, int T) {
-    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
-    int P = cope_positions(model->config.max_seq_len);
-    const real* E = model->params.cope_e + (size_t)l * P * hs;
-    real* dE = model->grads.cope_e + (size_t)l * P * hs;
-    #pragma omp parallel
-    {
-        CopeRow w = cope_row_workspace(model, omp_get_thread_num());
-        memset(w.dE, 0, (size_t)P * hs * sizeof(real));
-        #pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++) {
-            for (int h = 0; h < NH; h++) {
-                for (int i = 0; i < T; i++) { cope_row_backward(&w, dqkv, dout, qkv, out, lse, E, P, b, h, i, T, C, NH); }
-            }
-        }
-        int threads = omp_get_num_threads();
-        #pragma omp for schedule(static)
-        for (size_t e = 0; e < (size_t)P * hs; e++) {
-            for (int t = 0; t < threads; t++) { dE[e] += cope_row_workspace(model, t).dE[e]; }
-        }
-    }
-}
-#endif
-
-// defaults: the hooks an encoding does not define do nothing
+// the hooks the encoding's file leaves out
 #ifndef PE_EMBED
-static void pe_embed_forward(GPT2* model, real* out, int B, int T) { (void)model; (void)out; (void)B; (void)T; }
-static void pe_embed_backward(GPT2* model, real* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
+static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {}
+static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {}
 #endif
 #ifndef PE_LAYER
-static void pe_layer_forward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
-static void pe_layer_backward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {}
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {}
 #endif
 #ifndef PE_BIAS
-#define PE_BH_GRADS 0
 typedef struct { int unused; } PEBias;
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)pb; (void)model; (void)l; (void)B; (void)T; (void)backward;
-}
-static inline real pe_bias(const PEBias* pb, int b, int h, int i, int j) { (void)pb; (void)b; (void)h; (void)i; (void)j; return 0; }
-static inline void pe_bias_backward(PEBias* pb, int b, int h, int i, int j, real ds) {
-    (void)pb; (void)b; (void)h; (void)i; (void)j; (void)ds;
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
+typedef struct { int unused; } PERow;
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {}
+static inline PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { PERow r = {0}; return r; }
+static inline real pe_bias(const PEBias* pb, const PERow* r, int j) { return 0; }
+#endif
+#ifndef PE_BH_GRADS
+#define PE_BH_GRADS 0
+#endif
+#ifndef PE_BIAS_GRAD
+static inline void pe_bias_backward(PEBias* pb, int slot, const PERow* r, int j, real ds) {}
+#endif
+#ifndef PE_BIAS_REDUCE
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int slots) {}
 #endif
 #ifndef PE_PROJECT
-static void pe_project(GPT2* model) { (void)model; }
+static void pe_project(GPT2* model) {}
+#endif
+#ifndef PE_MODEL_INIT
+static void pe_model_init(GPT2* model) {}
+#endif
+#ifndef PE_ALLOC_ACTIVATIONS
+static void pe_alloc_activations(GPT2* model, int B, int T, int training) {}
 #endif
 
 // ============================================================================
@@ -1367,12 +531,13 @@ void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, 
             real* s = scratch + (size_t)omp_get_thread_num() * T;
             for (int i = 0; i < T; i++) {
                 const real* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
+                PERow r = pe_bias_row(pb, b, h, pos[i]);
                 for (int j = 0; j <= i; j++) {
                     const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
                     real dot = 0;
                     #pragma omp simd reduction(+:dot)
                     for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
-                    s[j] = dot * scale + pe_bias(pb, b, h, pos[i], pos[j]);
+                    s[j] = dot * scale + pe_bias(pb, &r, pos[j]);
                 }
                 lse[((size_t)b * NH + h) * T + i] = attention_row_output(out + ((size_t)b * T + i) * C + h * hs, s, qkv, b, h, i, T, C, hs);
             }
@@ -1400,6 +565,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
                 real row_lse = lse[((size_t)b * NH + h) * T + i];
                 real D = 0;
                 for (int c = 0; c < hs; c++) { D += g[c] * o[c]; }
+                PERow r = pe_bias_row(pb, b, h, pos[i]);
                 for (int j = 0; j <= i; j++) {
                     const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
                     const real* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
@@ -1408,7 +574,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
                     real dot = 0, dp = 0;
                     #pragma omp simd reduction(+:dot, dp)
                     for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; dp += g[c] * v[c]; }
-                    real p = exp(dot * scale + pe_bias(pb, b, h, pos[i], pos[j]) - row_lse);
+                    real p = exp(dot * scale + pe_bias(pb, &r, pos[j]) - row_lse);
                     real ds = p * (dp - D);
                     #pragma omp simd
                     for (int c = 0; c < hs; c++) {
@@ -1416,7 +582,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
                         dk[c] += ds * scale * q[c];
                         dv[c] += p * g[c];
                     }
-                    pe_bias_backward(pb, b, h, pos[i], pos[j], ds);
+                    pe_bias_backward(pb, b, &r, pos[j], ds);
                 }
             }
         }
@@ -1567,7 +733,7 @@ static void dape_row_logits(DapeRow* w, const DapeLayer* dl, const real* qkv, co
             #pragma omp simd reduction(+:dot)
             for (int e = 0; e < hs; e++) { dot += q[h * hs + e] * k[h * hs + e]; }
             x[h] = dot * scale;
-            if (dl->bias) { x[NH + h] = pe_bias(pb, b, h, i, c); }
+            if (dl->bias) { PERow r = pe_bias_row(pb, b, h, i); x[NH + h] = pe_bias(pb, &r, c); }
         }
     }
     // the first convolution, tap by tap, over the columns whose input lies in [0, i]; the LReLU
@@ -1693,7 +859,7 @@ static void dape_row_backward(real* dqkv, real* dkv, DapeRow* w, const DapeLayer
         const real* dxc = w->dx + (size_t)c * Cin;
         for (int h = 0; h < NH; h++) {
             real ds = w->da[c * NH + h] + dxc[h], pc = w->a[c * NH + h];
-            if (dl->bias) { pe_bias_backward(pb, slot, h, i, c, w->da[c * NH + h] + dxc[NH + h]); }
+            if (dl->bias) { PERow r = pe_bias_row(pb, b, h, i); pe_bias_backward(pb, slot, &r, c, w->da[c * NH + h] + dxc[NH + h]); }
             #pragma omp simd
             for (int e = 0; e < hs; e++) {
                 dq[h * hs + e] += ds * scale * k[h * hs + e];
@@ -1845,11 +1011,7 @@ static void gpt2_allocate(GPT2* model) {
     model->num_parameters = count_parameters(&model->config);
     model->params_memory = (real*)malloc_check(model->num_parameters * sizeof(real));
     point_parameters(&model->params, model->params_memory, model->param_sizes);
-    model->alibi_slopes = (real*)malloc_check(model->config.num_heads * sizeof(real));
-    float* slopes = (float*)malloc_check(model->config.num_heads * sizeof(float));
-    alibi_slopes(slopes, model->config.num_heads);
-    for (int h = 0; h < model->config.num_heads; h++) { model->alibi_slopes[h] = slopes[h]; }
-    free(slopes);
+    pe_model_init(model);
 }
 
 // builds a freshly initialized model (llmc/model.h: gpt2_init_params) for a configuration
@@ -1942,10 +1104,9 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->inputs = (int*)malloc_check(N * sizeof(int));
     model->targets = (int*)malloc_check(N * sizeof(int));
     model->rp_pos = (int*)malloc_check((size_t)rp_draws(model->config.pe, model->config.num_layers) * T * sizeof(int));
-    int txl = model->config.pe == PE_ID_TXL;
-    size_t C = model->config.channels;
-    model->pe_rel = txl ? (real*)malloc_check((size_t)T * C * sizeof(real)) : NULL;
-    model->pe_drel = txl && training ? (real*)malloc_check((size_t)B * (T + 2) * C * sizeof(real)) : NULL;
+    model->pe_rel = NULL;
+    model->pe_drel = NULL;
+    pe_alloc_activations(model, B, T, training);
 }
 
 // allocates the parameter gradients on first use (evaluation never needs them)
@@ -1956,14 +1117,11 @@ static void gpt2_ensure_grads(GPT2* model) {
     }
 }
 
-// longest sequence the model can process: learned embeddings stop at maxT, xPos where its
-// scale factors would leave the range of fp32 (llmc/pe.h: xpos_max_length), randomized
-// positions at their range L (T of them are drawn from it)
+// longest sequence the model can process: the encoding's limit (pe_max_length: learned's
+// maxT, xPos's range of fp32), randomized positions' range L (T of them are drawn from it)
 int gpt2_max_length(const GPT2* model) {
     const GPT2Config* c = &model->config;
-    int most = INT32_MAX;
-    if (c->pe == PE_ID_LEARNED) { most = c->max_seq_len; }
-    if (c->pe == PE_ID_XPOS) { most = xpos_max_length(c->channels / c->num_heads); }
+    int most = pe_max_length(c);
     return rp_active(model) && c->rp_len < most ? c->rp_len : most;
 }
 
@@ -1975,8 +1133,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
     if (T > gpt2_max_length(model)) {
         if (rp_active(model)) { fatal("randomized positions: T = %d tokens cannot be drawn from the range [0, %d) (-rp)", T, cfg->rp_len); }
-        if (cfg->pe == PE_ID_LEARNED) { fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len); }
-        fatal("PE %s cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d", pe_name(cfg->pe), T, gpt2_max_length(model));
+        fatal("PE %s cannot process T = %d tokens: %s %d", pe_name(cfg->pe), T, PE_LIMIT_REASON, pe_max_length(cfg));
     }
     for (int i = 0; i < B * T; i++) {
         if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < 0 || targets[i] >= V))) {

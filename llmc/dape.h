@@ -55,6 +55,15 @@ checkpoint.
 #define DAPE_MAX_WIDTH 1024
 #define DAPE_LRELU_SLOPE 0.01f // PyTorch's LeakyReLU default
 
+// DAPE's parameter tensors (llmc/model.h's X(NAME, field, decay, size, init), after the
+// encoding's): W1 (D, Cin, k) and b1 (D), W2 (NH, D, k) and b2 (NH) per layer; the weights
+// decay and the biases do not (GPT-NeoX's rule in the official code)
+#define DAPE_TENSORS(X) \
+    X(DAPE_W1, dape_w1, 1, L * D * Cin * k,     fill_uniform(p, n, -dape_init_bound(cfg, 0), dape_init_bound(cfg, 0), rng)) \
+    X(DAPE_B1, dape_b1, 0, k > 0 ? L * D : 0,  fill_uniform(p, n, -dape_init_bound(cfg, 0), dape_init_bound(cfg, 0), rng)) \
+    X(DAPE_W2, dape_w2, 1, L * NH * D * k,    fill_uniform(p, n, -dape_init_bound(cfg, 1), dape_init_bound(cfg, 1), rng)) \
+    X(DAPE_B2, dape_b2, 0, k > 0 ? L * NH : 0, fill_uniform(p, n, -dape_init_bound(cfg, 1), dape_init_bound(cfg, 1), rng))
+
 static inline int dape_variant_known(int k) { return k == 0 || k == 1 || k == 3 || k == 5 || k == 7; }
 
 // the bases DAPE runs on (llmc/pe_list.h); those with a bias feed it as H more input channels

@@ -984,7 +984,7 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
             if (mode == 2) { snprintf(r->mode, sizeof(r->mode), "last%d%s", a->eval_last, suffix); }
             else { snprintf(r->mode, sizeof(r->mode), "%s%s", mode == 0 ? "nonoverlap" : "sliding", suffix); }
             if (L > gpt2_max_length(model)) {
-                r->note = PE_ID == PE_ID_LEARNED ? "n/a: beyond the learned positions" : "n/a: beyond the encoding's range";
+                r->note = "n/a: " PE_LIMIT_NOTE;
                 continue;
             }
             // the target number of windows, cut to what the data holds

@@ -1,8 +1,9 @@
 /*
 The model's parameter layout, shared by the CPU and CUDA trainers because it is the
 checkpoint format: the configuration, the model presets, the list of parameter
-tensors (llm.c's 16 GPT-2 tensors in llm.c's order, then the PE's tensors), which
-of them take weight decay, the random initialization, and the checkpoint header.
+tensors (llm.c's 16 GPT-2 tensors in llm.c's order, then the encoding's, declared in its
+file pe/<file>.h, then DAPE's), which of them take weight decay, the random
+initialization, and the checkpoint header.
 
 Checkpoint: int32 header[256] = {20240326, version (3 = fp32, 5 = bf16), maxT, V, L,
 NH, C, Vp, PE id, DAPE variant, DAPE width, revision of the PE's definition (pe_revision),
@@ -46,97 +47,109 @@ typedef struct {
     int rp_seed;           // the seed of those draws (the run's -R)
 } GPT2Config;
 
+// initialization helpers, on the host into fp32 (both trainers initialize the same way)
+static void fill_normal(float* p, size_t n, float std, uint64_t* rng) {
+    for (size_t i = 0; i < n; i++) { p[i] = std * random_normal(rng); }
+}
+
+static void fill_uniform(float* p, size_t n, float lo, float hi, uint64_t* rng) {
+    for (size_t i = 0; i < n; i++) { p[i] = lo + (hi - lo) * random_f32(rng); }
+}
+
+static void fill_const(float* p, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) { p[i] = v; }
+}
+
+// the token embeddings: N(0, 0.02), the padded rows zero
+static void fill_wte(float* p, size_t n, const GPT2Config* cfg, uint64_t* rng) {
+    size_t used = (size_t)cfg->vocab_size * cfg->channels;
+    fill_normal(p, used, 0.02f, rng);
+    fill_const(p + used, n - used, 0.0f);
+}
+
+// DAPE's as PyTorch's default Conv2d init, U(+-1/sqrt(fan_in)): the bound, fan_in = Cin k for the
+// first convolution, D k for the second
+static float dape_init_bound(const GPT2Config* cfg, int second) {
+    return 1.0f / sqrtf(second ? (float)cfg->dape_width * cfg->dape : (float)dape_in_channels(cfg->pe, cfg->num_heads) * cfg->dape);
+}
+
+// U(lo, hi), then each value clamped into [min, max]
+static void fill_uniform_clamped(float* p, size_t n, float lo, float hi, float min, float max, uint64_t* rng) {
+    fill_uniform(p, n, lo, hi, rng);
+    for (size_t i = 0; i < n; i++) { p[i] = fminf(fmaxf(p[i], min), max); }
+}
+
+// ----------------------------------------------------------------------------
+// the encoding's definition (pe/<file>.h, its PE_PART_DEFINITION): its constants, the formulas
+// both trainers share, its parameter tensors (PE_TENSORS) and their initialization
+
+#define PE_PART PE_PART_DEFINITION
+#include "pe_part.h"
+#undef PE_PART
+// what an encoding without parameters or constraints leaves out
+#ifndef PE_TENSORS
+#define PE_TENSORS(X)
+#endif
+#ifndef PE_CONFIG_CHECK
+static void pe_config_check(const GPT2Config* c, const char* what) {}
+#endif
+#ifndef PE_TOKEN_ACTS
+#define PE_TOKEN_ACTS 0
+#endif
+#ifndef PE_MAX_LENGTH // no limit on the sequence's length
+static int pe_max_length(const GPT2Config* c) { return INT32_MAX; }
+#define PE_LIMIT_REASON ""
+#endif
+#ifndef PE_LIMIT_NOTE // the n/a of an evaluation beyond the limit
+#define PE_LIMIT_NOTE "beyond the encoding's range"
+#endif
+
 // ----------------------------------------------------------------------------
 // parameter tensors
 
-#define NUM_PARAMETER_TENSORS 39
-enum {
-    P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
-    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB,
-    // PE tensors, every layer's values consecutive as in the GPT-2 tensors above
-    P_CABLE_WB, P_CABLE_BB, P_CABLE_WW, P_CABLE_BW,
-    P_T5_TABLE, P_KERPLE_R1, P_KERPLE_R2,
-    P_FIRE_W1, P_FIRE_B1, P_FIRE_W2, P_FIRE_B2, P_FIRE_C, P_FIRE_L,
-    P_KPOWER_A, P_KPOWER_P,
-    P_COPE_E,
-    P_TXL_WR, P_TXL_RW, P_TXL_RR,
-    // DAPE (llmc/dape.h), last: W1 (D, Cin, k), b1 (D), W2 (NH, D, k), b2 (NH) per layer
-    P_DAPE_W1, P_DAPE_B1, P_DAPE_W2, P_DAPE_B2,
-};
+// X(NAME, field, decay, size, init): the enum P_<NAME>, the field of the trainers' parameter
+// structs, whether weight decay applies, the number of elements (an expression of
+// fill_in_parameter_sizes' Vp, C, maxT, L, NH, hs, and DAPE's k, D, Cin), and the statement
+// that initializes its n elements at p from the random state rng (gpt2_init_params: cfg, and
+// residual_std = 0.02 / sqrt(2 L)). Weight decay applies to the matrices (2-D per layer) and to
+// nothing else. Every layer's values are consecutive. A tensor of size 0 is absent from the
+// checkpoint (wpe for every encoding but learned).
+#define GPT2_TENSORS(X) \
+    X(WTE,      wte,      1, Vp * C,        fill_wte(p, n, cfg, rng)) /* also the classifier (tied) */ \
+    X(WPE,      wpe,      1, cfg->pe == PE_ID_LEARNED ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
+    X(LN1W,     ln1w,     0, L * C,         fill_const(p, n, 1.0f)) \
+    X(LN1B,     ln1b,     0, L * C,         fill_const(p, n, 0.0f)) \
+    X(QKVW,     qkvw,     1, L * 3 * C * C, fill_normal(p, n, 0.02f, rng)) \
+    X(QKVB,     qkvb,     0, L * 3 * C,     fill_const(p, n, 0.0f)) \
+    X(ATTPROJW, attprojw, 1, L * C * C,     fill_normal(p, n, residual_std, rng)) \
+    X(ATTPROJB, attprojb, 0, L * C,         fill_const(p, n, 0.0f)) \
+    X(LN2W,     ln2w,     0, L * C,         fill_const(p, n, 1.0f)) \
+    X(LN2B,     ln2b,     0, L * C,         fill_const(p, n, 0.0f)) \
+    X(FCW,      fcw,      1, L * 4 * C * C, fill_normal(p, n, 0.02f, rng)) \
+    X(FCB,      fcb,      0, L * 4 * C,     fill_const(p, n, 0.0f)) \
+    X(FCPROJW,  fcprojw,  1, L * C * 4 * C, fill_normal(p, n, residual_std, rng)) \
+    X(FCPROJB,  fcprojb,  0, L * C,         fill_const(p, n, 0.0f)) \
+    X(LNFW,     lnfw,     0, C,             fill_const(p, n, 1.0f)) \
+    X(LNFB,     lnfb,     0, C,             fill_const(p, n, 0.0f))
+#define PARAMETER_TENSORS(X) GPT2_TENSORS(X) PE_TENSORS(X) DAPE_TENSORS(X)
 
-static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = {
-    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb",
-    "cable_wb", "cable_bb", "cable_ww", "cable_bw",
-    "t5_table", "kerple_r1", "kerple_r2",
-    "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L",
-    "kpower_a", "kpower_p",
-    "cope_e",
-    "txl_wr", "txl_rw", "txl_rr",
-    "dape_w1", "dape_b1", "dape_w2", "dape_b2",
-};
-
-// weight decay applies to the matrices (2-D per layer) and to nothing else; DAPE's
-// weights decay and its biases do not (GPT-NeoX's rule in the official code); CoPE's
-// embeddings decay (a matrix per layer; the official trainer decays every parameter), and
-// so do txl's W_r, r_w and r_r (matrices per layer; decayed in the official code too)
-static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = {
-    1, 1, 0, 0, 1, 0, 1, 0,
-    0, 0, 1, 0, 1, 0, 0, 0,
-    1, 0, 1, 0,
-    1, 0, 0,
-    1, 0, 1, 0, 0, 0,
-    0, 0,
-    1,
-    1, 1, 1,
-    1, 0, 1, 0,
-};
+#define P_ENUM_(NAME, field, decay, size, init) P_##NAME,
+enum { PARAMETER_TENSORS(P_ENUM_) NUM_PARAMETER_TENSORS };
+// the encoding's tensors are P_PE_BEGIN .. P_PE_END - 1
+#define P_COUNT_(NAME, field, decay, size, init) + 1
+enum { P_PE_BEGIN = 0 GPT2_TENSORS(P_COUNT_), P_PE_END = P_PE_BEGIN PE_TENSORS(P_COUNT_) };
+#define P_NAME_(NAME, field, decay, size, init) #field,
+static const char* const PARAM_NAMES[NUM_PARAMETER_TENSORS] = { PARAMETER_TENSORS(P_NAME_) };
+#define P_DECAY_(NAME, field, decay, size, init) decay,
+static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = { PARAMETER_TENSORS(P_DECAY_) };
 
 static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
     size_t Vp = cfg->padded_vocab_size, C = cfg->channels, maxT = cfg->max_seq_len;
-    size_t L = cfg->num_layers, NH = cfg->num_heads;
-    int pe = cfg->pe;
-    int cable = pe == PE_ID_CABLE_V1 || pe == PE_ID_CABLE_NW || pe == PE_ID_CABLE || pe == PE_ID_KCABLE;
-    sizes[P_WTE] = Vp * C;
-    sizes[P_WPE] = pe == PE_ID_LEARNED ? maxT * C : 0;
-    sizes[P_LN1W] = L * C;
-    sizes[P_LN1B] = L * C;
-    sizes[P_QKVW] = L * (3 * C) * C;
-    sizes[P_QKVB] = L * (3 * C);
-    sizes[P_ATTPROJW] = L * C * C;
-    sizes[P_ATTPROJB] = L * C;
-    sizes[P_LN2W] = L * C;
-    sizes[P_LN2B] = L * C;
-    sizes[P_FCW] = L * (4 * C) * C;
-    sizes[P_FCB] = L * (4 * C);
-    sizes[P_FCPROJW] = L * C * (4 * C);
-    sizes[P_FCPROJB] = L * C;
-    sizes[P_LNFW] = C;
-    sizes[P_LNFB] = C;
-    sizes[P_CABLE_WB] = cable ? L * NH * C : 0;
-    sizes[P_CABLE_BB] = cable ? L * NH : 0;
-    sizes[P_CABLE_WW] = pe == PE_ID_CABLE ? L * NH * C : 0;
-    sizes[P_CABLE_BW] = pe == PE_ID_CABLE ? L * NH : 0;
-    sizes[P_T5_TABLE] = pe == PE_ID_T5 ? L * NH * T5_NUM_BUCKETS : 0;
-    sizes[P_KERPLE_R1] = pe == PE_ID_KERPLE ? L * NH : 0;
-    sizes[P_KERPLE_R2] = pe == PE_ID_KERPLE ? L * NH : 0;
-    sizes[P_FIRE_W1] = pe == PE_ID_FIRE ? L * FIRE_HIDDEN : 0;
-    sizes[P_FIRE_B1] = pe == PE_ID_FIRE ? L * FIRE_HIDDEN : 0;
-    sizes[P_FIRE_W2] = pe == PE_ID_FIRE ? L * NH * FIRE_HIDDEN : 0;
-    sizes[P_FIRE_B2] = pe == PE_ID_FIRE ? L * NH : 0;
-    sizes[P_FIRE_C] = pe == PE_ID_FIRE ? L : 0;
-    sizes[P_FIRE_L] = pe == PE_ID_FIRE ? L : 0;
-    sizes[P_KPOWER_A] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
-    sizes[P_KPOWER_P] = pe == PE_ID_KERPLE_POWER ? L * NH : 0;
-    sizes[P_COPE_E] = pe == PE_ID_COPE ? L * cope_positions((int)maxT) * (C / NH) : 0;
-    sizes[P_TXL_WR] = pe == PE_ID_TXL ? L * C * C : 0;
-    sizes[P_TXL_RW] = pe == PE_ID_TXL ? L * C : 0;
-    sizes[P_TXL_RR] = pe == PE_ID_TXL ? L * C : 0;
-    size_t k = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(pe, (int)NH);
-    sizes[P_DAPE_W1] = L * D * Cin * k;
-    sizes[P_DAPE_B1] = k > 0 ? L * D : 0;
-    sizes[P_DAPE_W2] = L * NH * D * k;
-    sizes[P_DAPE_B2] = k > 0 ? L * NH : 0;
+    size_t L = cfg->num_layers, NH = cfg->num_heads, hs = C / NH;
+    size_t k = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, (int)NH);
+    (void)hs; // the sizes of the encoding's tensors take what they need
+#define P_SIZE_(NAME, field, decay, size, init) sizes[P_##NAME] = (size);
+    PARAMETER_TENSORS(P_SIZE_)
 }
 
 static size_t count_parameters(const GPT2Config* cfg) {
@@ -159,15 +172,6 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     if (c->channels < 1 || c->channels > 65536 || c->channels % c->num_heads != 0) {
         fatal("%s: bad channels %d (must be a multiple of the %d heads)", what, c->channels, c->num_heads);
     }
-    if ((c->pe == PE_ID_ROPE || c->pe == PE_ID_XPOS || c->pe == PE_ID_SANDWICH) && (c->channels / c->num_heads) % 2 != 0) {
-        fatal("%s: %s needs an even head size, got %d", what, pe_name(c->pe), c->channels / c->num_heads);
-    }
-    if (c->pe == PE_ID_TXL && c->channels % 2 != 0) { // its sinusoids come in C/2 pairs
-        fatal("%s: txl needs an even number of channels, got %d", what, c->channels);
-    }
-    if (c->pe == PE_ID_SINUSOIDAL && c->channels < 4) { // its frequencies divide by C/2 - 1
-        fatal("%s: sinusoidal needs at least 4 channels, got %d", what, c->channels);
-    }
     if (c->vocab_size < 2 || c->vocab_size > 65536 || c->padded_vocab_size < c->vocab_size
         || c->padded_vocab_size > (1 << 20)) {
         fatal("%s: bad vocabulary sizes V=%d Vp=%d", what, c->vocab_size, c->padded_vocab_size);
@@ -186,9 +190,7 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
-    if (c->pe == PE_ID_LEARNED && c->rp_len > c->max_seq_len) {
-        fatal("%s: randomized positions from [0, %d) need as many rows of wpe, it has maxT = %d", what, c->rp_len, c->max_seq_len);
-    }
+    if (c->pe == PE_ID) { pe_config_check(c, what); } // the encoding's own constraints (pe/<file>.h)
 }
 
 // DAPE as this binary is built (llmc/dape.h): variant and default width
@@ -239,82 +241,20 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
 // ----------------------------------------------------------------------------
 // random initialization, on the host into fp32, identical for both trainers:
 // GPT-2's N(0, 0.02) weights with residual projections scaled by 1/sqrt(2L), zero
-// biases, unit layernorm weights; each PE's tensors as its paper or code starts them.
-
-static void fill_normal(float* p, size_t n, float std, uint64_t* rng) {
-    for (size_t i = 0; i < n; i++) { p[i] = std * random_normal(rng); }
-}
-
-static void fill_uniform(float* p, size_t n, float lo, float hi, uint64_t* rng) {
-    for (size_t i = 0; i < n; i++) { p[i] = lo + (hi - lo) * random_f32(rng); }
-}
-
-static void fill_const(float* p, size_t n, float v) {
-    for (size_t i = 0; i < n; i++) { p[i] = v; }
-}
+// biases, unit layernorm weights; the encoding's tensors as its paper or code starts them,
+// DAPE's as PyTorch's default Conv2d / Linear init: the tensors' lists above say how.
 
 static void gpt2_init_params(float* params, const GPT2Config* cfg, uint64_t seed) {
     size_t sizes[NUM_PARAMETER_TENSORS];
     fill_in_parameter_sizes(sizes, cfg);
-    uint64_t rng = random_seed(seed);
+    uint64_t state = random_seed(seed);
+    uint64_t* rng = &state;
     float residual_std = 0.02f / sqrtf(2.0f * cfg->num_layers);
     float* p = params;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         size_t n = sizes[i];
-        switch (i) {
-            case P_WTE: // the padded rows stay zero
-                fill_normal(p, (size_t)cfg->vocab_size * cfg->channels, 0.02f, &rng);
-                fill_const(p + (size_t)cfg->vocab_size * cfg->channels, n - (size_t)cfg->vocab_size * cfg->channels, 0.0f);
-                break;
-            case P_WPE: case P_QKVW: case P_FCW: case P_CABLE_WB: case P_CABLE_WW: case P_T5_TABLE:
-                fill_normal(p, n, 0.02f, &rng); break;
-            case P_ATTPROJW: case P_FCPROJW:
-                fill_normal(p, n, residual_std, &rng); break;
-            case P_LN1W: case P_LN2W: case P_LNFW: case P_CABLE_BW:
-                fill_const(p, n, 1.0f); break;
-            case P_CABLE_BB: // softplus(0) = log 2 for cable_v1; the ReLU variants start at log 2 directly
-                fill_const(p, n, cfg->pe == PE_ID_CABLE_V1 ? 0.0f : CABLE_INIT_INCREMENT); break;
-            case P_KERPLE_R1: // as the Kerple code: r1 ~ U(0, 2), r2 ~ U(0, 1), kept >= 0.01
-                fill_uniform(p, n, 0.0f, 2.0f, &rng);
-                for (size_t j = 0; j < n; j++) { p[j] = fmaxf(p[j], KERPLE_MIN); }
-                break;
-            case P_KERPLE_R2:
-                fill_uniform(p, n, 0.0f, 1.0f, &rng);
-                for (size_t j = 0; j < n; j++) { p[j] = fmaxf(p[j], KERPLE_MIN); }
-                break;
-            case P_FIRE_W1: case P_FIRE_B1: // the MLP as PyTorch's default Linear init: U(+-1/sqrt(fan_in))
-                fill_uniform(p, n, -1.0f, 1.0f, &rng); break;
-            case P_FIRE_W2: case P_FIRE_B2:
-                fill_uniform(p, n, -1.0f / sqrtf(FIRE_HIDDEN), 1.0f / sqrtf(FIRE_HIDDEN), &rng); break;
-            case P_FIRE_C:
-                fill_const(p, n, FIRE_INIT_C); break;
-            case P_FIRE_L: // the threshold's multiplier: L starts at L0 = maxT // 2
-                fill_const(p, n, FIRE_INIT_L); break;
-            case P_KPOWER_A: // as the Kerple code: a ~ U(0, 1), p ~ U(0, 2), then clamped
-                fill_uniform(p, n, 0.0f, 1.0f, &rng);
-                for (size_t j = 0; j < n; j++) { p[j] = fmaxf(p[j], KERPLE_POWER_MIN); }
-                break;
-            case P_KPOWER_P:
-                fill_uniform(p, n, 0.0f, 2.0f, &rng);
-                for (size_t j = 0; j < n; j++) { p[j] = fminf(fmaxf(p[j], KERPLE_POWER_MIN), KERPLE_POWER_P_MAX); }
-                break;
-            case P_COPE_E: // zeros, as the official code: CoPE starts as NoPE
-                fill_const(p, n, 0.0f); break;
-            case P_TXL_WR: // r_net: PyTorch's default Linear init, U(+-1/sqrt(C))
-                fill_uniform(p, n, -1.0f / sqrtf((float)cfg->channels), 1.0f / sqrtf((float)cfg->channels), &rng); break;
-            case P_TXL_RW: case P_TXL_RR: // torch.randn * 0.02
-                fill_normal(p, n, 0.02f, &rng); break;
-            case P_DAPE_W1: case P_DAPE_B1: { // PyTorch's default Conv2d / Linear init: U(+-1/sqrt(fan_in))
-                float bound = 1.0f / sqrtf((float)dape_in_channels(cfg->pe, cfg->num_heads) * cfg->dape);
-                fill_uniform(p, n, -bound, bound, &rng); break;
-            }
-            case P_DAPE_W2: case P_DAPE_B2: {
-                float bound = 1.0f / sqrtf((float)cfg->dape_width * cfg->dape);
-                fill_uniform(p, n, -bound, bound, &rng); break;
-            }
-            default: // biases
-                fill_const(p, n, 0.0f); break;
-        }
+#define P_INIT_(NAME, field, decay, size, init) case P_##NAME: init; break;
+        switch (i) { PARAMETER_TENSORS(P_INIT_) }
         p += n;
     }
 }

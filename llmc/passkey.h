@@ -233,7 +233,7 @@ static void passkey_grid(GPT2* model, const PasskeyTokens* pk, const int* length
             row[d].eval_len = L;
             row[d].depth = depths > 1 ? (double)d / (depths - 1) : 0.5;
             if (L > gpt2_max_length(model)) {
-                row[d].note = model->config.pe == PE_ID_LEARNED ? "n/a: beyond the learned positions" : "n/a: beyond the encoding's range";
+                row[d].note = "n/a: " PE_LIMIT_NOTE;
             } else if (L < passkey_min_length(pk)) {
                 row[d].note = "n/a: shorter than the prompt";
             }

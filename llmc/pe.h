@@ -129,6 +129,28 @@ static inline const char* pe_names_dape(void) { return pe_names_with(1); }
 #define PE_FIRST(...) PE_FIRST_(__VA_ARGS__)
 #define PE_FILE PE_FIRST(PE_REGISTRY(PE_FILE_OF_))
 
+// the parts of an encoding's file (llmc/pe_part.h includes the one named by PE_PART)
+#define PE_PART_DEFINITION 1
+#define PE_PART_CPU 2
+#define PE_PART_CUDA 3
+#define PE_PART_TEST 4
+
+// The CPU path computes in `real`: float for training; the gradient checks build the very
+// same code with -DREAL_DOUBLE so that finite differences are exact to ~1e-9. The CUDA
+// path computes the formulas the encodings share in float.
+#ifdef REAL_DOUBLE
+typedef double real;
+#else
+typedef float real;
+#endif
+
+// the formulas an encoding's file shares between the two paths (host and device functions)
+#ifdef __CUDACC__
+#define PE_FN static __host__ __device__ __forceinline__
+#else
+#define PE_FN static inline
+#endif
+
 // the bias encodings whose bias is a function of the positions, and so of a draw of
 // randomized positions (the others enter by the embedding or q, k)
 #define PE_BIAS_OF_POSITIONS (PE_KIND == PE_KIND_BIAS && PE_RP)
@@ -137,94 +159,6 @@ static inline const char* pe_names_dape(void) { return pe_names_with(1); }
 #if PE_IS(CABLE_V1) || PE_IS(CABLE_NW) || PE_IS(CABLE) || PE_IS(KCABLE)
 #define PE_CABLE_FAMILY
 #endif
-
-// ----------------------------------------------------------------------------
-// constants of the encodings
-
-#define ROPE_BASE 10000.0f
-#define T5_NUM_BUCKETS 32
-#define T5_MAX_EXACT 16
-#define T5_MAX_DISTANCE 128
-#define KERPLE_MIN 0.01f   // r1 and r2 are projected back to >= this after every update
-#define FIRE_HIDDEN 32
-#define FIRE_INIT_C 0.1f
-#define FIRE_INIT_L 1.0f   // the learned multiplier l of the threshold L = |l| * L0, L0 = maxT // 2
-#define FIRE_EPS 1e-6f
-// sinusoidal (fairseq): token embeddings are multiplied by sqrt(C); positions start at
-// fairseq's padding_idx + 1 = 2 (make_positions), so the first token gets row 2 of the table
-#define SINUSOIDAL_FIRST_POS 2
-// xPos: the decay's scale base gamma (torchscale's DecoderConfig scale_base); the q and k
-// factors zeta^(+-n/gamma) grow with the length, and lengths whose largest factor would
-// exceed 2^XPOS_MAX_LOG2 are refused (fp32 and bf16 hold 2^+-126; the margin keeps q, k
-// and their gradients normal numbers)
-#define XPOS_SCALE_BASE 512.0
-#define XPOS_MAX_LOG2 64.0
-// Kerple-power: a kept >= 0.01, p in [0.01, 2] after every update (the Kerple code's clamps)
-#define KERPLE_POWER_MIN 0.01f
-#define KERPLE_POWER_P_MAX 2.0f
-// a CABLE increment starts at softplus(0) = log 2 for every head and token, and the
-// weight w of `cable` at 1: the released code's starting point
-#define CABLE_INIT_INCREMENT 0.69314718f
-
-// CoPE's number of positions P: the training length + 1 (the official default, block size
-// + 1: a position counts gates, from 0 to the row's length). maxT is header word 2 of the
-// checkpoint (the training length of every model but `learned`), so a longer evaluation
-// uses the trained P: positions beyond P - 1 share E[P - 1].
-static inline int cope_positions(int maxT) { return maxT + 1; }
-
-// ALiBi head slopes (Press et al.): for a power-of-two n, the geometric sequence
-// 2^(-8/n), 2^(-16/n), ...; otherwise the slopes of the closest smaller power of two
-// followed by every other slope of twice that power (the reference get_slopes).
-static void alibi_slopes(float* out, int n) {
-    int p = 1;
-    while (p * 2 <= n) { p *= 2; }
-    double start = pow(2.0, -8.0 / p);
-    for (int i = 0; i < p; i++) { out[i] = (float)pow(start, i + 1); }
-    if (p < n) {
-        double start2 = pow(2.0, -8.0 / (2 * p));
-        for (int i = 0; i < n - p; i++) { out[p + i] = (float)pow(start2, 2 * i + 1); }
-    }
-}
-
-// Causal T5 bucket of a distance n = i - j >= 0: distances below 16 get their own
-// bucket, larger ones share log-spaced buckets up to 128, beyond which all share the
-// last bucket. Computed in double so both trainers agree on every boundary.
-static inline int t5_bucket(int n) {
-    if (n < T5_MAX_EXACT) { return n; }
-    if (n >= T5_MAX_DISTANCE) { return T5_NUM_BUCKETS - 1; }
-    int b = T5_MAX_EXACT + (int)(log((double)n / T5_MAX_EXACT) / log((double)T5_MAX_DISTANCE / T5_MAX_EXACT)
-                                 * (T5_NUM_BUCKETS - T5_MAX_EXACT));
-    return b < T5_NUM_BUCKETS - 1 ? b : T5_NUM_BUCKETS - 1;
-}
-
-// the few helpers the CUDA kernels call as well
-#ifdef __CUDACC__
-#define PE_HOST_DEVICE __host__ __device__
-#else
-#define PE_HOST_DEVICE
-#endif
-
-// xPos's per-pair decay base zeta_m = (2m + 0.4 hs) / (1.4 hs), m in [0, hs/2) (torchscale)
-static inline PE_HOST_DEVICE double xpos_zeta(int m, int hs) { return (2.0 * m + 0.4 * hs) / (1.4 * hs); }
-
-// the longest sequence whose xPos factors zeta_0^(+-ceil(T/2)/gamma) stay within 2^XPOS_MAX_LOG2
-static inline int xpos_max_length(int hs) {
-    return 2 * (int)floor(XPOS_MAX_LOG2 * XPOS_SCALE_BASE / -log2(xpos_zeta(0, hs)));
-}
-
-// Sandwich's bias of distance n >= 0 in head h is sandwich_sum(n) / sandwich_head_scale(h),
-// with d' = hs (NeMo's code, the only published one):
-// (sum_{k=1}^{hs/2} cos(n 10000^(-2k/hs)) - hs/2) / (8 (h + 1) / NH). 0 at n = 0, never positive.
-static inline double sandwich_sum(int n, int hs) {
-    double sum = 0;
-    for (int k = 1; k <= hs / 2; k++) { sum += cos(n * pow(10000.0, -2.0 * k / hs)); }
-    return sum - hs / 2.0;
-}
-static inline double sandwich_head_scale(int h, int NH) { return 8.0 * (h + 1) / NH; }
-
-// the bias of a key outside xPos's blockwise causal attention window: finite, so that an
-// online softmax never meets -inf - (-inf) in a row whose first key tile is all masked
-#define PE_MASKED_BIAS (-1e30f)
 
 // ----------------------------------------------------------------------------
 // evaluation variants (runtime flags): RoPE scaling and xPos's blockwise causal attention
@@ -251,61 +185,6 @@ typedef struct {
     double rope_factor;
     int train_len;
 } PEEval;
-
-#define YARN_BETA_FAST 32.0
-#define YARN_BETA_SLOW 1.0
-
-// YaRN's pair index whose wavelength fits r rotations in the training length L (the code's
-// find_correction_dim): hs ln(L / (2 pi r)) / (2 ln base)
-static inline double yarn_correction_dim(double r, int hs, int L) {
-    return hs * log(L / (r * 2.0 * M_PI)) / (2.0 * log((double)ROPE_BASE));
-}
-
-// the ramp's ends lo = max(floor(I(32)), 0), hi = min(ceil(I(1)), hs - 1) (find_correction_range)
-static inline void yarn_correction_range(int hs, int L, int* lo, int* hi) {
-    int a = (int)floor(yarn_correction_dim(YARN_BETA_FAST, hs, L));
-    int b = (int)ceil(yarn_correction_dim(YARN_BETA_SLOW, hs, L));
-    *lo = a > 0 ? a : 0;
-    *hi = b < hs - 1 ? b : hs - 1;
-}
-
-// YaRN's q and k factor: 0.1 ln s + 1 for s > 1, else 1 (get_mscale); the logits get its square
-static inline double yarn_mscale(double s) { return s > 1 ? 0.1 * log(s) + 1.0 : 1.0; }
-
-// the scale factor of a RoPE variant in a forward pass over T tokens: the static factor,
-// or for the dynamic variants max(1, T / L); 1 for plain rope
-static inline double rope_scale(const PEEval* e, int T) {
-    switch (e->variant) {
-        case PE_EVAL_PI: case PE_EVAL_NTK: case PE_EVAL_YARN: return e->rope_factor;
-        case PE_EVAL_DYN_PI: case PE_EVAL_DYN_NTK: case PE_EVAL_DYN_YARN: return T > e->train_len ? (double)T / e->train_len : 1.0;
-        default: return 1.0;
-    }
-}
-
-// RoPE's angular frequencies inv_freq[k], k in [0, hs/2) (radians per position), for the
-// variant in effect in a forward pass over T tokens (jquesnelle/yarn's scaled_rope code);
-// returns the factor that q and k are multiplied by (YaRN's mscale(s), 1 otherwise)
-static double rope_frequencies(double* inv_freq, int hs, const PEEval* e, int T) {
-    double s = rope_scale(e, T), base = ROPE_BASE;
-    int v = e->variant;
-    if (v == PE_EVAL_NTK || v == PE_EVAL_DYN_NTK) { base *= pow(s, hs / (hs - 2.0)); }
-    int lo = 0, hi = 0;
-    if (v == PE_EVAL_YARN || v == PE_EVAL_DYN_YARN) { yarn_correction_range(hs, e->train_len, &lo, &hi); }
-    for (int k = 0; 2 * k < hs; k++) {
-        double theta = pow(base, -2.0 * k / hs);
-        if (v == PE_EVAL_PI || v == PE_EVAL_DYN_PI) { theta /= s; }
-        if (v == PE_EVAL_YARN || v == PE_EVAL_DYN_YARN) {
-            // g = 1 keeps theta (high frequencies), g = 0 interpolates theta / s; the ramp
-            // goes linearly over the pair index between lo and hi (hi == lo: hi + 0.001)
-            double ramp = (k - lo) / (hi == lo ? 0.001 : (double)(hi - lo));
-            ramp = ramp < 0 ? 0 : (ramp > 1 ? 1 : ramp);
-            double g = 1 - ramp;
-            theta = theta / s * (1 - g) + theta * g;
-        }
-        inv_freq[k] = theta;
-    }
-    return v == PE_EVAL_YARN || v == PE_EVAL_DYN_YARN ? yarn_mscale(s) : 1.0;
-}
 
 // ----------------------------------------------------------------------------
 // randomized positions (-rp L; Ruoss et al. 2023, google-deepmind/randomized_positional_encodings)
