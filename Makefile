@@ -1,5 +1,5 @@
 # GPT-2 trainer for length-extrapolation research. The positional encoding is a
-# compile-time switch:  make train_gpt2 PE=cable && ./train_gpt2
+# compile-time switch (default cable; PE=learned is llm.c's model):  make train_gpt2 && ./train_gpt2
 #
 #   make train_gpt2 PE=<name>     CPU trainer (./train_gpt2)
 #   make train_gpt2cu PE=<name>   CUDA trainer (./train_gpt2cu)
@@ -8,7 +8,7 @@
 #   make starter                  the built-in dataset (data/starter/)
 #
 # DAPE is a second switch on top of the bases nope, rope, alibi, kerple and fire
-# (llmc/dape.h):  make train_gpt2 PE=kerple DAPE=1x3   (DAPE=mlp, 1x3, 1x5, 1x7; none
+# (pe/dape.h):  make train_gpt2 PE=kerple DAPE=1x3   (DAPE=mlp, 1x3, 1x5, 1x7; none
 # by default), hidden width DAPE_D (default 32), DAPE_EDGE_EXACT=0 for rows independent
 # of the sequence's end.
 #
@@ -16,7 +16,8 @@
 # build/train_gpt2_<pe>_dape<variant>[_d<D>][_edge0]); the top-level binaries are copies
 # of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
 
-PE ?= learned
+# the default is CABLE, the method at the centre of this project; PE=learned is llm.c's model
+PE ?= cable
 open_paren := (
 # the registry's names (llmc/pe_list.h: the lines X(id, NAME, name, file, kind, rp, dape, rev)),
 # and the bases of DAPE among them (dape = 1)
@@ -69,7 +70,7 @@ endif
 HEADERS := $(wildcard llmc/*.h pe/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals
+.PHONY: all train_gpt2 test_gpt2 test clean test-registry test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals
 all: train_gpt2
 
 $(BUILD):
@@ -108,7 +109,7 @@ cpu_tests = for s in $(1); do \
 test-cpu: test-builds
 	@$(call cpu_tests,$(PE_LIST))
 
-# DAPE (llmc/dape.h): every variant and every base at least once, the CPU tests and the
+# DAPE (pe/dape.h): every variant and every base at least once, the CPU tests and the
 # fp64 gradient checks (with both edge rules); the CUDA trainer (bf16) and GPU test (fp32)
 # compile for two of them and run where a GPU is present; kerple_dape1x3's CUDA path runs
 # in the CPU emulation against the CPU path (cuda.mk: emulate-tiny)
@@ -161,6 +162,11 @@ test-checkpoints: $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 test-experiment: starter
 	bash dev/extrapolation.sh --quick $(BUILD)/extrapolation_quick
 
+# what must agree with the registry of encodings and cannot be generated from it
+# (tests/registry.py): the encodings' files, python/model.py's names, the README's table
+test-registry:
+	@PY=python3; $$PY -c "import torch" 2> /dev/null || PY=/usr/bin/python3; $$PY tests/registry.py
+
 # the PyTorch model (python/model.py) and the exporter against the fp64 C trainer, every
 # encoding: logits, loss and every gradient (PyTorch: Debian's python3-torch, installed for
 # /usr/bin/python3; without it the test says so in one line and passes)
@@ -173,7 +179,7 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # builds of the longest lists come first, TEST_JOBS at a time (CI's 2 cores), then every
 # test, one after another.
 TEST_JOBS ?= 2
-TESTS := test-cpu test-checkpoints test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
+TESTS := test-registry test-cpu test-checkpoints test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
          test-cuda-resources test-cuda-emulate test-dape
 test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))

@@ -31,7 +31,7 @@ ifeq ($(filter $(PRECISION),BF16 FP32),)
 $(error unknown PRECISION '$(PRECISION)'; valid: BF16 FP32)
 endif
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVCC_FLAGS := -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function
+NVCC_FLAGS := -std=c++17 -O3 $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-Wno-unused-parameter
 NVCC_LDLIBS := -lcublas -lcublasLt
 CU_HEADERS := $(HEADERS) $(wildcard llmc/*.cuh)
 CU_SUFFIX := $(if $(filter FP32,$(PRECISION)),_fp32,)

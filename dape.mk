@@ -1,4 +1,4 @@
-# DAPE (llmc/dape.h), the second compile-time switch: its variables and checks, and the
+# DAPE (pe/dape.h), the second compile-time switch: its variables and checks, and the
 # binaries' names. Included by the Makefile, which defines PE, pe_flag and open_paren.
 # The base, the variant, a width other than 32 and the edge rule 0 make the "stem" of a
 # binary's name (after train_gpt2_, test_gpt2_, ...), and the stem makes the flags:

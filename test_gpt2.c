@@ -65,161 +65,48 @@ static void perturb_parameters(GPT2* model, real amount, uint64_t* rng) {
 }
 
 // ----------------------------------------------------------------------------
-// the encodings' definitions, written out again independently of train_gpt2.c
-
-#if defined(PE_T5)
-// T5's _relative_position_bucket (causal), computed the way the reference does in fp32
-static int ref_t5_bucket(int n) {
-    if (n < 16) { return n; }
-    int v = 16 + (int)(logf((float)n / 16.0f) / logf(128.0f / 16.0f) * 16.0f);
-    return v < 31 ? v : 31;
-}
-#endif
-
-// S of head h for the CABLE family at layer l, row b, position t, recomputed from ln1
-#if defined(PE_CABLE_FAMILY)
-static double ref_cable_S(GPT2* model, int l, int b, int h, int t, int T, int force_m, double m) {
-    int C = model->config.channels, NH = model->config.num_heads;
-    const real* W = model->params.cable_wb + ((size_t)l * NH + h) * C;
-    double S = 0;
-    for (int k = 0; k <= t; k++) {
-        const real* x = model->acts.t.ln1 + ((size_t)l * model->acts_N + (size_t)b * T + k) * C;
-        double a = model->params.cable_bb[l * NH + h];
-        for (int c = 0; c < C; c++) { a += x[c] * W[c]; }
-#if defined(PE_CABLE_V1)
-        double inc = log(1 + exp(a));
-#else
-        double inc = a > 0 ? a : 0;
-#endif
-        S -= force_m ? m : inc;
-    }
-    return S;
-}
-#endif
-
-#if defined(PE_TXL)
-// Transformer-XL as the DAPE repository's RelativePositionalEncodingLayer computes it
-// (positional_embeddings.py:758-789), for row b, head h of layer l, on T x T matrices:
-// AC[i][j] = (q_i + r_w) . k_j; BDraw[i][j'] = (q_i + r_r) . (W_r R(T - 1 - j'))_h with
-// pos_seq = T-1, ..., 0 and R(n) = [sin(n w), cos(n w)], w_k = 1 / 10000^(2k/C); then
-// _rel_shift (:743-756): a zero column prepended, the (T, T + 1) matrix viewed as
-// (T + 1, T), its first row dropped, viewed as (T, T). Returns (AC + BD) / sqrt(hs) at (i, j).
-static double ref_txl_score(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
-    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
-    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
-    const real* rw = model->params.txl_rw + (size_t)l * C + h * hs;
-    const real* rr = model->params.txl_rr + (size_t)l * C + h * hs;
-    double ac = 0;
-    for (int c = 0; c < hs; c++) { ac += (q[c] + rw[c]) * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c]; }
-    // the shifted matrix's (i, j) is the padded matrix's element at flat index T + i T + j
-    size_t f = (size_t)T + (size_t)i * T + j;
-    size_t pr = f / (T + 1), pc = f % (T + 1);
-    double bd = 0;
-    if (pc > 0) { // column 0 is the zero pad
-        const real* qr = qkv + ((size_t)b * T + pr) * 3 * C + h * hs;
-        double n = T - 1 - (double)(pc - 1); // pos_seq[j'] at j' = pc - 1
-        for (int o = 0; o < hs; o++) {
-            const real* W = model->params.txl_wr + ((size_t)l * C + h * hs + o) * C;
-            double r = 0;
-            for (int k = 0; k < C / 2; k++) {
-                double inv_freq = 1 / pow(10000.0, 2.0 * k / C);
-                r += W[k] * sin(n * inv_freq) + W[C / 2 + k] * cos(n * inv_freq);
-            }
-            bd += (qr[o] + rr[o]) * r;
-        }
-    }
-    return (ac + bd) / sqrt((double)hs);
-}
-#endif
-
-#if defined(PE_COPE)
-// CoPE's tests train at 12 tokens (P = 13), below the lengths they run, so that the far
-// keys' positions clamp at P - 1; E (zero at the start) gets values of some weight
-#define COPE_TEST_MAXT 12
-static void cope_random_embeddings(GPT2* model, uint64_t* rng) {
-    for (size_t i = 0; i < model->param_sizes[P_COPE_E]; i++) { model->params.cope_e[i] = 0.5 * random_normal(rng); }
-}
-#endif
-
-// the bias b(i, j) of head h in layer l for row b, as DESIGN.md defines it
-static double ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    int NH = model->config.num_heads;
-    (void)NH; (void)l; (void)b; (void)h; (void)i; (void)j; (void)T;
-#if defined(PE_ALIBI)
-    return -model->alibi_slopes[h] * (double)(i - j);
-#elif defined(PE_T5)
-    return model->params.t5_table[((size_t)l * NH + h) * 32 + ref_t5_bucket(i - j)];
-#elif defined(PE_KERPLE)
-    return -model->params.kerple_r1[l * NH + h] * log(1 + model->params.kerple_r2[l * NH + h] * (double)(i - j));
-#elif defined(PE_FIRE)
-    // the DAPE repo's FIRE: log(|c x| + 1), normalizer max(i, |l * L0|), L0 = T_train // 2
-    double c = model->params.fire_c[l], L = fabs(model->params.fire_L[l] * (double)(model->config.max_seq_len / 2));
-    double u = log(fabs(c * (i - j)) + 1) / (log(fabs(c * fmax(i, L)) + 1) + 1e-6);
-    double out = model->params.fire_b2[l * NH + h];
-    for (int k = 0; k < 32; k++) {
-        double hid = model->params.fire_w1[l * 32 + k] * u + model->params.fire_b1[l * 32 + k];
-        out += model->params.fire_w2[((size_t)l * NH + h) * 32 + k] * (hid > 0 ? hid : 0);
-    }
-    return out;
-#elif defined(PE_SANDWICH)
-    // NeMo: (sum_{k=1}^{d/2} cos((i-j) / 10000^(2k/d)) - d/2) / ((h+1) * 8 / NH), d = head size
-    int hs = model->config.channels / NH;
-    double sum = 0;
-    for (int k = 1; k <= hs / 2; k++) { sum += cos((i - j) / pow(10000.0, 2.0 * k / hs)); }
-    return (sum - hs / 2.0) / ((h + 1) * 8.0 / NH);
-#elif defined(PE_KERPLE_POWER)
-    return -model->params.kpower_a[l * NH + h] * pow((double)(i - j), (double)model->params.kpower_p[l * NH + h]);
-#elif defined(PE_XPOS)
-    // blockwise causal attention (sunyt32/torchscale): beyond the training length w, query i
-    // sees the keys of its own block of w/2 and the one before
-    int w = model->pe_eval.train_len;
-    if (model->pe_eval.variant == PE_EVAL_BCA && T > w && j < (i / (w / 2) - 1) * (w / 2)) { return -INFINITY; }
-    return 0;
-#elif defined(PE_COPE)
-    // the official code: the gates sigmoid(q_i.k_t / sqrt(hs)) of the keys t = j..i summed
-    // into key j's position, clamped at P - 1 = maxT; q_i.E interpolated between the
-    // position's floor and ceil, divided by sqrt(hs)
-    int C = model->config.channels, hs = C / NH, P = model->config.max_seq_len + 1;
-    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
-    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
-    double pos = 0;
-    for (int t = j; t <= i; t++) {
-        double dot = 0;
-        for (int c = 0; c < hs; c++) { dot += q[c] * qkv[((size_t)b * T + t) * 3 * C + C + h * hs + c]; }
-        pos += 1 / (1 + exp(-dot / sqrt((double)hs)));
-    }
-    pos = fmin(pos, P - 1);
-    const real* E = model->params.cope_e + (size_t)l * P * hs;
-    double zf = 0, zc = 0;
-    for (int c = 0; c < hs; c++) { zf += q[c] * E[(size_t)floor(pos) * hs + c]; zc += q[c] * E[(size_t)ceil(pos) * hs + c]; }
-    return ((pos - floor(pos)) * zc + (1 - (pos - floor(pos))) * zf) / sqrt((double)hs);
-#elif defined(PE_TXL)
-    // the attention adds q_i . k_j / sqrt(hs) itself
-    int C = model->config.channels, hs = C / NH;
-    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
-    double qk = 0;
-    for (int c = 0; c < hs; c++) { qk += qkv[((size_t)b * T + i) * 3 * C + h * hs + c] * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c]; }
-    return ref_txl_score(model, l, b, h, i, j, T) - qk / sqrt((double)hs);
-#elif defined(PE_CABLE_FAMILY)
-    double d = ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
-#if defined(PE_CABLE)
-    int C = model->config.channels;
-    const real* x = model->acts.t.ln1 + ((size_t)l * model->acts_N + (size_t)b * T + i) * C;
-    double w = model->params.cable_bw[l * NH + h];
-    for (int c = 0; c < C; c++) { w += x[c] * model->params.cable_ww[((size_t)l * NH + h) * C + c]; }
-    return w * d;
-#elif defined(PE_KCABLE)
-    return -log(1 + d * d);
-#else
-    return d;
-#endif
-#else
-    return 0;
-#endif
-}
+// the encoding's own tests and its definition written out again, independently of its
+// hooks, in double (its file's PE_PART_TEST, pe/<file>.h), with the defaults of what it
+// leaves out: pe_ref_bias (b(i, j); 0), pe_ref_embed (the position embedding added to a
+// token's value; none), pe_ref_rotate (q and k rotated; none), pe_test_config and
+// pe_test_params (the tests' model: what its regimes need), pe_loss_piece (the piece of a
+// piecewise-smooth loss; 0), pe_tests (its identities), pe_test_gradients (fp64 checks of
+// its own)
 
 typedef double (*BiasFn)(GPT2* model, int l, int b, int h, int i, int j, int T);
+static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int T);
+static double qkv_vs_reference(GPT2* model, int l, int B, int T);
+typedef void (*FailFn)(const void*);
+static void expect_failure(const char* what, FailFn fn, const void* arg, const char* expect);
+
+#define PE_PART PE_PART_TEST
+#include "llmc/pe_part.h"
+#undef PE_PART
+
+#ifndef PE_REF_BIAS
+static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) { return 0; }
+#endif
+#ifndef PE_REF_EMBED
+static double pe_ref_embed(GPT2* model, double token, int pos, int c) { return token; }
+#endif
+#ifndef PE_REF_ROTATE
+static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {}
+#endif
+#ifndef PE_TEST_CONFIG
+static void pe_test_config(GPT2Config* cfg) {}
+#endif
+#ifndef PE_TEST_PARAMS
+static void pe_test_params(GPT2* model, uint64_t* rng) {}
+#endif
+#ifndef PE_LOSS_PIECE
+static uint64_t pe_loss_piece(GPT2* model, int B, int T) { return 0; }
+#endif
+#ifndef PE_TESTS
+static void pe_tests(void) {}
+#endif
+#ifndef PE_TEST_GRADIENTS
+static void pe_test_gradients(GPT2* model, int B, int T) {}
+#endif
 
 // naive attention with an explicit bias matrix from `bias` on the model's stored q, k, v
 // of layer l, at the tokens' positions (randomized positions: the layer's draw); returns
@@ -277,7 +164,7 @@ static void ref_scores_and_bias(double* S, double* Bt, GPT2* model, int l, int b
                     dot += qkv[((size_t)b * T + i) * 3 * C + h * hs + c] * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + c];
                 }
                 S[((size_t)h * T + i) * T + j] = dot / sqrt((double)hs);
-                Bt[((size_t)h * T + i) * T + j] = j <= i ? ref_bias(model, l, b, h, i, j, T) : 0;
+                Bt[((size_t)h * T + i) * T + j] = j <= i ? pe_ref_bias(model, l, b, h, i, j, T) : 0;
             }
         }
     }
@@ -410,10 +297,9 @@ static double dape_attention_vs_reference(GPT2* model, int l, int B, int T, int 
     return maxdiff;
 }
 
-// q and k as the definition makes them: ln1 @ qkvw^T + qkvb, then rope's rotation
+// q and k as the definition makes them: ln1 @ qkvw^T + qkvb, then the encoding's rotation
 static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
-    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
-    (void)NH; (void)hs;
+    int C = model->config.channels;
     double maxdiff = 0;
     for (int bt = 0; bt < B * T; bt++) {
         const real* x = model->acts.t.ln1 + ((size_t)l * model->acts_N + bt) * C;
@@ -424,55 +310,20 @@ static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
             for (int c = 0; c < C; c++) { acc += x[c] * model->params.qkvw[((size_t)l * 3 * C + o) * C + c]; }
             ref[o] = acc;
         }
-#if defined(PE_ROPE) || defined(PE_XPOS)
-        // rope, with a scaling variant's frequencies and YaRN's factor (rope_frequencies, whose
-        // table is checked against hand-computed values in test_identities)
-        int pos = pe_positions(model, l)[bt % T];
-        double freq[2048];
-        double mscale = rope_frequencies(freq, hs, &model->pe_eval, T);
-        for (int part = 0; part < 2; part++) {
-            for (int h = 0; h < NH; h++) {
-                for (int k = 0; k < hs / 2; k++) {
-                    double theta = pos * (model->pe_eval.variant == PE_EVAL_PLAIN || model->pe_eval.variant == PE_EVAL_BCA
-                                          ? pow(10000.0, -2.0 * k / hs) : freq[k]);
-                    double f = mscale;
-#if defined(PE_XPOS)
-                    // torchscale: zeta = (2k + 0.4 hs) / (1.4 hs), q times zeta^(n/512), k times
-                    // zeta^(-n/512), n = pos - ceil(T/2) (randomized positions: the middle of their range)
-                    double zeta = (2.0 * k + 0.4 * hs) / (1.4 * hs);
-                    f = pow(zeta, (part == 0 ? 1 : -1) * (pos - ceil(model->rp_span / 2.0)) / 512.0);
-#endif
-                    double* p = ref + part * C + h * hs + 2 * k;
-                    double a = p[0], bb = p[1];
-                    p[0] = f * (a * cos(theta) - bb * sin(theta));
-                    p[1] = f * (a * sin(theta) + bb * cos(theta));
-                }
-            }
-        }
-#endif
+        pe_ref_rotate(model, ref, pe_positions(model, l)[bt % T], T);
         for (int o = 0; o < 3 * C; o++) { maxdiff = fmax(maxdiff, fabs(ref[o] - stored[o])); }
     }
     return maxdiff;
 }
 
-// the embeddings as the definition makes them: wte[token] + the position embedding
+// the embeddings as the definition makes them: wte[token] and the position embedding
 static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
     int C = model->config.channels;
     double maxdiff = 0;
     for (int bt = 0; bt < B * T; bt++) {
         int pos = pe_positions(model, 0)[bt % T];
         for (int c = 0; c < C; c++) {
-            double ref = model->params.wte[(size_t)x[bt] * C + c];
-#if defined(PE_LEARNED)
-            ref += model->params.wpe[(size_t)pos * C + c];
-#elif defined(PE_SINUSOIDAL)
-            // fairseq: embed_scale sqrt(C), positions from padding_idx + 1 = 2, [sin | cos]
-            // halves of frequencies exp(-k log(10000) / (C/2 - 1))
-            int half = C / 2, k = c % half;
-            double angle = (pos + 2) * exp(-k * log(10000.0) / (half - 1));
-            ref = ref * sqrt((double)C) + (c < half ? sin(angle) : cos(angle));
-#endif
-            (void)pos;
+            double ref = pe_ref_embed(model, model->params.wte[(size_t)x[bt] * C + c], pos, c);
             maxdiff = fmax(maxdiff, fabs(ref - model->acts.t.encoded[(size_t)bt * C + c]));
         }
     }
@@ -484,25 +335,14 @@ static void test_reference_forward(int rp) {
     printf("forward pass against the definition (%s%s)\n", pe_name(PE_ID), rp ? ", randomized positions" : "");
     int B = 2, T = 40; // T > 16 exercises T5's logarithmic buckets
     GPT2Config cfg = tiny_config(T);
-#if defined(PE_COPE)
-    cfg.max_seq_len = COPE_TEST_MAXT;
-#endif
-    if (rp) {
-        cfg.rp_len = 3 * T; cfg.rp_seed = 5;
-        if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
-    }
+    if (rp) { cfg.rp_len = 3 * T; cfg.rp_seed = 5; }
+    pe_test_config(&cfg);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 7);
     model.rp_key = rp_key(RP_STREAM_TEST, 1, 0);
     uint64_t rng = random_seed(11);
     perturb_parameters(&model, 0.1f, &rng);
-#if defined(PE_COPE)
-    cope_random_embeddings(&model, &rng);
-#endif
-#if defined(PE_FIRE)
-    model.params.fire_L[0] = 0.6f;  // L = 0.6 * 20 = 12: both sides of max(L, i)
-    model.params.fire_L[1] = -1.3f; // L = 26, used as |l| L0
-#endif
+    pe_test_params(&model, &rng);
     int x[80], y[80];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
@@ -517,7 +357,7 @@ static void test_reference_forward(int rp) {
         double da = dape_attention_vs_reference(&model, l, B, T, 0);
         snprintf(what, sizeof(what), "layer %d: DAPE attention on explicit T x T matrices", l);
 #else
-        double da = attention_vs_reference(&model, l, ref_bias, B, T);
+        double da = attention_vs_reference(&model, l, pe_ref_bias, B, T);
         snprintf(what, sizeof(what), "layer %d: attention with the explicit bias matrix", l);
 #endif
         check(da < 1e-5, what, da, 1e-5);
@@ -588,6 +428,9 @@ static void test_random_positions(void) {
     int B = 2;
     T = 24;
     GPT2Config cfg = tiny_config(T);
+    cfg.rp_len = 3 * T; // what the draws below need of the model (learned: rows of wpe)
+    pe_test_config(&cfg);
+    cfg.rp_len = 0;
     GPT2 plain, model;
     gpt2_build_from_config(&plain, &cfg, 5);
     uint64_t rng = random_seed(21);
@@ -618,389 +461,12 @@ static void test_random_positions(void) {
     int layers_differ = memcmp(pe_positions(&model, 0), pe_positions(&model, 1), sizeof(int) * T) != 0;
     check(layers_differ == (draws > 1), draws > 1 ? "each layer draws its own positions" : "one draw serves every layer (the embedding)",
           layers_differ, draws > 1);
-#if defined(PE_LEARNED)
-    // the drawn rows of wpe moved to rows 0..T-1 of a plain model
-    const int* drawn = pe_positions(&model, 0);
-    int C = cfg.channels;
-    for (int t = 0; t < T; t++) { memcpy(plain.params.wpe + (size_t)t * C, model.params.wpe + (size_t)drawn[t] * C, C * sizeof(real)); }
-    all_logits(&plain, x, B, T, a);
-    check(memcmp(a, b, (size_t)B * T * Vp * sizeof(float)) == 0, "learned: = a plain model with wpe rows pi_t", 0, 0);
-#endif
     expect_failure("T beyond the range of randomized positions", fail_rp_too_long, NULL, "cannot be drawn from the range [0, 20)");
     free(a); free(b);
     gpt2_free(&plain);
     gpt2_free(&model);
 }
 // ---- end of randomized positions ----
-
-#if defined(PE_CABLE_NW)
-static double alibi_bias_of_this_model(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    (void)l; (void)b; (void)T;
-    float slopes[64];
-    alibi_slopes(slopes, model->config.num_heads);
-    return -(double)slopes[h] * (i - j);
-}
-#endif
-#if defined(PE_CABLE)
-static double cable_nw_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    return ref_cable_S(model, l, b, h, i, T, 0, 0) - ref_cable_S(model, l, b, h, j, T, 0, 0);
-}
-#endif
-
-#if defined(PE_ROPE)
-// the frequency tables of the RoPE scaling variants against the values computed by hand
-// in the spec (next-encodings.md, sec. 5) for GPT-2 small's head size 64, base 10000
-static void test_rope_scaling_tables(void) {
-    printf("RoPE scaling: frequency tables for hs = 64 against hand-computed values\n");
-    int hs = 64, lo, hi;
-    const int lens[3] = {128, 512, 1024}, los[3] = {0, 3, 5}, his[3] = {11, 16, 18};
-    const double raw_lo[3] = {-1.57, 3.248, 5.656}, raw_hi[3] = {10.47, 15.289, 17.697};
-    int bad = 0;
-    double e = 0;
-    for (int k = 0; k < 3; k++) {
-        yarn_correction_range(hs, lens[k], &lo, &hi);
-        bad += lo != los[k] || hi != his[k];
-        e = fmax(e, fmax(fabs(yarn_correction_dim(32, hs, lens[k]) - raw_lo[k]), fabs(yarn_correction_dim(1, hs, lens[k]) - raw_hi[k])));
-    }
-    check(bad == 0, "YaRN ramp ends (lo, hi): L=128 (0, 11), 512 (3, 16), 1024 (5, 18)", bad, 0);
-    check(e < 5e-3, "YaRN raw dims: -1.57 10.47, 3.248 15.289, 5.656 17.697", e, 5e-3);
-    const double s4[4] = {2, 4, 8, 16};
-    const double msc[4] = {1.06931, 1.13863, 1.20794, 1.27726}, logit[4] = {1.14343, 1.29648, 1.45913, 1.63139};
-    const double ntk_base[4] = {20452.2, 41829.4, 85550.4, 174969.6};
-    double em = 0, el = 0, eb = 0, ep = 0;
-    double freq[32], plain[32];
-    for (int k = 0; k < 32; k++) { plain[k] = pow(10000.0, -2.0 * k / hs); }
-    for (int n = 0; n < 4; n++) {
-        PEEval yarn = {PE_EVAL_YARN, s4[n], 512}, ntk = {PE_EVAL_NTK, s4[n], 512}, pi = {PE_EVAL_PI, s4[n], 512};
-        double m = rope_frequencies(freq, hs, &yarn, 512);
-        em = fmax(em, fabs(m - msc[n]));
-        el = fmax(el, fabs(m * m - logit[n]));
-        double mn = rope_frequencies(freq, hs, &ntk, 512);
-        eb = fmax(eb, fabs(pow(freq[1], -hs / 2.0) - ntk_base[n])); // theta_1 = base^(-2/64)
-        eb = fmax(eb, fabs(mn - 1));
-        rope_frequencies(freq, hs, &pi, 512);
-        for (int k = 0; k < 32; k++) { ep = fmax(ep, fabs(freq[k] * s4[n] / plain[k] - 1)); }
-    }
-    check(em < 1e-5, "YaRN mscale at s = 2, 4, 8, 16: 1.06931 ... 1.27726", em, 1e-5);
-    check(el < 1e-5, "YaRN logit factor mscale^2: 1.14343 ... 1.63139", el, 1e-5);
-    check(eb < 0.05, "NTK base 10000 s^(64/62): 20452.2 ... 174969.6", eb, 0.05);
-    check(ep < 1e-12, "PI: theta_k / s", ep, 1e-12);
-    // YaRN at L = 512, s = 4: pairs up to lo = 3 keep theta, from hi = 16 on theta / 4, a
-    // linear blend in between (pair 8: ramp 5/13)
-    PEEval y4 = {PE_EVAL_YARN, 4, 512};
-    rope_frequencies(freq, hs, &y4, 512);
-    double ey = 0;
-    for (int k = 0; k < 32; k++) {
-        double want = k <= 3 ? plain[k] : (k >= 16 ? plain[k] / 4 : plain[k] * ((k - 3) / 13.0 / 4 + 1 - (k - 3) / 13.0));
-        ey = fmax(ey, fabs(freq[k] / want - 1));
-    }
-    check(ey < 1e-12, "YaRN L=512 s=4: keep theta to pair 3, theta/4 from 16, ramp between", ey, 1e-12);
-    // YaRN whose ramp starts beyond the last pair (lo >= hs/2: L >= 2 pi 32 10000^(32/32)...)
-    // is RoPE with q and k times mscale
-    PEEval far = {PE_EVAL_YARN, 8, 4000000};
-    yarn_correction_range(hs, far.train_len, &lo, &hi);
-    double mf = rope_frequencies(freq, hs, &far, 512), ef = fabs(mf - yarn_mscale(8));
-    for (int k = 0; k < 32; k++) { ef = fmax(ef, fabs(freq[k] / plain[k] - 1)); }
-    check(lo >= hs / 2 && ef < 1e-12, "YaRN with lo >= hs/2 is RoPE times mscale (L = 4e6)", ef, 1e-12);
-    // dynamic variants: plain up to the training length, the static variant of s = T / L beyond
-    const int dyn[3] = {PE_EVAL_DYN_PI, PE_EVAL_DYN_NTK, PE_EVAL_DYN_YARN}, stat[3] = {PE_EVAL_PI, PE_EVAL_NTK, PE_EVAL_YARN};
-    double ed = 0;
-    for (int v = 0; v < 3; v++) {
-        PEEval d = {dyn[v], 99, 512}, st = {stat[v], 4, 512};
-        double g[32];
-        double m1 = rope_frequencies(freq, hs, &d, 400);
-        ed = fmax(ed, fabs(m1 - 1));
-        for (int k = 0; k < 32; k++) { ed = fmax(ed, fabs(freq[k] / plain[k] - 1)); }
-        double m2 = rope_frequencies(freq, hs, &d, 2048), m3 = rope_frequencies(g, hs, &st, 2048);
-        ed = fmax(ed, fabs(m2 - m3));
-        for (int k = 0; k < 32; k++) { ed = fmax(ed, fabs(freq[k] / g[k] - 1)); }
-    }
-    check(ed < 1e-12, "dynamic: plain at T <= L, the static variant of s = T/L beyond", ed, 1e-12);
-}
-
-// every scaling variant at scale 1 (static factor 1; dynamic at T <= the training length)
-// computes exactly what plain rope computes
-static void test_rope_scaling_at_scale_one(void) {
-    printf("RoPE scaling: every variant at scale 1 is plain rope\n");
-    int B = 2, T = 24;
-    GPT2Config cfg = tiny_config(T);
-    GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 3);
-    uint64_t rng = random_seed(6);
-    perturb_parameters(&model, 0.1f, &rng);
-    int x[48], y[48];
-    float plain[48], scaled[48];
-    random_tokens(x, B * T, cfg.vocab_size, &rng);
-    random_tokens(y, B * T, cfg.vocab_size, &rng);
-    gpt2_forward(&model, x, y, B, T, 0);
-    gpt2_token_losses(&model, plain);
-    for (int v = PE_EVAL_PI; v <= PE_EVAL_DYN_YARN; v++) {
-        PEEval e = {v, 1.0, T};
-        model.pe_eval = e;
-        gpt2_forward(&model, x, y, B, T, 0);
-        gpt2_token_losses(&model, scaled);
-        double d = 0;
-        for (int i = 0; i < B * T; i++) { d = fmax(d, fabs(scaled[i] - plain[i])); }
-        char what[96];
-        snprintf(what, sizeof(what), "%s: token losses equal plain rope's", PE_EVAL_NAMES[v]);
-        check(d < 1e-6, what, d, 1e-6);
-    }
-    PEEval e = {PE_EVAL_YARN, 4.0, T}; // and a real scaling changes them
-    model.pe_eval = e;
-    gpt2_forward(&model, x, y, B, T, 0);
-    gpt2_token_losses(&model, scaled);
-    double d = 0;
-    for (int i = 0; i < B * T; i++) { d = fmax(d, fabs(scaled[i] - plain[i])); }
-    check(d > 1e-4, "yarn at s = 4 changes them", d, 1e-4);
-    PEEval dyn = {PE_EVAL_DYN_YARN, 1.0, T / 2}; // T = 2 L: s = 2
-    model.pe_eval = dyn;
-    gpt2_forward(&model, x, y, B, T, 1); // a training forward keeps every layer's q, k
-    for (int l = 0; l < cfg.num_layers; l++) {
-        double dq = qkv_vs_reference(&model, l, B, T);
-        check(dq < 1e-4, "dynamic-yarn at T = 2L: q, k rotated by the scaled table, x mscale", dq, 1e-4);
-    }
-    gpt2_free(&model);
-}
-#endif
-
-#if defined(PE_XPOS)
-static void fail_xpos_too_long(const void* arg) {
-    (void)arg;
-    GPT2Config cfg = tiny_config(16);
-    GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 1);
-    int T = gpt2_max_length(&model) + 1;
-    int* x = (int*)calloc_check(T, sizeof(int));
-    gpt2_forward(&model, x, NULL, 1, T, 0);
-}
-
-// xpos with an infinite scale base is rope; blockwise causal attention is the naive
-// attention with the window mask, and off at or below the training length; the length
-// limit of its factors
-static void test_xpos(void) {
-    printf("xpos: identities, blockwise causal attention, numeric range\n");
-    int B = 2, T = 40, C = 12, NH = 3, hs = 4;
-    uint64_t rng = random_seed(31);
-    size_t n = (size_t)B * T * 3 * C;
-    real* a = (real*)malloc_check(n * sizeof(real));
-    real* r = (real*)malloc_check(n * sizeof(real));
-    for (size_t i = 0; i < n; i++) { a[i] = r[i] = random_normal(&rng); }
-    PEEval plain = {PE_EVAL_PLAIN, 1, T};
-    int pos[40];
-    for (int t = 0; t < T; t++) { pos[t] = t; }
-    rope_rotate(a, &plain, INFINITY, pos, T, B, T, C, NH, 1);
-    double e = 0;
-    for (int bt = 0; bt < B * T; bt++) {
-        int t = bt % T;
-        for (int c = 0; c < 2 * C; c++) { // q and k: rope's rotation of pair c/2 within its head
-            int k = (c % hs) / 2;
-            real* p = r + (size_t)bt * 3 * C + c - c % 2;
-            double th = t * pow(10000.0, -2.0 * k / hs);
-            double want = c % 2 == 0 ? p[0] * cos(th) - p[1] * sin(th) : p[0] * sin(th) + p[1] * cos(th);
-            e = fmax(e, fabs(a[(size_t)bt * 3 * C + c] - want));
-        }
-    }
-    check(e < 1e-5, "scale base gamma = inf: q, k rotated exactly as rope", e, 1e-5);
-    for (size_t i = 0; i < n; i++) { a[i] = r[i]; }
-    rope_rotate(a, &plain, XPOS_SCALE_BASE, pos, T, B, T, C, NH, 1);
-    rope_rotate(a, &plain, XPOS_SCALE_BASE, pos, T, B, T, C, NH, -1); // the transpose of the same map
-    double moved = 0;
-    for (size_t i = 0; i < n; i++) { moved = fmax(moved, fabs(a[i] - r[i])); }
-    check(moved > 1e-3, "gamma = 512: forward then backward map is not the identity (decay)", moved, 1e-3);
-    free(a); free(r);
-
-    GPT2Config cfg = tiny_config(16); // trained at 16: w/2 = 8
-    GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 5);
-    perturb_parameters(&model, 0.1f, &rng);
-    int x[80], y[80];
-    random_tokens(x, B * T, cfg.vocab_size, &rng);
-    random_tokens(y, B * T, cfg.vocab_size, &rng);
-    float l0[80], l1[80];
-    gpt2_forward(&model, x, y, B, 16, 0);
-    gpt2_token_losses(&model, l0);
-    PEEval bca = {PE_EVAL_BCA, 1, 16};
-    model.pe_eval = bca;
-    gpt2_forward(&model, x, y, B, 16, 0);
-    gpt2_token_losses(&model, l1);
-    double d = 0;
-    for (int i = 0; i < B * 16; i++) { d = fmax(d, fabs(l0[i] - l1[i])); }
-    check(d == 0, "BCA at T = the training length: unchanged", d, 0);
-    gpt2_forward(&model, x, y, B, T, 1); // training forward: every layer's activations kept
-    for (int l = 0; l < cfg.num_layers; l++) {
-        double da = attention_vs_reference(&model, l, ref_bias, B, T);
-        check(da < 1e-5, "BCA at T = 40: attention with the window mask", da, 1e-5);
-    }
-    gpt2_token_losses(&model, l1);
-    model.pe_eval = plain;
-    gpt2_forward(&model, x, y, B, T, 0);
-    gpt2_token_losses(&model, l0);
-    d = 0;
-    for (int i = 0; i < B * T; i++) { d = fmax(d, fabs(l0[i] - l1[i])); }
-    check(d > 1e-4, "BCA at T = 40 changes the losses", d, 1e-4);
-    gpt2_free(&model);
-    int lim = xpos_max_length(64);
-    double top = -log2(xpos_zeta(0, 64)) * ceil(lim / 2.0) / XPOS_SCALE_BASE, over = -log2(xpos_zeta(0, 64)) * ceil((lim + 2) / 2.0) / XPOS_SCALE_BASE;
-    check(top <= XPOS_MAX_LOG2 && over > XPOS_MAX_LOG2 && lim > 32768, "length limit: largest factor <= 2^64, > 32768 tokens", lim, 32768);
-    char expect[64];
-    snprintf(expect, sizeof(expect), "cannot process T = %d", xpos_max_length(hs) + 1);
-    expect_failure("a forward beyond the limit fails with one line", fail_xpos_too_long, NULL, expect);
-}
-#endif
-
-#if defined(PE_SANDWICH)
-// the bias is 0 on the diagonal and never positive (every cosine is at most 1), for the
-// model's heads and for GPT-2 small's head size
-static void test_sandwich(void) {
-    printf("sandwich: the bias is 0 on the diagonal and never positive\n");
-    int T = 4096;
-    GPT2Config cfg = tiny_config(16);
-    GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 1);
-    PEBias pb;
-    pe_bias_setup(&pb, &model, 0, 1, T, 0);
-    double diag = 0, top = -INFINITY;
-    for (int h = 0; h < cfg.num_heads; h++) {
-        for (int i = 0; i < T; i++) {
-            diag = fmax(diag, fabs(pe_bias(&pb, 0, h, i, i)));
-            top = fmax(top, pe_bias(&pb, 0, h, T - 1, i < T - 1 ? i : 0));
-        }
-    }
-    check(diag == 0, "b(i, i) = 0, every head", diag, 0);
-    check(top < 0, "b(i, j) < 0 for every distance 1 .. 4095, every head", top, 0);
-    double top64 = -INFINITY;
-    for (int k = 1; k < 65536; k++) { top64 = fmax(top64, sandwich_sum(k, 64)); }
-    check(sandwich_sum(0, 64) == 0 && top64 <= 0, "hs = 64: numerator 0 at distance 0, <= 0 up to 65535", top64, 0);
-    gpt2_free(&model);
-}
-#endif
-
-#if defined(PE_COPE)
-static double no_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    (void)model; (void)l; (void)b; (void)h; (void)i; (void)j; (void)T;
-    return 0;
-}
-
-// CoPE with E = 0 (its start) is NoPE; with E of weight it is not
-static void test_cope_identities(void) {
-    printf("identity: cope with E = 0 is nope\n");
-    int B = 2, T = 30;
-    GPT2Config cfg = tiny_config(COPE_TEST_MAXT);
-    GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 21);
-    uint64_t rng = random_seed(22);
-    perturb_parameters(&model, 0.1f, &rng);
-    memset(model.params.cope_e, 0, model.param_sizes[P_COPE_E] * sizeof(real));
-    int x[60], y[60];
-    random_tokens(x, B * T, cfg.vocab_size, &rng);
-    random_tokens(y, B * T, cfg.vocab_size, &rng);
-    gpt2_forward(&model, x, y, B, T, 1);
-    double d = 0;
-    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
-    check(d < 1e-5, "E = 0: attention equals NoPE's", d, 1e-5);
-    cope_random_embeddings(&model, &rng);
-    gpt2_forward(&model, x, y, B, T, 1);
-    d = 0;
-    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
-    check(d > 1e-3, "E of weight: attention differs from NoPE's", d, 1e-3);
-    gpt2_free(&model);
-}
-#endif
-
-static void test_identities(void) {
-#if defined(PE_COPE)
-    test_cope_identities();
-#endif
-#if defined(PE_CABLE_NW) || defined(PE_CABLE)
-    int B = 2, T = 24;
-    GPT2Config cfg = tiny_config(T);
-    GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 3);
-    uint64_t rng = random_seed(5);
-    perturb_parameters(&model, 0.1f, &rng);
-    int x[48], y[48];
-    random_tokens(x, B * T, cfg.vocab_size, &rng);
-    random_tokens(y, B * T, cfg.vocab_size, &rng);
-    int NH = cfg.num_heads, L = cfg.num_layers, C = cfg.channels;
-#if defined(PE_CABLE_NW)
-    printf("identity: cable_nw with every increment forced to m_h is ALiBi with slopes m_h\n");
-    float slopes[64];
-    alibi_slopes(slopes, NH);
-    for (int l = 0; l < L; l++) {
-        for (int h = 0; h < NH; h++) {
-            for (int c = 0; c < C; c++) { model.params.cable_wb[((size_t)l * NH + h) * C + c] = 0; }
-            model.params.cable_bb[l * NH + h] = slopes[h];
-        }
-    }
-    gpt2_forward(&model, x, y, B, T, 1);
-    for (int l = 0; l < L; l++) {
-        double d = attention_vs_reference(&model, l, alibi_bias_of_this_model, B, T);
-        check(d < 1e-5, "attention equals ALiBi's", d, 1e-5);
-    }
-#else
-    printf("identity: cable with w = 1 is cable_nw\n");
-    for (int l = 0; l < L; l++) {
-        for (int h = 0; h < NH; h++) {
-            for (int c = 0; c < C; c++) { model.params.cable_ww[((size_t)l * NH + h) * C + c] = 0; }
-            model.params.cable_bw[l * NH + h] = 1;
-        }
-    }
-    gpt2_forward(&model, x, y, B, T, 1);
-    for (int l = 0; l < L; l++) {
-        double d = attention_vs_reference(&model, l, cable_nw_bias, B, T);
-        check(d < 1e-5, "attention equals cable_nw's", d, 1e-5);
-    }
-#endif
-    gpt2_free(&model);
-#endif
-#if defined(PE_ALIBI)
-    printf("identity: ALiBi slopes as the reference get_slopes\n");
-    float s[12];
-    alibi_slopes(s, 8);
-    double e = 0;
-    for (int h = 0; h < 8; h++) { e = fmax(e, fabs(s[h] - pow(2.0, -(h + 1)))); }
-    check(e < 1e-7, "8 heads: 2^-1 ... 2^-8", e, 1e-7);
-    alibi_slopes(s, 12); // 8 heads' slopes, then every other slope of 16 heads: 2^-0.5, 2^-1.5, ...
-    e = 0;
-    for (int h = 0; h < 8; h++) { e = fmax(e, fabs(s[h] - pow(2.0, -(h + 1)))); }
-    for (int h = 0; h < 4; h++) { e = fmax(e, fabs(s[8 + h] - pow(2.0, -(0.5 + h)))); }
-    check(e < 1e-7, "12 heads: 2^-1 ... 2^-8, 2^-0.5 ... 2^-3.5", e, 1e-7);
-    alibi_slopes(s, 3);
-    e = fmax(fmax(fabs(s[0] - 1.0 / 16), fabs(s[1] - 1.0 / 256)), fabs(s[2] - 0.25));
-    check(e < 1e-7, "3 heads: 1/16, 1/256, 1/4", e, 1e-7);
-#endif
-#if defined(PE_T5)
-    printf("identity: T5 buckets as the reference _relative_position_bucket\n");
-    int bad = 0;
-    for (int n = 0; n < 5000; n++) { bad += t5_bucket(n) != ref_t5_bucket(n); }
-    check(bad == 0, "buckets of distances 0..4999", bad, 0);
-    check(t5_bucket(15) == 15 && t5_bucket(16) == 16 && t5_bucket(20) == 17 && t5_bucket(127) == 31 && t5_bucket(100000) == 31,
-          "known buckets 15->15, 16->16, 20->17, 127->31, 1e5->31", 0, 0);
-#endif
-#if defined(PE_ROPE)
-    test_rope_scaling_tables();
-    test_rope_scaling_at_scale_one();
-#endif
-#if defined(PE_XPOS)
-    test_xpos();
-#endif
-#if defined(PE_SANDWICH)
-    test_sandwich();
-#endif
-#if defined(PE_KERPLE_POWER)
-    printf("kerple_power: the clamps after an update (a >= 0.01, 0.01 <= p <= 2)\n");
-    GPT2Config kc = tiny_config(16);
-    GPT2 km;
-    gpt2_build_from_config(&km, &kc, 2);
-    km.params.kpower_a[0] = -1; km.params.kpower_a[1] = 0.5f;
-    km.params.kpower_p[0] = 5; km.params.kpower_p[1] = -1; km.params.kpower_p[2] = 1.5f;
-    pe_project(&km);
-    int clamped = km.params.kpower_a[0] == KERPLE_POWER_MIN && km.params.kpower_a[1] == 0.5f && km.params.kpower_p[0] == 2
-               && km.params.kpower_p[1] == KERPLE_POWER_MIN && km.params.kpower_p[2] == 1.5f;
-    check(clamped, "a: -1 -> 0.01, 0.5 kept; p: 5 -> 2, -1 -> 0.01, 1.5 kept", !clamped, 0);
-    gpt2_free(&km);
-#endif
-}
 
 // NoPE: with one layer, the last position's output depends on the set of earlier
 // tokens, not their order (with DAPE too, whose MLP sees one key at a time); every other
@@ -1027,7 +493,7 @@ static void test_permutation(void) {
     gpt2_logits_row(&model, 0, T - 1, b);
     double d = 0;
     for (int v = 0; v < cfg.vocab_size; v++) { d = fmax(d, fabs(a[v] - b[v])); }
-#if defined(PE_NOPE) && DAPE_ID <= 1
+#if PE_KIND == PE_KIND_NONE && DAPE_ID <= 1
     check(d < 1e-5, "nope: last logits unchanged", d, 1e-5);
 #else
     check(d > 1e-4, "position-aware: last logits change", d, 1e-4);
@@ -1123,12 +589,12 @@ static void write_shard(const char* path, int magic, int version, int ntok_heade
 }
 
 static void fail_forward_beyond_maxT(const void* arg) {
-    (void)arg;
     GPT2Config cfg = tiny_config(16);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 1);
-    int x[17] = {0};
-    gpt2_forward(&model, x, NULL, 1, 17, 0);
+    int T = gpt2_max_length(&model) + 1;
+    int* x = (int*)calloc_check(T, sizeof(int));
+    gpt2_forward(&model, x, NULL, 1, T, 0);
 }
 static void fail_load(const void* path) {
     GPT2 model;
@@ -1177,14 +643,6 @@ static void test_files_and_errors(void) {
     int* h = (int*)b1;
     check(h[0] == 20240326 && h[1] == 3 && h[8] == PE_ID && h[11] == pe_revision(PE_ID),
           "header: magic, version 3, PE id in word 8, its revision in word 11", h[8], PE_ID);
-#if defined(PE_LEARNED)
-    {   // llm.c's file exactly: its header words and its 16 tensors, nothing after them
-        int64_t Vp = 256, C = 12, L = 2, maxT = 16;
-        int64_t llmc_params = Vp * C + maxT * C + L * (C + C + 3 * C * C + 3 * C + C * C + C + C + C + 4 * C * C + 4 * C + 4 * C * C + C) + C + C;
-        int hdr = h[2] == 16 && h[3] == 250 && h[4] == 2 && h[5] == 3 && h[6] == 12 && h[7] == 256 && h[8] == 0;
-        check(hdr && size == 256 * 4 + llmc_params * 4, "learned checkpoint is llm.c's layout (header, size)", (double)size, (double)(256 * 4 + llmc_params * 4));
-    }
-#endif
     // a bf16 checkpoint (version 5, as llm.c's CUDA trainer writes): each value loads as
     // its bf16 rounding (round to nearest even), exactly
     snprintf(bad, sizeof(bad), "%s/bf16.bin", tmpdir);
@@ -1278,16 +736,15 @@ static void test_files_and_errors(void) {
     expect_failure("no file matching the pattern", fail_dataloader, pattern, "no file matches");
     expect_failure("token id out of range in a batch", fail_token_out_of_range, NULL, "out of range");
 
-#if defined(PE_LEARNED)
-    expect_failure("learned refuses T > maxT", fail_forward_beyond_maxT, NULL, "maxT = 16");
-#else
-    int x[64], y[64];
-    random_tokens(x, 64, cfg.vocab_size, &rng);
-    random_tokens(y, 64, cfg.vocab_size, &rng);
-    gpt2_forward(&model, x, y, 1, 64, 0);
-    check(isfinite(model.mean_loss), "runs at 4x maxT (64 tokens)", model.mean_loss, 0);
-#endif
-    (void)fail_forward_beyond_maxT;
+    if (gpt2_max_length(&model) < 64) { // an encoding with a length limit (learned: maxT)
+        expect_failure("a forward beyond the encoding's length refused", fail_forward_beyond_maxT, NULL, "cannot process T = ");
+    } else {
+        int x[64], y[64];
+        random_tokens(x, 64, cfg.vocab_size, &rng);
+        random_tokens(y, 64, cfg.vocab_size, &rng);
+        gpt2_forward(&model, x, y, 1, 64, 0);
+        check(isfinite(model.mean_loss), "runs at 4x maxT (64 tokens)", model.mean_loss, 0);
+    }
     gpt2_free(&model);
 }
 
@@ -1440,9 +897,7 @@ static void test_long_sequence_memory(void) {
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 64; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
     if (cfg.dape != 0) { cfg.dape_width = 2; } // DAPE's memory is per row: a narrow one does not hide it, and runs fast
-#if defined(PE_LEARNED)
-    cfg.max_seq_len = T;
-#endif
+    if (pe_max_length(&cfg) < T) { cfg.max_seq_len = T; } // an encoding limited by its table (learned): one of T rows
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 42);
     int* x = (int*)malloc_check(T * sizeof(int));
@@ -1469,9 +924,7 @@ static void dape_test_model(GPT2* model, int B, int T, int seed, int* x) {
     gpt2_build_from_config(model, &cfg, seed);
     uint64_t rng = random_seed(seed + 1);
     perturb_parameters(model, 0.1f, &rng);
-#if defined(PE_FIRE)
-    for (int l = 0; l < cfg.num_layers; l++) { model->params.fire_L[l] = T / 2; }
-#endif
+    pe_test_params(model, &rng);
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     gpt2_forward(model, x, x, B, T, 1);
 }
@@ -1668,7 +1121,7 @@ static void test_dape_identities(void) {
     real* plain = (real*)malloc_check((size_t)B * T * C * sizeof(real));
     real* lse = (real*)malloc_check((size_t)B * NH * T * sizeof(real));
     for (int l = 0; l < L; l++) {
-        double d = attention_vs_reference(&model, l, ref_bias, B, T);
+        double d = attention_vs_reference(&model, l, pe_ref_bias, B, T);
         snprintf(what, sizeof(what), "layer %d, W2 = b2 = 0: = the base's explicit bias matrix", l);
         check(d < 1e-5, what, d, 1e-5);
         PEBias pb;
@@ -1804,45 +1257,11 @@ static void test_dape_checkpoint(void) {
 // ----------------------------------------------------------------------------
 // gradient checks (fp64 build): analytic gradients against central differences
 
-// The piece of a piecewise-smooth loss that the last training forward pass lies on:
-// CoPE's loss is smooth except where a position crosses an integer (its interpolation's
-// floor and ceil change) or P - 1 (its clamp); the piece is every position's floor and
-// clamp, hashed over every layer, row and key. 0 for the other encodings (DAPE keeps its
-// hidden units away from its kinks instead, dape_away_from_kink).
-static uint64_t loss_piece(GPT2* model, int B, int T) {
-    uint64_t piece = 0;
-#if defined(PE_COPE)
-    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH, P = model->config.max_seq_len + 1;
-    for (int l = 0; l < model->config.num_layers; l++) {
-        const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
-        for (int b = 0; b < B; b++) {
-            for (int h = 0; h < NH; h++) {
-                for (int i = 0; i < T; i++) {
-                    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
-                    double sum = 0;
-                    for (int j = i; j >= 0; j--) {
-                        const real* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
-                        double dot = 0;
-                        for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
-                        sum += 1 / (1 + exp(-dot / sqrt((double)hs)));
-                        int64_t where = sum >= P - 1 ? -1 : (int64_t)floor(sum);
-                        piece = (piece ^ (uint64_t)where) * 0x100000001b3ull; // FNV-1a, one key at a time
-                    }
-                }
-            }
-        }
-    }
-#else
-    (void)model; (void)B; (void)T;
-#endif
-    return piece;
-}
-
 // the loss at the model's parameters, and its piece (CoPE's needs every layer's q and k,
-// which a training forward pass keeps)
+// which a training forward pass keeps: an encoding with its own attention gets one)
 static double loss_at(GPT2* model, const int* x, const int* y, int B, int T, uint64_t* piece) {
-    gpt2_forward(model, x, y, B, T, PE_ID == PE_ID_COPE ? 1 : 0);
-    *piece = loss_piece(model, B, T);
+    gpt2_forward(model, x, y, B, T, PE_KIND == PE_KIND_ATTN ? 1 : 0);
+    *piece = pe_loss_piece(model, B, T);
     return model->mean_loss;
 }
 
@@ -1897,7 +1316,7 @@ static double dape_min_preactivation(GPT2* model, int B, int T) {
     return least;
 }
 
-// edge_exact: DAPE's edge rule (llmc/dape.h) for the run; rp: under one draw of
+// edge_exact: DAPE's edge rule (pe/dape.h) for the run; rp: under one draw of
 // randomized positions from [0, 3T), checking the tensors the positions reach first (wpe,
 // qkvw, the encoding's own)
 static void test_gradients(int edge_exact, int rp) {
@@ -1911,26 +1330,15 @@ static void test_gradients(int edge_exact, int rp) {
            rp ? ", randomized positions" : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
-#if defined(PE_COPE)
-    cfg.max_seq_len = COPE_TEST_MAXT;
-#endif
-    if (rp) {
-        cfg.rp_len = 3 * T; cfg.rp_seed = 8;
-        if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
-    }
+    if (rp) { cfg.rp_len = 3 * T; cfg.rp_seed = 8; }
+    pe_test_config(&cfg);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 13);
     model.rp_key = rp_key(RP_STREAM_TEST, 3, 0); // one draw for every forward pass of the check
     model.dape_edge_exact = edge_exact;
     uint64_t rng = random_seed(17);
     perturb_parameters(&model, 0.1, &rng);
-#if defined(PE_COPE)
-    cope_random_embeddings(&model, &rng);
-#endif
-#if defined(PE_FIRE)
-    model.params.fire_L[0] = 1.3;  // L = 15.6 of L0 = 12: both sides of max(L, i)
-    model.params.fire_L[1] = -0.7; // L = 8.4, the sign of l through |l|
-#endif
+    pe_test_params(&model, &rng);
     if (cfg.dape != 0) { dape_away_from_kink(&model, &rng); }
     int x[48], y[48];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
@@ -1944,7 +1352,7 @@ static void test_gradients(int edge_exact, int rp) {
     }
     real* grad = (real*)malloc_check(model.num_parameters * sizeof(real));
     memcpy(grad, model.grads_memory, model.num_parameters * sizeof(real));
-    uint64_t piece = loss_piece(&model, B, T);
+    uint64_t piece = pe_loss_piece(&model, B, T);
     int shrunk = 0;
     const double eps = 1e-5, atol = 1e-8, rtol = 1e-5;
     const real one = 1;
@@ -1952,7 +1360,7 @@ static void test_gradients(int edge_exact, int rp) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
         size_t n = model.param_sizes[k];
         if (n == 0) { continue; }
-        if (rp && k != P_WPE && k != P_QKVW && k < P_CABLE_WB) { offset += n; continue; }
+        if (rp && k != P_WPE && k != P_QKVW && k < P_PE_BEGIN) { offset += n; continue; }
         // up to 24 single elements, spread over the tensor, and one random direction
         double worst = 0, worst_abs = 0;
         int samples = n < 24 ? (int)n : 24;
@@ -1981,33 +1389,10 @@ static void test_gradients(int edge_exact, int rp) {
         offset += n;
     }
     free(grad);
-    if (PE_ID == PE_ID_COPE) { printf("  CoPE: steps divided by 10 to keep a difference off the kinks: %d times\n", shrunk); }
-#if defined(PE_KERPLE_POWER)
-    // the bias of one pair against its finite differences in a and p, at distances 0 (where
-    // n^p has no derivative in p that PyTorch would not call 0), 1 (log 1 = 0), 2 and 7
-    printf("kerple_power: d bias / d a, d bias / d p of single pairs (fp64)\n");
-    PEBias pb;
-    pe_bias_setup(&pb, &model, 0, B, T, 1);
-    const int dist[4] = {0, 1, 2, 7};
-    double worst = 0;
-    for (int n = 0; n < 4; n++) {
-        memset(model.pe_dbh, 0, 2 * sizeof(real));
-        pe_bias_backward(&pb, 0, 0, 9, 9 - dist[n], 1.0);
-        for (int q = 0; q < 2; q++) {
-            real* par = q == 0 ? &model.params.kpower_a[0] : &model.params.kpower_p[0];
-            real keep = *par;
-            *par = keep + eps;
-            double bp = pe_bias(&pb, 0, 0, 9, 9 - dist[n]);
-            *par = keep - eps;
-            double bm = pe_bias(&pb, 0, 0, 9, 9 - dist[n]);
-            *par = keep;
-            double fd = (bp - bm) / (2 * eps);
-            worst = fmax(worst, fabs(fd - model.pe_dbh[q]) / (atol / rtol + fabs(fd)));
-            if (!isfinite(model.pe_dbh[q])) { worst = INFINITY; }
-        }
-    }
-    check(worst <= rtol, "distances 0, 1, 2, 7: max rel error", worst, rtol);
+#ifdef PE_LOSS_PIECE
+    printf("  steps divided by 10 to keep a difference off the loss's kinks: %d times\n", shrunk);
 #endif
+    pe_test_gradients(&model, B, T);
     gpt2_free(&model);
 #endif
 }
@@ -2031,30 +1416,20 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
         cfg.num_heads = 2; cfg.channels = 64; cfg.vocab_size = 250; cfg.padded_vocab_size = 256;
         B = 2; T = 37; cfg.max_seq_len = T;
     }
-#if defined(PE_COPE)
-    cfg.max_seq_len = COPE_TEST_MAXT;
-#endif
     gpt2_config_set_dape(&cfg);
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
     if (rp && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no randomized positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
-    if (rp) {
-        cfg.rp_len = 2 * T; cfg.rp_seed = 77;
-        if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
-    }
+    if (rp) { cfg.rp_len = 2 * T; cfg.rp_seed = 77; }
+    pe_test_config(&cfg);
     int Vp = cfg.padded_vocab_size;
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 1234);
     uint64_t rng = random_seed(99);
     perturb_parameters(&model, 0.02f, &rng);
-#if defined(PE_COPE)
-    cope_random_embeddings(&model, &rng);
-#endif
-#if defined(PE_FIRE)
-    for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = 1.3f; } // L = 41.6 of T = 64: both sides of max(L, i)
-#endif
+    pe_test_params(&model, &rng);
     PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
     while (variant != NULL && !rp && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
-    int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
+    int ok = pe_has_eval_variant(e.variant);
     if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     model.pe_eval = e;
     model.rp_key = rp_key(RP_STREAM_TEST, 5, 0);
@@ -2135,29 +1510,18 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
     PEEval e = {PE_EVAL_PLAIN, 4.0, T / 2};
     while (variant != NULL && !rp && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
-    int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
+    int ok = pe_has_eval_variant(e.variant);
     if (!ok || (rp && (!rp_supported(PE_ID) || DAPE_ID != 0))) { fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     if (checkpoint == NULL) {
         GPT2Config cfg = tiny_config(T);
         cfg.num_heads = 3; cfg.channels = 24;
-#if defined(PE_COPE)
-        cfg.max_seq_len = 40; // P = 41: the far keys' positions clamp, the near ones do not
-#endif
-        if (rp) {
-            cfg.rp_len = 2 * T; cfg.rp_seed = 31;
-            if (PE_ID == PE_ID_LEARNED) { cfg.max_seq_len = cfg.rp_len; }
-        }
+        if (rp) { cfg.rp_len = 2 * T; cfg.rp_seed = 31; }
+        pe_test_config(&cfg);
         GPT2 init;
         gpt2_build_from_config(&init, &cfg, 1234);
         uint64_t rng = random_seed(7);
         perturb_parameters(&init, 0.1f, &rng);
-#if defined(PE_COPE)
-        cope_random_embeddings(&init, &rng);
-#endif
-#if defined(PE_FIRE)
-        init.params.fire_L[0] = 0.6f;  // L = 0.6 * 80 = 48: both sides of max(L, i)
-        init.params.fire_L[1] = -1.3f; // L = 104, used as |l| L0
-#endif
+        pe_test_params(&init, &rng);
         snprintf(path, sizeof(path), "%s_model.bin", prefix);
         gpt2_save_checkpoint(&init, path);
         gpt2_free(&init);
@@ -2301,7 +1665,7 @@ static void test_hellaswag_scoring(void) {
     check(same, "acc, acc_norm and cuts as the definition, packed batches", abs(packed.correct - correct) + abs(packed.correct_norm - correct_norm), 0);
     same = alone.examples == 60 && alone.correct == correct && alone.correct_norm == correct_norm && alone.cut == cut;
     check(same, "the same with one example per batch", abs(alone.correct - correct) + abs(alone.correct_norm - correct_norm), 0);
-    check(PE_ID == PE_ID_LEARNED ? cut > 0 : cut == 0, "contexts cut only for learned (at maxT = 24)", cut, 0);
+    check(window == 24 ? cut > 0 : cut == 0, "contexts cut only where the model has a window (learned: maxT = 24)", cut, 0);
     evalfile_free(&ef);
     // malformed files: one error each
     FILE* f = fopen_check(path, "rb");
@@ -2321,7 +1685,7 @@ static void test_hellaswag_scoring(void) {
         {"eval file: a completion longer than the window", "longer than the model's window", -1, 0, 0},
     };
     for (int k = 0; k < (int)(sizeof(cases) / sizeof(cases[0])); k++) {
-        if (k == 5 && PE_ID != PE_ID_LEARNED) { continue; } // only learned has a window
+        if (k == 5 && window != 24) { continue; } // only a model with a window (learned)
         f = fopen_check(bad, "wb");
         if (cases[k].offset >= 0) { // the file with one value changed, or cut short
             memcpy(copy, b, size);
@@ -2457,7 +1821,7 @@ static void test_passkey(const char* path) {
     passkey_grid(&model, &pk, lengths, 3, 3, 4, 7, 1, &test_mp, again);
     int grid_ok = 1;
     for (int i = 0; i < 9; i++) {
-        int expect_na = i < 3 || (i >= 6 && PE_ID == PE_ID_LEARNED);
+        int expect_na = i < 3 || (i >= 6 && gpt2_max_length(&model) < lengths[2]);
         grid_ok &= (cells[i].trials == 0) == expect_na && cells[i].depth == (i % 3) * 0.5;
         grid_ok &= cells[i].trials == again[i].trials && cells[i].correct == again[i].correct && fabs(cells[i].logprob - again[i].logprob) < 1e-3;
         grid_ok &= expect_na || (cells[i].trials == 4 && cells[i].logprob < 0);
@@ -2627,7 +1991,7 @@ int main(int argc, char** argv) {
         test_reference_forward(0);
         if (rp_supported(PE_ID) && DAPE_ID == 0) { test_reference_forward(1); }
         test_random_positions();
-        test_identities();
+        pe_tests();
         test_permutation();
         test_matmul();
         test_files_and_errors();

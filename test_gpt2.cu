@@ -166,7 +166,7 @@ static void test_reference(const char* prefix) {
             snprintf(what, sizeof(what), "grad %-9s %9zu: vanishes (rms %.1e): max abs difference", PARAM_NAMES[k], n, rms);
             check(m <= TOL_ZERO_GRAD, what, m, TOL_ZERO_GRAD);
         } else {
-            double tol = k >= P_CABLE_WB ? TOL_GRAD_PE : TOL_GRAD;
+            double tol = k >= P_PE_BEGIN ? TOL_GRAD_PE : TOL_GRAD;
             snprintf(what, sizeof(what), "grad %-9s %9zu: relative L2 error (max abs %.2e)", PARAM_NAMES[k], n, m);
             check(r <= tol, what, r, tol);
         }
@@ -192,7 +192,7 @@ static void test_reference(const char* prefix) {
 // the attention kernels alone
 
 static void test_attention(void) {
-#if defined(PE_COPE) // CoPE's own kernels (llmc/attention_cope.cuh), P = T / 4 + 1
+#if PE_IS(COPE) // CoPE's own kernels (llmc/attention_cope.cuh), P = T / 4 + 1
     const AttnShape cope_shapes[] = {{1, 1024, 1, 64}, {2, 1000, 2, 32}, {1, 777, 2, 128}};
     for (size_t k = 0; k < sizeof(cope_shapes) / sizeof(cope_shapes[0]); k++) {
         AttnShape s = cope_shapes[k];

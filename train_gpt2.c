@@ -156,7 +156,7 @@ typedef struct {
     size_t att_scratch_len; // pe_attention_scratch: the row workspace of one thread
     real* pe_dbh;         // (B or DAPE's slots, NH, PE_BH_GRADS) per-(batch, head) PE parameter gradients
     struct DapeWork* dape; // DAPE's per-thread row workspaces (the DAPE section)
-    int dape_edge_exact;  // DAPE: PyTorch's zero padding past the sequence's end (llmc/dape.h)
+    int dape_edge_exact;  // DAPE: PyTorch's zero padding past the sequence's end (pe/dape.h)
     real* alibi_slopes;   // (NH)
     real* pe_table;       // sandwich: (NH, pe_table_len) the bias of each head and distance;
     int pe_table_len;     // txl: (pe_table_len, C) the sinusoids R_n of each distance
@@ -414,8 +414,8 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 //                                         a layer's whole attention, for an encoding whose
 //                                         term is no bias b(i, j) (CoPE's depends on the row's
 //                                         scores): PE_ATTENTION
-//   pe_model_init, pe_alloc_activations   state of its own, made with the model and with the
-//                                         activations: PE_MODEL_INIT, PE_ALLOC_ACTIVATIONS
+//   pe_alloc_activations                  buffers of its own, made with the activations:
+//                                         PE_ALLOC_ACTIVATIONS
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is attention_forward / attention_backward with the bias
 // hooks). model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise
@@ -487,9 +487,6 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int slots) {}
 #endif
 #ifndef PE_PROJECT
 static void pe_project(GPT2* model) {}
-#endif
-#ifndef PE_MODEL_INIT
-static void pe_model_init(GPT2* model) {}
 #endif
 #ifndef PE_ALLOC_ACTIVATIONS
 static void pe_alloc_activations(GPT2* model, int B, int T, int training) {}
@@ -592,7 +589,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
 #ifndef PE_ATTENTION
 // a layer's attention for every encoding but CoPE (PE_ATTENTION): the two functions above,
 // the bias through the encoding's hooks; one row of scores per thread
-static size_t pe_attention_scratch(const GPT2Config* cfg, int T, int training) { (void)cfg; (void)training; return T; }
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) { return T; }
 static void pe_attention_forward(GPT2* model, int l, real* out, real* lse, const real* qkv, int B, int T) {
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 0);
@@ -608,399 +605,12 @@ static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* do
 #endif
 
 // ============================================================================
-// DAPE (llmc/dape.h): the logits of all heads as a learned function of the scores and
-// biases of all heads, at the same key (DAPE) or at the key and its neighbours
-// (DAPE_1xk), exactly as the official code computes them. For query row i, with k the
-// kernel width, p = k / 2, s[h][c] = q_i.k_c / sqrt(hs) of head h (after rope's
-// rotation) and b[h][c] the base encoding's bias (pe_bias; no channel for nope, rope):
-//
-//   x_i[c] = (s[0..H)[c], b[0..H)[c])   for 0 <= c <= i; 0 for c > i: the future is
-//            zeroed BEFORE the convolution, so nothing at j > i reaches row i
-//   h_i[c] = LReLU(b1 + sum_t W1[:, :, t] x_i[c + t - p])          for 0 <= c < e_i
-//   a_i[h][c] = s[h][c] + b[h][c] + b2[h] + sum_t W2[h, :, t] . h_i[c + t - p]   for c <= i
-//
-// with h_i = 0 outside [0, e_i) and a causal softmax over c <= i per head. The hidden
-// values just past the diagonal (i < c <= i + p) are not zero: they see x_i[c - p..i].
-// e_i = min(i + p + 1, T) as PyTorch's zero padding at the end of the sequence
-// (DAPE_EDGE_EXACT = 1, the official code: the last p rows of a window differ), or
-// i + p + 1 (0: as if the sequence went on). k = 1 is DAPE (v1), an MLP per (i, j).
-//
-// One query row at a time with all its heads (loop order b, i, then h), in a workspace
-// per thread of O((H + D) x row length): no T x T tensor. The backward pass recomputes a
-// row from q, k and the saved log-sum-exp (per row i, with dA = p (dp - D) as usual):
-//   dW2[:, :, t] += dA[c] (x) h_i[c + t - p],  dh_i[c'] = sum_t W2[:, :, t]^T dA[c' - t + p]
-//   dz = dh * LReLU'(z),  dW1[:, :, t] += dz[c'] (x) x_i[c' + t - p],  dx_i[c] = sum_t W1^T dz
-//   ds[h][c] = dA[h][c] + dx_i[c][h],  db[h][c] = dA[h][c] + dx_i[c][H + h]
-// ds goes into dq (the row's own) and into dk and dv (into the thread's own buffers, summed
-// at the end: no races); db goes to the base's parameters through pe_bias_backward. Each
-// tap of a convolution is a small matrix product over the row's columns (dape_gemm), with
-// the weights transposed per tap.
-// ============================================================================
+// DAPE (pe/dape.h), the second compile-time switch: the logits of all heads as a learned
+// function of the scores and the base encoding's bias, through the hooks above
 
-// one layer's DAPE weights, transposed: w1r[(t Cin + ch) D + d] = W1[d][ch][t] and
-// w2r[(t D + d) NH + h] = W2[h][d][t] (checkpoint layouts (D, Cin, k) and (NH, D, k))
-typedef struct {
-    int K, p, D, Cin, NH, hs, bias, edge_exact; // bias: the base has a bias channel per head
-    real* w1r;       // (K Cin, D)
-    const real* b1;  // (D)
-    real* w2r;       // (K D, NH)
-    const real* b2;  // (NH)
-} DapeLayer;
-
-// a thread's row workspace (row length up to T) and its parameter-gradient accumulators
-typedef struct {
-    real* x;    // (T, Cin) scores, then biases, of each key
-    real* hid;  // (T + p, D) the hidden values after the LReLU
-    real* a;    // (T, NH) logits, then probabilities
-    real* da;   // (T, NH) gradient of the logits
-    real* dhid; // (T + p, D)
-    real* dx;   // (T, Cin)
-    real* m;    // (2 NH) per-head running values of the softmax
-    real* dw1;  // (K Cin, D) like w1r
-    real* db1;  // (D)
-    real* dw2;  // (K D, NH) like w2r
-    real* db2;  // (NH)
-} DapeRow;
-
-struct DapeWork {
-    DapeLayer layer;   // the layer being computed (weights transposed into w1r, w2r)
-    DapeRow* rows;     // one per thread
-    int threads;
-    int slot_spread;   // a thread's accumulator slot for the base's parameters is thread * spread
-    real* dkv;         // (threads, B, T, 2C) each thread's dk, dv (backward), summed at the end
-    real* memory;
-};
-
-// copies a layer's weights (checkpoint layout) into dl, transposed into w1r, w2r
-static void dape_layer_init(DapeLayer* dl, const real* w1, const real* b1, const real* w2, const real* b2,
-                            int K, int D, int Cin, int NH, int hs, int edge_exact, real* w1r, real* w2r) {
-    dl->K = K; dl->p = K / 2; dl->D = D; dl->Cin = Cin; dl->NH = NH; dl->hs = hs;
-    dl->bias = Cin == 2 * NH;
-    dl->edge_exact = edge_exact;
-    dl->w1r = w1r; dl->b1 = b1; dl->w2r = w2r; dl->b2 = b2;
-    for (int d = 0; d < D; d++) {
-        for (int ch = 0; ch < Cin; ch++) {
-            for (int t = 0; t < K; t++) { w1r[((size_t)t * Cin + ch) * D + d] = w1[((size_t)d * Cin + ch) * K + t]; }
-        }
-    }
-    for (int h = 0; h < NH; h++) {
-        for (int d = 0; d < D; d++) {
-            for (int t = 0; t < K; t++) { w2r[((size_t)t * D + d) * NH + h] = w2[((size_t)h * D + d) * K + t]; }
-        }
-    }
-}
-
-// the hidden columns of row i are 0 .. dape_hidden_end - 1
-static inline int dape_hidden_end(const DapeLayer* dl, int i, int T) {
-    int e = i + dl->p + 1;
-    return dl->edge_exact && e > T ? T : e;
-}
-
-// c (M, N) += op(a) (M, K) op(b) (K, N), row-major with leading dimensions, op = transpose
-// where ta / tb: each tap of the convolutions is such a small product (BLAS when built with it)
-static void dape_gemm(int ta, int tb, int M, int N, int K, const real* a, int lda, const real* b, int ldb, real* c, int ldc) {
-    if (M <= 0 || N <= 0 || K <= 0) { return; }
-#ifdef USE_BLAS
-    cblas_gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1, a, lda, b, ldb, 1, c, ldc);
-#else
-    for (int m = 0; m < M; m++) {
-        for (int k = 0; k < K; k++) {
-            real av = ta ? a[(size_t)k * lda + m] : a[(size_t)m * lda + k];
-            for (int n = 0; n < N; n++) { c[(size_t)m * ldc + n] += av * (tb ? b[(size_t)n * ldb + k] : b[(size_t)k * ldb + n]); }
-        }
-    }
-#endif
-}
-
-// the output columns [*lo, *hi] of tap t whose input column (c + t - p) lies in [0, last]
-static inline void dape_tap_range(int t, int p, int out_last, int in_last, int* lo, int* hi) {
-    *lo = p - t > 0 ? p - t : 0;
-    *hi = in_last + p - t < out_last ? in_last + p - t : out_last;
-}
-
-// dape_row_logits: the logits a[c][h], c = 0..i, of query row i of batch row b, every
-// head; leaves x and hid in the workspace for the backward pass. Reads nothing of the
-// workspace beyond what this row wrote (no key column > i enters).
-static void dape_row_logits(DapeRow* w, const DapeLayer* dl, const real* qkv, const PEBias* pb, int b, int i, int T) {
-    int NH = dl->NH, hs = dl->hs, C = NH * hs, Cin = dl->Cin, D = dl->D, K = dl->K, p = dl->p;
-    real scale = 1 / sqrt((real)hs);
-    const real* q = qkv + ((size_t)b * T + i) * 3 * C;
-    for (int c = 0; c <= i; c++) {
-        const real* k = qkv + ((size_t)b * T + c) * 3 * C + C;
-        real* x = w->x + (size_t)c * Cin;
-        for (int h = 0; h < NH; h++) {
-            real dot = 0;
-            #pragma omp simd reduction(+:dot)
-            for (int e = 0; e < hs; e++) { dot += q[h * hs + e] * k[h * hs + e]; }
-            x[h] = dot * scale;
-            if (dl->bias) { PERow r = pe_bias_row(pb, b, h, i); x[NH + h] = pe_bias(pb, &r, c); }
-        }
-    }
-    // the first convolution, tap by tap, over the columns whose input lies in [0, i]; the LReLU
-    int e_end = dape_hidden_end(dl, i, T), lo, hi;
-    for (int c = 0; c < e_end; c++) {
-        for (int d = 0; d < D; d++) { w->hid[(size_t)c * D + d] = dl->b1[d]; }
-    }
-    for (int t = 0; t < K; t++) {
-        dape_tap_range(t, p, e_end - 1, i, &lo, &hi);
-        dape_gemm(0, 0, hi - lo + 1, D, Cin, w->x + (size_t)(lo + t - p) * Cin, Cin, dl->w1r + (size_t)t * Cin * D, D,
-                  w->hid + (size_t)lo * D, D);
-    }
-    for (size_t e = 0; e < (size_t)e_end * D; e++) { w->hid[e] = w->hid[e] > 0 ? w->hid[e] : (real)DAPE_LRELU_SLOPE * w->hid[e]; }
-    // the second convolution over the hidden columns in [0, e_end), then the residual s + b
-    for (int c = 0; c <= i; c++) {
-        for (int h = 0; h < NH; h++) { w->a[(size_t)c * NH + h] = dl->b2[h]; }
-    }
-    for (int t = 0; t < K; t++) {
-        dape_tap_range(t, p, i, e_end - 1, &lo, &hi);
-        dape_gemm(0, 0, hi - lo + 1, NH, D, w->hid + (size_t)(lo + t - p) * D, D, dl->w2r + (size_t)t * D * NH, NH,
-                  w->a + (size_t)lo * NH, NH);
-    }
-    for (int c = 0; c <= i; c++) {
-        const real* x = w->x + (size_t)c * Cin;
-        real* ac = w->a + (size_t)c * NH;
-        for (int h = 0; h < NH; h++) { ac[h] += dl->bias ? x[h] + x[NH + h] : x[h]; }
-    }
-}
-
-// dape_row_forward: query row i of batch row b, every head: the softmax of its logits
-// over c <= i, out_i = sum_c p_c v_c per head, and each head's log-sum-exp
-static void dape_row_forward(real* out, real* lse, DapeRow* w, const DapeLayer* dl, const real* qkv, const PEBias* pb,
-                             int b, int i, int T) {
-    int NH = dl->NH, hs = dl->hs, C = NH * hs;
-    dape_row_logits(w, dl, qkv, pb, b, i, T);
-    real* maxv = w->m;
-    real* sum = w->m + NH;
-    for (int h = 0; h < NH; h++) { maxv[h] = -INFINITY; sum[h] = 0; }
-    for (int c = 0; c <= i; c++) {
-        for (int h = 0; h < NH; h++) { maxv[h] = fmax(maxv[h], w->a[c * NH + h]); }
-    }
-    for (int c = 0; c <= i; c++) {
-        for (int h = 0; h < NH; h++) { w->a[c * NH + h] = exp(w->a[c * NH + h] - maxv[h]); sum[h] += w->a[c * NH + h]; }
-    }
-    real* o = out + ((size_t)b * T + i) * C;
-    for (int e = 0; e < C; e++) { o[e] = 0; }
-    for (int c = 0; c <= i; c++) {
-        const real* v = qkv + ((size_t)b * T + c) * 3 * C + 2 * C;
-        for (int h = 0; h < NH; h++) {
-            real pc = w->a[c * NH + h] / sum[h];
-            #pragma omp simd
-            for (int e = 0; e < hs; e++) { o[h * hs + e] += pc * v[h * hs + e]; }
-        }
-    }
-    for (int h = 0; h < NH; h++) { lse[((size_t)b * NH + h) * T + i] = maxv[h] + log(sum[h]); }
-}
-
-// dape_row_backward: the backward pass of query row i of batch row b: recomputes the row,
-// then the gradients of its logits, back through the two convolutions into the thread's
-// W1, b1, W2, b2 accumulators, the base's parameters (pe_bias_backward into accumulator
-// slot `slot`), dq_i (the row's own) and dk, dv of its keys into the thread's dkv (B, T, 2C).
-static void dape_row_backward(real* dqkv, real* dkv, DapeRow* w, const DapeLayer* dl, const real* dout,
-                              const real* qkv, const real* out, const real* lse, PEBias* pb, int slot, int b, int i, int T) {
-    int NH = dl->NH, hs = dl->hs, C = NH * hs, Cin = dl->Cin, D = dl->D, K = dl->K, p = dl->p;
-    real scale = 1 / sqrt((real)hs);
-    dape_row_logits(w, dl, qkv, pb, b, i, T);
-    // dA = p (dout . v - dout . out) per head
-    const real* g = dout + ((size_t)b * T + i) * C;
-    const real* o = out + ((size_t)b * T + i) * C;
-    real* Dh = w->m;
-    for (int h = 0; h < NH; h++) {
-        real acc = 0;
-        for (int e = 0; e < hs; e++) { acc += g[h * hs + e] * o[h * hs + e]; }
-        Dh[h] = acc;
-    }
-    for (int c = 0; c <= i; c++) {
-        const real* v = qkv + ((size_t)b * T + c) * 3 * C + 2 * C;
-        for (int h = 0; h < NH; h++) {
-            real dp = 0;
-            #pragma omp simd reduction(+:dp)
-            for (int e = 0; e < hs; e++) { dp += g[h * hs + e] * v[h * hs + e]; }
-            real pc = exp(w->a[c * NH + h] - lse[((size_t)b * NH + h) * T + i]);
-            w->a[c * NH + h] = pc; // the logits, used up, become the probabilities
-            w->da[c * NH + h] = pc * (dp - Dh[h]);
-        }
-    }
-    // the second convolution, tap by tap: dW2 += h^T dA, dh += dA W2^T; db2 += dA
-    int e_end = dape_hidden_end(dl, i, T), lo, hi;
-    memset(w->dhid, 0, (size_t)e_end * D * sizeof(real));
-    for (int t = 0; t < K; t++) {
-        dape_tap_range(t, p, i, e_end - 1, &lo, &hi);
-        dape_gemm(1, 0, D, NH, hi - lo + 1, w->hid + (size_t)(lo + t - p) * D, D, w->da + (size_t)lo * NH, NH,
-                  w->dw2 + (size_t)t * D * NH, NH);
-        dape_gemm(0, 1, hi - lo + 1, D, NH, w->da + (size_t)lo * NH, NH, dl->w2r + (size_t)t * D * NH, NH,
-                  w->dhid + (size_t)(lo + t - p) * D, D);
-    }
-    for (int c = 0; c <= i; c++) {
-        for (int h = 0; h < NH; h++) { w->db2[h] += w->da[(size_t)c * NH + h]; }
-    }
-    // through the LReLU (h > 0 exactly where z > 0); db1 += dz
-    for (int c = 0; c < e_end; c++) {
-        real* gc = w->dhid + (size_t)c * D;
-        const real* hc = w->hid + (size_t)c * D;
-        for (int d = 0; d < D; d++) { gc[d] *= hc[d] > 0 ? 1 : (real)DAPE_LRELU_SLOPE; w->db1[d] += gc[d]; }
-    }
-    // the first convolution, tap by tap: dW1 += x^T dz, dx += dz W1^T (inputs in [0, i] only)
-    memset(w->dx, 0, (size_t)(i + 1) * Cin * sizeof(real));
-    for (int t = 0; t < K; t++) {
-        dape_tap_range(t, p, e_end - 1, i, &lo, &hi);
-        dape_gemm(1, 0, Cin, D, hi - lo + 1, w->x + (size_t)(lo + t - p) * Cin, Cin, w->dhid + (size_t)lo * D, D,
-                  w->dw1 + (size_t)t * Cin * D, D);
-        dape_gemm(0, 1, hi - lo + 1, Cin, D, w->dhid + (size_t)lo * D, D, dl->w1r + (size_t)t * Cin * D, D,
-                  w->dx + (size_t)(lo + t - p) * Cin, Cin);
-    }
-    // the residual: the scores' and the biases' gradients; then as plain attention
-    // dq_i += ds k_c / sqrt(hs), dk_c += ds q_i / sqrt(hs), dv_c += p dout_i
-    const real* q = qkv + ((size_t)b * T + i) * 3 * C;
-    real* dq = dqkv + ((size_t)b * T + i) * 3 * C;
-    for (int c = 0; c <= i; c++) {
-        const real* k = qkv + ((size_t)b * T + c) * 3 * C + C;
-        real* dk = dkv + ((size_t)b * T + c) * 2 * C;
-        real* dv = dk + C;
-        const real* dxc = w->dx + (size_t)c * Cin;
-        for (int h = 0; h < NH; h++) {
-            real ds = w->da[c * NH + h] + dxc[h], pc = w->a[c * NH + h];
-            if (dl->bias) { PERow r = pe_bias_row(pb, b, h, i); pe_bias_backward(pb, slot, &r, c, w->da[c * NH + h] + dxc[NH + h]); }
-            #pragma omp simd
-            for (int e = 0; e < hs; e++) {
-                dq[h * hs + e] += ds * scale * k[h * hs + e];
-                dk[h * hs + e] += ds * scale * q[h * hs + e];
-                dv[h * hs + e] += pc * g[h * hs + e];
-            }
-        }
-    }
-}
-
-// dape_attention_forward: causal attention with DAPE's logits, one query row at a time
-// with all its heads, the longest rows first; out (B, T, C), lse (B, NH, T)
-void dape_attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, struct DapeWork* dw, int B, int T) {
-    #pragma omp parallel for schedule(dynamic, 1)
-    for (int r = 0; r < B * T; r++) {
-        int b = r / T, i = T - 1 - r % T;
-        dape_row_forward(out, lse, &dw->rows[omp_get_thread_num()], &dw->layer, qkv, pb, b, i, T);
-    }
-}
-
-// dape_attention_backward: every query row on its own (dape_row_backward), the longest
-// first, each thread accumulating dk and dv in its own buffer, which are then summed into
-// dqkv (two barriers in all). The base's parameter gradients go to the thread's
-// accumulator slot, spread so that no two threads share a cache line (pe_bias_reduce sums
-// every slot; DAPE's bases have biases that do not depend on the batch row).
-void dape_attention_backward(real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
-                             PEBias* pb, struct DapeWork* dw, int B, int T) {
-    int C = dw->layer.NH * dw->layer.hs;
-    size_t n = (size_t)B * T * 2 * C;
-    #pragma omp parallel
-    {
-        int thread = omp_get_thread_num();
-        real* dkv = dw->dkv + thread * n;
-        memset(dkv, 0, n * sizeof(real));
-        #pragma omp for schedule(dynamic, 1)
-        for (int r = 0; r < B * T; r++) {
-            int b = r / T, i = T - 1 - r % T;
-            dape_row_backward(dqkv, dkv, &dw->rows[thread], &dw->layer, dout, qkv, out, lse, pb,
-                              thread * dw->slot_spread, b, i, T);
-        }
-        #pragma omp for schedule(static)
-        for (int bt = 0; bt < B * T; bt++) {
-            real* dk = dqkv + (size_t)bt * 3 * C + C;
-            for (int u = 0; u < dw->threads; u++) {
-                const real* src = dw->dkv + u * n + (size_t)bt * 2 * C;
-                for (int e = 0; e < 2 * C; e++) { dk[e] += src[e]; }
-            }
-        }
-    }
-}
-
-// the workspace for B x T tokens: per thread a row workspace, and when training its
-// gradients, the parameter-gradient accumulators and the thread's dk, dv buffer
-static struct DapeWork* dape_work_alloc(const GPT2Config* cfg, int B, int T, int training) {
-    int NH = cfg->num_heads, K = cfg->dape, p = K / 2, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
-    struct DapeWork* dw = (struct DapeWork*)calloc_check(1, sizeof(struct DapeWork));
-    dw->threads = omp_get_max_threads();
-    dw->slot_spread = 1 + 64 / (NH * PE_BH_GRADS * (int)sizeof(real) + 1);
-    size_t tr = training ? 1 : 0;
-    size_t per_row = ((size_t)T * Cin + (size_t)(T + p) * D + (size_t)T * NH) * (1 + tr) + 2 * NH
-                   + tr * ((size_t)K * Cin * D + D + (size_t)K * D * NH + NH);
-    size_t dkv = tr * (size_t)B * T * 2 * cfg->channels;
-    size_t total = (size_t)K * Cin * D + (size_t)K * D * NH + dw->threads * (per_row + dkv);
-    dw->memory = (real*)calloc_check(total, sizeof(real));
-    dw->rows = (DapeRow*)calloc_check(dw->threads, sizeof(DapeRow));
-    real* m = dw->memory;
-    dw->layer.w1r = m; m += (size_t)K * Cin * D;
-    dw->layer.w2r = m; m += (size_t)K * D * NH;
-    for (int t = 0; t < dw->threads; t++) {
-        DapeRow* w = &dw->rows[t];
-        w->x = m; m += (size_t)T * Cin;
-        w->hid = m; m += (size_t)(T + p) * D;
-        w->a = m; m += (size_t)T * NH;
-        w->m = m; m += 2 * NH;
-        if (!training) { continue; }
-        w->dx = m; m += (size_t)T * Cin;
-        w->dhid = m; m += (size_t)(T + p) * D;
-        w->da = m; m += (size_t)T * NH;
-        w->dw1 = m; m += (size_t)K * Cin * D;
-        w->db1 = m; m += D;
-        w->dw2 = m; m += (size_t)K * D * NH;
-        w->db2 = m; m += NH;
-    }
-    dw->dkv = m;
-    return dw;
-}
-
-static void dape_work_free(struct DapeWork* dw) {
-    if (dw == NULL) { return; }
-    free(dw->memory);
-    free(dw->rows);
-    free(dw);
-}
-
-// layer l's weights into the workspace (transposed), and when backward its gradient
-// accumulators zeroed
-static void dape_layer_setup(GPT2* model, int l, int backward) {
-    GPT2Config* cfg = &model->config;
-    struct DapeWork* dw = model->dape;
-    int NH = cfg->num_heads, K = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
-    ParameterTensors* p = &model->params;
-    dape_layer_init(&dw->layer, p->dape_w1 + (size_t)l * D * Cin * K, p->dape_b1 + (size_t)l * D,
-                    p->dape_w2 + (size_t)l * NH * D * K, p->dape_b2 + (size_t)l * NH, K, D, Cin, NH,
-                    cfg->channels / NH, model->dape_edge_exact, dw->layer.w1r, dw->layer.w2r);
-    if (!backward) { return; }
-    for (int t = 0; t < dw->threads; t++) {
-        DapeRow* w = &dw->rows[t];
-        memset(w->dw1, 0, (size_t)K * Cin * D * sizeof(real));
-        memset(w->db1, 0, D * sizeof(real));
-        memset(w->dw2, 0, (size_t)K * D * NH * sizeof(real));
-        memset(w->db2, 0, NH * sizeof(real));
-    }
-}
-
-// the threads' gradient accumulators of layer l, summed and transposed back into the
-// checkpoint layout of the parameter gradients
-static void dape_layer_reduce(GPT2* model, int l) {
-    GPT2Config* cfg = &model->config;
-    struct DapeWork* dw = model->dape;
-    int NH = cfg->num_heads, K = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, NH);
-    ParameterTensors* g = &model->grads;
-    real* dw1 = g->dape_w1 + (size_t)l * D * Cin * K;
-    real* db1 = g->dape_b1 + (size_t)l * D;
-    real* dw2 = g->dape_w2 + (size_t)l * NH * D * K;
-    real* db2 = g->dape_b2 + (size_t)l * NH;
-    for (int t = 0; t < dw->threads; t++) {
-        const DapeRow* w = &dw->rows[t];
-        for (int d = 0; d < D; d++) {
-            db1[d] += w->db1[d];
-            for (int ch = 0; ch < Cin; ch++) {
-                for (int k = 0; k < K; k++) { dw1[((size_t)d * Cin + ch) * K + k] += w->dw1[((size_t)k * Cin + ch) * D + d]; }
-            }
-        }
-        for (int h = 0; h < NH; h++) {
-            db2[h] += w->db2[h];
-            for (int d = 0; d < D; d++) {
-                for (int k = 0; k < K; k++) { dw2[((size_t)h * D + d) * K + k] += w->dw2[((size_t)k * D + d) * NH + h]; }
-            }
-        }
-    }
-}
+#define PE_PART PE_PART_CPU
+#include "pe/dape.h"
+#undef PE_PART
 
 // ============================================================================
 // the model
@@ -1011,7 +621,11 @@ static void gpt2_allocate(GPT2* model) {
     model->num_parameters = count_parameters(&model->config);
     model->params_memory = (real*)malloc_check(model->num_parameters * sizeof(real));
     point_parameters(&model->params, model->params_memory, model->param_sizes);
-    pe_model_init(model);
+    model->alibi_slopes = (real*)malloc_check(model->config.num_heads * sizeof(real));
+    float* slopes = (float*)malloc_check(model->config.num_heads * sizeof(float));
+    alibi_slopes(slopes, model->config.num_heads);
+    for (int h = 0; h < model->config.num_heads; h++) { model->alibi_slopes[h] = slopes[h]; }
+    free(slopes);
 }
 
 // builds a freshly initialized model (llmc/model.h: gpt2_init_params) for a configuration
@@ -1094,7 +708,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->acts_B = B;
     model->acts_T = T;
     model->acts_layers = layers;
-    model->att_scratch_len = pe_attention_scratch(&model->config, T, training);
+    model->att_scratch_len = pe_attention_scratch(&model->config, B, T, training);
     model->att_scratch = (real*)malloc_check((size_t)omp_get_max_threads() * model->att_scratch_len * sizeof(real));
     model->dape = model->config.dape != 0 ? dape_work_alloc(&model->config, B, T, training) : NULL;
     size_t slots = model->dape != NULL ? (size_t)model->dape->threads * model->dape->slot_spread : 0; // DAPE's

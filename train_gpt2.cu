@@ -31,12 +31,6 @@ evaluation of 16k-token windows needs memory linear in the length.
 #include "llmc/cuda_common.cuh"
 #include "llmc/attention_bias.cuh"
 #include "llmc/attention_dape.cuh"
-#if defined(PE_COPE)
-#include "llmc/attention_cope.cuh"
-#endif
-#if defined(PE_TXL)
-#include "llmc/attention_txl.cuh"
-#endif
 #ifdef USE_NCCL
 #include <nccl.h>
 #endif
@@ -155,61 +149,18 @@ static void cuda_context_free(void) {
 // the model's tensors: parameters (the checkpoint layout, llmc/model.h, with each tensor
 // aligned on the device) and activations
 
+// a pointer per tensor of llmc/model.h's PARAMETER_TENSORS (GPT-2's, the encoding's, DAPE's)
 template<class T>
 struct TensorSet {
-    T* wte;      // (Vp, C) token embeddings, also the classifier (tied)
-    T* wpe;      // (maxT, C) learned position embeddings (PE learned only)
-    T* ln1w;     // (L, C)
-    T* ln1b;     // (L, C)
-    T* qkvw;     // (L, 3C, C)
-    T* qkvb;     // (L, 3C)
-    T* attprojw; // (L, C, C)
-    T* attprojb; // (L, C)
-    T* ln2w;     // (L, C)
-    T* ln2b;     // (L, C)
-    T* fcw;      // (L, 4C, C)
-    T* fcb;      // (L, 4C)
-    T* fcprojw;  // (L, C, 4C)
-    T* fcprojb;  // (L, C)
-    T* lnfw;     // (C)
-    T* lnfb;     // (C)
-    T* cable_wb; // (L, NH, C) CABLE increment layer
-    T* cable_bb; // (L, NH)
-    T* cable_ww; // (L, NH, C) CABLE v2 weight layer (cable only)
-    T* cable_bw; // (L, NH)
-    T* t5_table; // (L, NH, 32)
-    T* kerple_r1; // (L, NH)
-    T* kerple_r2; // (L, NH)
-    T* fire_w1;  // (L, 32) FIRE MLP, input 1 -> 32
-    T* fire_b1;  // (L, 32)
-    T* fire_w2;  // (L, NH, 32) 32 -> NH
-    T* fire_b2;  // (L, NH)
-    T* fire_c;   // (L)
-    T* fire_L;   // (L) the threshold's multiplier l: L = |l| * maxT // 2
-    T* kpower_a; // (L, NH) Kerple-power
-    T* kpower_p; // (L, NH)
-    T* cope_e;   // (L, P, hs) CoPE: the embedding of each position u, P = maxT + 1
-    T* txl_wr;   // (L, C, C) Transformer-XL: W_r, the projection of the sinusoids
-    T* txl_rw;   // (L, NH, hs) its content bias r_w
-    T* txl_rr;   // (L, NH, hs) its position bias r_r
-    T* dape_w1;  // (L, D, Cin, k) DAPE's first convolution (llmc/dape.h)
-    T* dape_b1;  // (L, D)
-    T* dape_w2;  // (L, NH, D, k) its second convolution
-    T* dape_b2;  // (L, NH)
+#define P_FIELD_(NAME, field, decay, size, init) T* field;
+    PARAMETER_TENSORS(P_FIELD_)
 };
 
 // points the tensors into one allocation at the given element offsets
 template<class T>
 static void point_parameters(TensorSet<T>* t, T* memory, const size_t* offsets) {
-    T** ptrs[NUM_PARAMETER_TENSORS] = {
-        &t->wte, &t->wpe, &t->ln1w, &t->ln1b, &t->qkvw, &t->qkvb, &t->attprojw, &t->attprojb,
-        &t->ln2w, &t->ln2b, &t->fcw, &t->fcb, &t->fcprojw, &t->fcprojb, &t->lnfw, &t->lnfb,
-        &t->cable_wb, &t->cable_bb, &t->cable_ww, &t->cable_bw, &t->t5_table, &t->kerple_r1, &t->kerple_r2,
-        &t->fire_w1, &t->fire_b1, &t->fire_w2, &t->fire_b2, &t->fire_c, &t->fire_L, &t->kpower_a, &t->kpower_p, &t->cope_e,
-        &t->txl_wr, &t->txl_rw, &t->txl_rr,
-        &t->dape_w1, &t->dape_b1, &t->dape_w2, &t->dape_b2,
-    };
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *(ptrs[i]) = memory + offsets[i]; }
+#define P_POINT_(NAME, field, decay, size, init) t->field = memory + offsets[P_##NAME];
+    PARAMETER_TENSORS(P_POINT_)
 }
 
 // Activations for a capacity of N = B*T tokens and NL stored layers: NL = L when
@@ -735,41 +686,37 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // ============================================================================
 // positional encodings
 //
-// Everything an encoding does is in its block below, with the hooks of train_gpt2.c:
-//   pe_embed_forward / pe_embed_backward  position embeddings added to the token embeddings
-//                                         (the backward runs first and may scale the tokens' gradient)
-//   pe_layer_forward / pe_layer_backward  per-layer work between the qkv projection and the
-//                                         attention: rope's and xpos's rotation of q and k,
-//                                         CABLE's per-token increments and their cumulative sum
-//   PEBias, pe_bias_setup, pe_bias, pe_bias_backward, pe_bias_reduce
-//                                         the additive attention bias b(i, j) of head h; pe_bias
-//                                         and pe_bias_backward are __device__ functions called
-//                                         inside the attention kernels (llmc/attention_bias.cuh,
-//                                         llmc/attention_mma.cuh), with pe_bias_flush ending each
-//                                         backward kernel; a masked pair's bias is PE_MASKED_BIAS
-//                                         (xpos's BCA)
-//   pe_project                            keeps constrained parameters in range after an update
+// The encoding this binary is built for lives in its own file, pe/<file>.h (llmc/pe_list.h
+// names it), whose CUDA part is included below, with the hooks of train_gpt2.c under the
+// same names (docs/adding-an-encoding.md says what each does):
+//   pe_embed_forward / pe_embed_backward  position embeddings: PE_EMBED
+//   pe_layer_forward / pe_layer_backward  per-layer work before the attention: PE_LAYER
+//                                         (PE_LAYER_DLN1: its backward writes dln1 first)
+//   PEBias, PERow, pe_bias_setup, pe_bias_row, pe_bias
+//                                         the additive attention bias b(i, j): PE_BIAS. The
+//                                         kernels (llmc/attention_bias.cuh, attention_mma.cuh)
+//                                         call pe_bias_row once per query row and pe_bias per
+//                                         pair; PERow's shift is a constant of the row left out
+//                                         of pe_bias because it cancels in the softmax (CABLE's
+//                                         w_i S_i; the kernels add it to the log-sum-exp)
+//   PEGrad, pe_bias_backward, pe_bias_flush, PE_PAR_N
+//                                         the bias's gradient, accumulated per thread in PEGrad
+//                                         on the row side (the dq pass) and the column side (the
+//                                         dk/dv pass), then flushed at the end of the kernel: per
+//                                         token, or PE_PAR_N parameter-gradient partials per
+//                                         block: PE_BIAS_GRAD; pe_bias_backward_warp, called by
+//                                         every lane of a warp at once, for encodings whose
+//                                         column side reduces over the warp (t5, fire; PEGrad
+//                                         per_lane): PE_BIAS_WARP
+//   pe_bias_reduce                        the partials summed into the gradients (no atomics,
+//                                         deterministic): PE_BIAS_REDUCE
+//   pe_project                            keeps constrained parameters in range: PE_PROJECT
+//   pe_attention_forward / pe_attention_backward, pe_attention_scratch
+//                                         a layer's whole attention (CoPE, txl): PE_ATTENTION
+// A hook the file does not define does nothing (the defaults after the include; without
+// PE_ATTENTION a layer's attention is llmc/attention_bias.cuh's with the bias hooks).
 // model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
 // attention): the driver sets it around its extrapolation evaluation, plain otherwise.
-// A block defines PE_EMBED, PE_LAYER, PE_BIAS for the hooks it implements; the others do
-// nothing (defaults after the last block). The kernels evaluate the bias in two steps:
-// PERow r = pe_bias_row(pb, b, h, i) once per query row, then pe_bias(pb, r, j) and
-// pe_bias_backward(pb, g, side, r, j, ds) per pair. A block that defines PE_ROW writes
-// these itself, with the per-row constants hoisted into PERow (and r.shift: a constant of
-// the row left out of pe_bias because it cancels in the softmax; the kernels add it to the
-// log-sum-exp); a block without it writes pe_bias(pb, b, h, i, j) and
-// pe_bias_backward(pb, g, side, b, h, i, j, ds) as train_gpt2.c does, and PERow is
-// (b, h, i). The kernels call pe_bias_backward_warp(pb, g, side, r, j, ds, valid) with every
-// lane of a warp at once (valid: whether the lane's pair counts); it is pe_bias_backward of the
-// valid pairs, except in a block that defines PE_BIAS_WARP (t5, fire): their column side
-// reduces over the warp, and PEGrad holds the lane's share (per_lane). PE_PAR_N is the number
-// of parameter-gradient accumulators of the bias (each attention backward block reduces its
-// own into a partial, pe_bias_reduce sums the partials: no atomics, deterministic).
-// PE_LAYER_DLN1 says pe_layer_backward has written a gradient into dln1 (the qkv backward
-// then adds). PE_ATTENTION: the block computes a layer's whole attention itself
-// (pe_attention_forward, pe_attention_backward; CoPE and txl, whose terms are no bias
-// b(i, j)), with pe_attention_scratch floats of backward scratch; the default is the
-// attention of llmc/attention_bias.cuh.
 // Positions: pe_positions(model, l) is the device table of the tokens' positions in layer l
 // (randomized positions, llmc/pe.h, as train_gpt2.c draws them), or NULL when they are the
 // indices; the default attention then reads the bias at those positions (PEPositions).
@@ -778,16 +725,14 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
 static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
 
-#if defined(PE_SANDWICH) || defined(PE_TXL)
 // replaces a table of the encoding's (sandwich's biases, txl's sinusoids) with `bytes` of
 // `host`, once the kernels that may read the old one are done
-static void pe_table_upload(void** table, const void* host, size_t bytes, const char* what) {
+[[maybe_unused]] static void pe_table_upload(void** table, const void* host, size_t bytes, const char* what) {
     cudaCheck(cudaStreamSynchronize(ctx.stream));
     cuda_free(table);
     *table = cuda_malloc(bytes, what);
     cudaCheck(cudaMemcpy(*table, host, bytes, cudaMemcpyHostToDevice));
 }
-#endif
 
 // ---- randomized positions (llmc/pe.h; train_gpt2.c's pe_positions_draw) ----
 // are the positions of this forward pass drawn?
@@ -850,907 +795,57 @@ __device__ __forceinline__ bool warp_any(bool v) {
     return x != 0;
 }
 
-#if defined(PE_KERPLE) || defined(PE_KERPLE_POWER)
-// head_pairs_reduce_kernel: kerple and kerple_power: one thread per head sums the two
-// accumulators of every (b, key block) partial into the head's two gradients
-__global__ void head_pairs_reduce_kernel(float* d0, float* d1, const float* partials, int B, int NH, int blocks) {
-    int h = blockIdx.x * blockDim.x + threadIdx.x;
-    if (h >= NH) { return; }
-    float s0 = 0.0f, s1 = 0.0f;
-    for (int b = 0; b < B; b++) {
-        for (int kb = 0; kb < blocks; kb++) {
-            const float* p = partials + (((size_t)b * NH + h) * blocks + kb) * 2;
-            s0 += p[0];
-            s1 += p[1];
-        }
-    }
-    d0[h] += s0;
-    d1[h] += s1;
-}
-static void pe_reduce_head_pairs(float* d0, float* d1, const float* partials, int B, int NH, int T) {
-    head_pairs_reduce_kernel<<<CEIL_DIV(NH, 64), 64, 0, ctx.stream>>>(d0, d1, partials, B, NH, CEIL_DIV(T, ATT_KV_BK));
-    cudaCheckLaunch("head_pairs_reduce_kernel");
-}
+#define PE_PART PE_PART_CUDA
+#include "llmc/pe_part.h"
+#undef PE_PART
 
-// keeps a constrained parameter tensor in [lo, hi], on this rank's part of the master weights (pe_project)
-static void pe_clamp(GPT2* model, int tensor, float lo, float hi) {
-    size_t a = model->param_offsets[tensor], z = a + model->param_sizes[tensor];
-    if (a < model->shard_lo) { a = model->shard_lo; }
-    if (z > model->shard_hi) { z = model->shard_hi; }
-    if (a >= z) { return; }
-    clamp_kernel<<<CEIL_DIV(z - a, 256), 256, 0, ctx.stream>>>(model->master + (a - model->shard_lo), z - a, lo, hi);
-    cudaCheckLaunch("clamp_kernel");
-}
-#endif
-
-#if defined(PE_LEARNED)
-// learned: GPT-2's absolute position embeddings wpe [maxT, C]
-#define PE_EMBED
-// (row pos[t] of wpe for token t: randomized positions; pos NULL: row t)
-__global__ void learned_embed_forward_kernel(floatX* out, const floatX* wpe, const int* pos, int N, int T, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * C) { return; }
-    int t = (idx / C) % T;
-    out[idx] = (floatX)((float)out[idx] + (float)wpe[(size_t)(pos != NULL ? pos[t] : t) * C + idx % C]);
-}
-// one thread per (t, c): sums over the batch, so no two threads write the same element
-// (the drawn positions are distinct)
-__global__ void learned_embed_backward_kernel(float* dwpe, const floatX* dout, const int* pos, int B, int T, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)T * C) { return; }
-    float s = 0.0f;
-    for (int b = 0; b < B; b++) { s += (float)dout[(size_t)b * T * C + idx]; }
-    int t = idx / C;
-    dwpe[(size_t)(pos != NULL ? pos[t] : t) * C + idx % C] += s;
-}
-static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
-    size_t n = (size_t)B * T * model->config.channels;
-    learned_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, model->params.wpe, pe_positions(model, 0), B * T, T,
-                                                                            model->config.channels);
-    cudaCheckLaunch("learned_embed_forward_kernel");
-}
-static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
-    size_t n = (size_t)T * model->config.channels;
-    learned_embed_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(model->grads.wpe, dout, pe_positions(model, 0), B, T,
-                                                                             model->config.channels);
-    cudaCheckLaunch("learned_embed_backward_kernel");
-}
-
-#elif defined(PE_SINUSOIDAL)
-// sinusoidal, as fairseq: the token embeddings times sqrt(C) plus p[pos], pos = t + 2,
-// p[pos, k] = sin(pos w_k), p[pos, C/2 + k] = cos(pos w_k), w_k = 10000^(-k / (C/2 - 1));
-// angles in double, as the CPU path. The backward scales the tokens' gradient by sqrt(C).
-#define PE_EMBED
-__global__ void sinusoidal_embed_forward_kernel(floatX* out, const int* positions, int N, int T, int C) {
-    int half = C / 2;
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * C) { return; }
-    int t = (idx / C) % T;
-    int c = idx % C;
-    double pos = (positions != NULL ? positions[t] : t) + SINUSOIDAL_FIRST_POS;
-    float p = 0.0f; // an odd C's last column gets none
-    if (c < 2 * half) {
-        int k = c % half;
-        double angle = pos * exp(-k * log(10000.0) / (half - 1));
-        p = (float)(c < half ? sin(angle) : cos(angle));
-    }
-    out[idx] = (floatX)((float)out[idx] * sqrtf((float)C) + p);
-}
-// scale_kernel: x *= a
-__global__ void scale_kernel(floatX* x, size_t n, float a) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { x[i] = (floatX)((float)x[i] * a); }
-}
-static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
-    int C = model->config.channels;
-    size_t n = (size_t)B * T * C;
-    sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, pe_positions(model, 0), B * T, T, C);
-    cudaCheckLaunch("sinusoidal_embed_forward_kernel");
-}
-static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
-    int C = model->config.channels;
-    size_t n = (size_t)B * T * C;
-    scale_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(dout, n, sqrtf((float)C));
-    cudaCheckLaunch("scale_kernel");
-}
-
-#elif defined(PE_ROPE) || defined(PE_XPOS)
-// rope: rotate each pair (2k, 2k+1) of q and k by the angle pos * theta_k, in every layer;
-// the backward rotates the gradients back (the transpose of a rotation). xpos: rope with
-// pair k of q times zeta_k^(n/gamma), of k times zeta_k^(-n/gamma), n = pos - ceil(T/2).
-// The table of cos, sin and the two factors is computed in double, as the CPU path, for
-// the frequencies of the evaluation variant in effect (llmc/pe.h: rope_frequencies, YaRN's
-// mscale in the factors), and again whenever the length or the variant changes, or for
-// every layer (forward and backward) at its draw of randomized positions.
-#define PE_LAYER
-#if defined(PE_XPOS)
-#define XPOS_GAMMA XPOS_SCALE_BASE
-#else
-#define XPOS_GAMMA INFINITY // rope is xpos without the decay: zeta^(n / inf) = 1
-#endif
-struct RopeFreq { double f[64]; }; // theta_k of hs/2 <= 64 pairs, by value to the kernel
-// (token t at position pos[t] of a range of `span`, xpos's centre; pos NULL: t of T)
-__global__ void rope_table_kernel(float4* table, RopeFreq freq, double mscale, double gamma, const int* pos, int span, int T, int hs) {
-    int half = hs / 2;
-    int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= T * half) { return; }
-    int t = idx / half, k = idx % half;
-    int pt = pos != NULL ? pos[t] : t;
-    double angle = pt * freq.f[k];
-    double z = pow(xpos_zeta(k, hs), (pt - (span + 1) / 2) / gamma);
-    table[idx] = make_float4((float)cos(angle), (float)sin(angle), (float)(mscale * z), (float)(mscale / z));
-}
-// one thread per (token, head, pair) rotates that pair of q and of k; direction -1 undoes it
-__global__ void rope_rotate_kernel(floatX* qkv, const float4* table, int N, int T, int C, int hs, float direction) {
-    int half = hs / 2, pairs = C / 2;
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * pairs) { return; }
-    size_t bt = idx / pairs;
-    int pc = idx % pairs; // pair index over all heads: head pc / half, frequency pc % half
-    int t = bt % T, k = pc % half;
-    float4 cs = table[t * half + k];
-    float sn = direction * cs.y, f[2] = {cs.z, cs.w};
-    for (int part = 0; part < 2; part++) { // q, then k
-        floatX* x = qkv + bt * 3 * C + part * C + 2 * pc;
-        float x0 = (float)x[0], x1 = (float)x[1];
-        x[0] = (floatX)(f[part] * (x0 * cs.x - x1 * sn));
-        x[1] = (floatX)(f[part] * (x0 * sn + x1 * cs.x));
-    }
-}
-// the table of layer l for a forward pass over T tokens, unless it is already there (a
-// table of drawn positions is never kept: the next layer has its own)
-static void rope_table_update(GPT2* model, int l, int T) {
-    const PEEval* e = &model->pe_eval;
-    const PEEval* had = &model->rope_table_eval;
-    if (!model->rp_drawn && model->rope_table_T == T && had->variant == e->variant && had->rope_factor == e->rope_factor
-        && had->train_len == e->train_len) { return; }
-    int hs = model->config.channels / model->config.num_heads;
-    RopeFreq freq;
-    double mscale = rope_frequencies(freq.f, hs, e, T);
-    rope_table_kernel<<<CEIL_DIV(T * hs / 2, 256), 256, 0, ctx.stream>>>(model->acts.rope, freq, mscale, XPOS_GAMMA,
-                                                                         pe_positions(model, l), model->rp_span, T, hs);
-    cudaCheckLaunch("rope_table_kernel");
-    model->rope_table_T = model->rp_drawn ? 0 : T;
-    model->rope_table_eval = *e;
-}
-static void rope_rotate(floatX* qkv, const float4* table, int B, int T, int C, int NH, float direction) {
-    size_t n = (size_t)B * T * (C / 2);
-    rope_rotate_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(qkv, table, B * T, T, C, C / NH, direction);
-    cudaCheckLaunch("rope_rotate_kernel");
-}
-static void pe_layer_forward(GPT2* model, int l, int B, int T) {
-    GPT2Config* c = &model->config;
-    rope_table_update(model, l, T);
-    rope_rotate(model->acts.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, model->acts.rope,
-                B, T, c->channels, c->num_heads, 1.0f);
-}
-static void pe_layer_backward(GPT2* model, int l, int B, int T) {
-    GPT2Config* c = &model->config;
-    rope_table_update(model, l, T);
-    rope_rotate(model->gs.dbig, model->acts.rope, B, T, c->channels, c->num_heads, -1.0f);
-}
-#if defined(PE_XPOS)
-// blockwise causal attention beyond the training length w (-xb 1): keys before block
-// (floor(i / (w/2)) - 1) of w/2 get PE_MASKED_BIAS
-#define PE_BIAS
-#define PE_PAR_N 0
-struct PEGrad {};
-struct PEBias { typedef PEGrad Grad; int half; }; // w/2; 0: every key j <= i
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)l; (void)B; (void)backward;
-    const PEEval* e = &model->pe_eval;
-    pb->half = e->variant == PE_EVAL_BCA && T > e->train_len ? e->train_len / 2 : 0;
-}
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
-    (void)b; (void)h;
-    return pb.half > 0 && j < (i / pb.half - 1) * pb.half ? PE_MASKED_BIAS : 0.0f;
-}
-__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
-__device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-#endif
-
-#elif defined(PE_NOPE)
-// nope: no position information at all (causal masking alone)
-
-#elif defined(PE_ALIBI)
-// alibi: b(i, j) = -m_h (i - j), fixed head slopes m_h (llmc/pe.h), not scaled by 1/sqrt(hs)
-#define PE_BIAS
-#define PE_ROW
-#define PE_PAR_N 0
-struct PEGrad {};
-struct PEBias { typedef PEGrad Grad; const float* slopes; };
-struct PERow { float slope; int i; float shift; };
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)l; (void)B; (void)T; (void)backward;
-    pb->slopes = model->alibi_slopes;
-}
-__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
-    (void)b;
-    return {pb.slopes[h], i, 0.0f};
-}
-__device__ __forceinline__ float pe_bias(const PEBias&, const PERow& r, int j) { return -r.slope * (float)(r.i - j); }
-__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, const PERow&, int, float) {}
-__device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-
-#elif defined(PE_T5)
-// t5: a learned scalar per head and distance bucket, b(i, j) = table[h][bucket(i - j)];
-// the buckets of distances below 128 come from llmc/pe.h's t5_bucket() on the host.
-// Gradient (column side): a distance of 128 or more is bucket 31, summed per thread; the
-// nearer pairs of a warp are staged in shared memory and lane k sums bucket k's (a bucket
-// per lane, no dynamically indexed array)
-#define PE_BIAS
-#define PE_ROW
-#define PE_BIAS_WARP
-#define PE_PAR_N T5_NUM_BUCKETS
-static_assert(T5_NUM_BUCKETS == WARP_SIZE, "t5: a bucket per lane");
-__constant__ unsigned char t5_bucket_of[T5_MAX_DISTANCE];
-struct PEGrad { float bucket, far; static constexpr bool per_lane = true; }; // lane k: bucket k; far: this thread's bucket-31 pairs
-struct PEBias { typedef PEGrad Grad; const floatX* table; float* partials; };
-struct PERow { const floatX* table; int i; float shift; }; // the table's row of head h
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    static int uploaded = 0;
-    (void)B; (void)T; (void)backward;
-    if (!uploaded) {
-        unsigned char buckets[T5_MAX_DISTANCE];
-        for (int n = 0; n < T5_MAX_DISTANCE; n++) { buckets[n] = (unsigned char)t5_bucket(n); }
-        cudaCheck(cudaMemcpyToSymbol(t5_bucket_of, buckets, sizeof(buckets)));
-        uploaded = 1;
-    }
-    pb->table = model->params.t5_table + (size_t)l * model->config.num_heads * T5_NUM_BUCKETS;
-    pb->partials = model->gs.pe_partials;
-}
-__device__ __forceinline__ int pe_t5_bucket(int n) { return n < T5_MAX_DISTANCE ? t5_bucket_of[n] : T5_NUM_BUCKETS - 1; }
-__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
-    (void)b;
-    return {pb.table + h * T5_NUM_BUCKETS, i, 0.0f};
-}
-__device__ __forceinline__ float pe_bias(const PEBias&, const PERow& r, int j) { return (float)r.table[pe_t5_bucket(r.i - j)]; }
-__device__ __forceinline__ void pe_bias_backward_warp(const PEBias&, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
-    if (side != PE_SIDE_COL) { return; }
-    int n = r.i - j;
-    bool near = valid && n < T5_MAX_DISTANCE;
-    if (valid && !near) { g.far += ds; }
-    if (!warp_any(near)) { return; }
-    __shared__ float2 stage[PE_WARP_THREADS]; // (bucket, ds) of each lane's pair, ds = 0 if not near
-    int lane = threadIdx.x % WARP_SIZE, first = threadIdx.x - lane;
-    stage[threadIdx.x] = make_float2(near ? (float)pe_t5_bucket(n) : -1.0f, near ? ds : 0.0f);
-    __syncwarp();
-    float sum = 0.0f;
-    #pragma unroll 1
-    for (int l = 0; l < WARP_SIZE; l++) {
-        float2 v = stage[first + l];
-        if (v.x == (float)lane) { sum += v.y; }
-    }
-    g.bucket += sum;
-    __syncwarp(); // the stage is rewritten by the next pair
-}
-__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
-    int lane = threadIdx.x % WARP_SIZE;
-    flush_lane_partials(pb.partials, T5_NUM_BUCKETS, side, slot, [&](int q) {
-        return (q == lane ? g.bucket : 0.0f) + (q == T5_NUM_BUCKETS - 1 ? g.far : 0.0f);
-    });
-}
-// dtable[h][k] += the partials of every (b, key block) of head h
-__global__ void t5_bias_reduce_kernel(float* dtable, const float* partials, int B, int NH, int blocks) {
-    int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= NH * T5_NUM_BUCKETS) { return; }
-    int h = idx / T5_NUM_BUCKETS, k = idx % T5_NUM_BUCKETS;
-    float s = 0.0f;
-    for (int b = 0; b < B; b++) {
-        for (int kb = 0; kb < blocks; kb++) { s += partials[(((size_t)b * NH + h) * blocks + kb) * PE_PAR_N + k]; }
-    }
-    dtable[idx] += s;
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = model->config.num_heads;
-    int blocks = CEIL_DIV(model->seq_len, ATT_KV_BK);
-    t5_bias_reduce_kernel<<<CEIL_DIV(NH * T5_NUM_BUCKETS, 256), 256, 0, ctx.stream>>>(
-        model->grads.t5_table + (size_t)l * NH * T5_NUM_BUCKETS, pb->partials, B, NH, blocks);
-    cudaCheckLaunch("t5_bias_reduce_kernel");
-}
-
-#elif defined(PE_KERPLE)
-// kerple (logarithmic): b(i, j) = -r1_h log(1 + r2_h (i - j)), r1, r2 learned and kept >= 0.01
-#define PE_BIAS
-#define PE_ROW
-#define PE_PAR_N 2
-struct PEGrad { float d[2]; };
-struct PEBias { typedef PEGrad Grad; const floatX* r1; const floatX* r2; float* partials; };
-struct PERow { float r1, r2; int i; float shift; };
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)B; (void)T; (void)backward;
-    int NH = model->config.num_heads;
-    pb->r1 = model->params.kerple_r1 + (size_t)l * NH;
-    pb->r2 = model->params.kerple_r2 + (size_t)l * NH;
-    pb->partials = model->gs.pe_partials;
-}
-__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
-    (void)b;
-    return {(float)pb.r1[h], (float)pb.r2[h], i, 0.0f};
-}
-__device__ __forceinline__ float pe_bias(const PEBias&, const PERow& r, int j) { return -r.r1 * logf(1.0f + r.r2 * (float)(r.i - j)); }
-__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad& g, int side, const PERow& r, int j, float ds) {
-    if (side != PE_SIDE_COL) { return; }
-    float n = (float)(r.i - j);
-    g.d[0] -= ds * logf(1.0f + r.r2 * n);
-    g.d[1] -= ds * r.r1 * n / (1.0f + r.r2 * n);
-}
-__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
-    flush_param_partials(pb.partials, g.d, side, slot);
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = model->config.num_heads;
-    pe_reduce_head_pairs(model->grads.kerple_r1 + (size_t)l * NH, model->grads.kerple_r2 + (size_t)l * NH, pb->partials, B, NH, model->seq_len);
-}
-#define PE_PROJECT
-// r1 and r2 back to >= KERPLE_MIN
-static void pe_project(GPT2* model) {
-    pe_clamp(model, P_KERPLE_R1, KERPLE_MIN, INFINITY);
-    pe_clamp(model, P_KERPLE_R2, KERPLE_MIN, INFINITY);
-}
-
-#elif defined(PE_FIRE)
-// fire (the FIRE class of the DAPE repo): b(i, j) = f(psi(i - j) / (psi(max(L, i)) + eps)),
-// i counted from 0, psi(x) = log(|c| x + 1), f an MLP 1 -> 32 (ReLU) -> NH shared by the
-// heads of a layer, L = |l| * L0 with l learned and L0 = maxT // 2 fixed. The row's
-// denominator and the row constants of the gradients of c and l are computed once per row
-// (PERow); the MLP is evaluated per pair inside the attention kernels (FIRE costs more than
-// the other biases). Gradient (column side): the pairs of a warp are staged in shared
-// memory and lane k sums hidden unit k's gradients over them (no per-thread array of the
-// 99 parameters).
-#define PE_BIAS
-#define PE_ROW
-#define PE_BIAS_WARP
-#define PE_PAR_N (3 * FIRE_HIDDEN + 3) // w1, b1, this head's w2 row, b2, c, l
-static_assert(FIRE_HIDDEN == WARP_SIZE, "fire: a hidden unit per lane");
-// lane k's sums for hidden unit k over the pairs where it is active (dw1, db1 with w2[h][k]
-// folded in, dc and dl with w2[h][k] w1[k]); db2: this thread's own pairs
-struct PEGrad { float dw1, db1, dw2, dc, dl, db2; static constexpr bool per_lane = true; };
-struct PEBias {
-    typedef PEGrad Grad;
-    // the tensor-core forward at randomized positions, HS = 64: ptxas (nvcc 13.0) held it to
-    // 128 registers for 4 blocks per SM and spilled 24 bytes; 3 blocks allow 168
-    static constexpr int rp_fwd_min_blocks = 3;
-    const floatX* w1; const floatX* b1; const floatX* w2; const floatX* b2; const floatX* c; const floatX* l; float L0;
-    float* partials;
-};
-// query row i of head h: |c|; pd = psi(max(L, i)) + eps; u's derivatives in |c| and |l|
-// are du/d|c| = n / ((|c| n + 1) pd) - u rho and du/d|l| = -u kappa (kappa = 0 while L <= i)
-struct PERow { int i, h; float pd, rho, kappa, shift; };
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)B; (void)T; (void)backward;
-    int NH = model->config.num_heads;
-    pb->w1 = model->params.fire_w1 + (size_t)l * FIRE_HIDDEN;
-    pb->b1 = model->params.fire_b1 + (size_t)l * FIRE_HIDDEN;
-    pb->w2 = model->params.fire_w2 + (size_t)l * NH * FIRE_HIDDEN;
-    pb->b2 = model->params.fire_b2 + (size_t)l * NH;
-    pb->c = model->params.fire_c + l;
-    pb->l = model->params.fire_L + l;
-    pb->L0 = (float)(model->config.max_seq_len / 2);
-    pb->partials = model->gs.pe_partials;
-}
-__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
-    (void)b;
-    float c = fabsf((float)pb.c[0]);
-    float L = fabsf((float)pb.l[0]) * pb.L0;
-    float lp = L > i ? L : (float)i;
-    float pd = logf(c * lp + 1.0f) + FIRE_EPS;
-    float rho = lp / ((c * lp + 1.0f) * pd);
-    float kappa = L > i ? c * pb.L0 / ((c * lp + 1.0f) * pd) : 0.0f;
-    return {i, h, pd, rho, kappa, 0.0f};
-}
-// the MLP's input u = psi(i - j) / pd
-__device__ __forceinline__ float fire_input(const PEBias& pb, const PERow& r, int j) { return logf(fabsf((float)pb.c[0]) * (r.i - j) + 1.0f) / r.pd; }
-__device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) {
-    float u = fire_input(pb, r, j);
-    const floatX* w2 = pb.w2 + r.h * FIRE_HIDDEN;
-    float out = (float)pb.b2[r.h];
-    #pragma unroll 2 // the weights from memory in each pair's loop, not all kept in registers
-    for (int k = 0; k < FIRE_HIDDEN; k++) {
-        float hid = (float)pb.w1[k] * u + (float)pb.b1[k];
-        if (hid > 0.0f) { out += (float)w2[k] * hid; }
-    }
-    return out;
-}
-__device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
-    if (side != PE_SIDE_COL) { return; }
-    // each lane's pair in two rounds of 8 bytes (the fp32 dk/dv kernel at HS = 128 has 4 KiB
-    // of static shared memory left): (u, ds), then (ds du/d|c|, ds du/d|l|)
-    __shared__ float2 stage[PE_WARP_THREADS];
-    float u = 0.0f, d = 0.0f, dc = 0.0f, dl = 0.0f;
-    if (valid) {
-        float n = (float)(r.i - j), c = fabsf((float)pb.c[0]);
-        u = fire_input(pb, r, j);
-        d = ds;
-        dc = ds * (n / ((c * n + 1.0f) * r.pd) - u * r.rho);
-        dl = -ds * u * r.kappa;
-        g.db2 += ds;
-    }
-    int k = threadIdx.x % WARP_SIZE, first = threadIdx.x - k;
-    stage[threadIdx.x] = make_float2(u, d);
-    __syncwarp();
-    float w1 = (float)pb.w1[k], b1 = (float)pb.b1[k], w2 = (float)pb.w2[r.h * FIRE_HIDDEN + k];
-    float su = 0.0f, sds = 0.0f, shid = 0.0f, sc = 0.0f, sl = 0.0f;
-    unsigned active = 0; // the pairs where unit k is active
-    #pragma unroll 1
-    for (int l = 0; l < WARP_SIZE; l++) {
-        float2 v = stage[first + l];
-        float hid = w1 * v.x + b1;
-        if (hid > 0.0f) { su += v.y * v.x; sds += v.y; shid += v.y * hid; active |= 1u << l; }
-    }
-    __syncwarp();
-    stage[threadIdx.x] = make_float2(dc, dl);
-    __syncwarp();
-    #pragma unroll 1
-    for (int l = 0; l < WARP_SIZE; l++) {
-        if ((active >> l) & 1u) { float2 v = stage[first + l]; sc += v.x; sl += v.y; }
-    }
-    g.dw1 += w2 * su;
-    g.db1 += w2 * sds;
-    g.dw2 += shid;
-    g.dc += w2 * w1 * sc;
-    g.dl += w2 * w1 * sl;
-    __syncwarp(); // the stage is rewritten by the next pair
-}
-// the partial in the order of PE_PAR_N: w1, b1, w2 (lane k holds unit k), b2, c, l; the
-// signs of c and l applied (the MLP sees |c| and |l|)
-__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
-    int k = threadIdx.x % WARP_SIZE;
-    float sc = (float)pb.c[0] >= 0.0f ? 1.0f : -1.0f, sl = (float)pb.l[0] >= 0.0f ? 1.0f : -1.0f;
-    flush_lane_partials(pb.partials, PE_PAR_N, side, slot, [&](int q) {
-        if (q < 3 * FIRE_HIDDEN) { return q % FIRE_HIDDEN != k ? 0.0f : q < FIRE_HIDDEN ? g.dw1 : q < 2 * FIRE_HIDDEN ? g.db1 : g.dw2; }
-        return q == 3 * FIRE_HIDDEN ? g.db2 : q == 3 * FIRE_HIDDEN + 1 ? g.dc * sc : g.dl * sl;
-    });
-}
-// one thread per accumulator: sums the partials of every (b, key block), per head for
-// the head's own w2 row and b2, over the heads as well for the shared w1, b1, c, L
-__global__ void fire_bias_reduce_kernel(float* dw1, float* db1, float* dw2, float* db2, float* dc, float* dL,
-                                        const float* partials, int B, int NH, int blocks) {
-    int q = threadIdx.x;
-    if (q >= PE_PAR_N) { return; }
-    float total = 0.0f;
-    for (int h = 0; h < NH; h++) {
-        float s = 0.0f;
-        for (int b = 0; b < B; b++) {
-            for (int kb = 0; kb < blocks; kb++) { s += partials[(((size_t)b * NH + h) * blocks + kb) * PE_PAR_N + q]; }
-        }
-        if (q >= 2 * FIRE_HIDDEN && q < 3 * FIRE_HIDDEN) { dw2[h * FIRE_HIDDEN + q - 2 * FIRE_HIDDEN] += s; }
-        else if (q == 3 * FIRE_HIDDEN) { db2[h] += s; }
-        else { total += s; }
-    }
-    if (q < FIRE_HIDDEN) { dw1[q] += total; }
-    else if (q < 2 * FIRE_HIDDEN) { db1[q - FIRE_HIDDEN] += total; }
-    else if (q == 3 * FIRE_HIDDEN + 1) { dc[0] += total; }
-    else if (q == 3 * FIRE_HIDDEN + 2) { dL[0] += total; }
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = model->config.num_heads;
-    TensorSet<float>* g = &model->grads;
-    fire_bias_reduce_kernel<<<1, 128, 0, ctx.stream>>>(g->fire_w1 + (size_t)l * FIRE_HIDDEN, g->fire_b1 + (size_t)l * FIRE_HIDDEN,
-        g->fire_w2 + (size_t)l * NH * FIRE_HIDDEN, g->fire_b2 + (size_t)l * NH, g->fire_c + l, g->fire_L + l,
-        pb->partials, B, NH, CEIL_DIV(model->seq_len, ATT_KV_BK));
-    cudaCheckLaunch("fire_bias_reduce_kernel");
-}
-
-#elif defined(PE_SANDWICH)
-// sandwich (NeMo's code; no learned parameters): b(i, j) = (sum_{k=1}^{hs/2} cos((i - j)
-// 10000^(-2k/hs)) - hs/2) / (8 (h + 1) / NH): a table [NH][len] computed in double on the
-// host (as the CPU path), grown as longer sequences come
-#define PE_BIAS
-#define PE_PAR_N 0
-struct PEGrad {};
-struct PEBias { typedef PEGrad Grad; const float* table; int len; };
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)l; (void)B; (void)backward;
-    int NH = model->config.num_heads, hs = model->config.channels / NH;
-    int len = T > model->rp_span ? T : model->rp_span; // distances below the positions' range
-    if (model->pe_table_len < len) {
-        float* host = (float*)malloc_check((size_t)NH * len * sizeof(float));
-        for (int h = 0; h < NH; h++) {
-            for (int n = 0; n < len; n++) { host[(size_t)h * len + n] = (float)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
-        }
-        pe_table_upload((void**)&model->pe_table, host, (size_t)NH * len * sizeof(float), "the sandwich bias table");
-        free(host);
-        model->pe_table_len = len;
-    }
-    pb->table = model->pe_table;
-    pb->len = model->pe_table_len;
-}
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
-    (void)b;
-    return pb.table[(size_t)h * pb.len + i - j];
-}
-__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
-__device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-
-#elif defined(PE_KERPLE_POWER)
-// kerple_power: b(i, j) = -a_h (i - j)^p_h, a >= 0.01 and 0.01 <= p <= 2 kept after every
-// update; d/da = -n^p, d/dp = -a n^p log n, both 0 at n = 0
-#define PE_BIAS
-#define PE_PAR_N 2
-struct PEGrad { float d[2]; };
-struct PEBias { typedef PEGrad Grad; const floatX* a; const floatX* p; float* partials; };
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)B; (void)T; (void)backward;
-    int NH = model->config.num_heads;
-    pb->a = model->params.kpower_a + (size_t)l * NH;
-    pb->p = model->params.kpower_p + (size_t)l * NH;
-    pb->partials = model->gs.pe_partials;
-}
-__device__ __forceinline__ float pe_bias(const PEBias& pb, int b, int h, int i, int j) {
-    (void)b;
-    return i == j ? 0.0f : -(float)pb.a[h] * powf((float)(i - j), (float)pb.p[h]);
-}
-__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, int b, int h, int i, int j, float ds) {
-    (void)b;
-    if (side != PE_SIDE_COL || i == j) { return; }
-    float n = (float)(i - j), np = powf(n, (float)pb.p[h]);
-    g.d[0] -= ds * np;
-    g.d[1] -= ds * (float)pb.a[h] * np * logf(n);
-}
-__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int, int, int, bool, int slot) {
-    flush_param_partials(pb.partials, g.d, side, slot);
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
-    int NH = model->config.num_heads;
-    pe_reduce_head_pairs(model->grads.kpower_a + (size_t)l * NH, model->grads.kpower_p + (size_t)l * NH, pb->partials, B, NH, model->seq_len);
-}
-#define PE_PROJECT
-static void pe_project(GPT2* model) {
-    pe_clamp(model, P_KPOWER_A, KERPLE_POWER_MIN, INFINITY);
-    pe_clamp(model, P_KPOWER_P, KERPLE_POWER_MIN, KERPLE_POWER_P_MAX);
-}
-
-#elif defined(PE_TXL)
-// txl: Transformer-XL's relative encoding (train_gpt2.c "txl"): the scores of head h are
-// ((q_i + r_w) . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs), P = R W_r^T the projected
-// sinusoids of each distance. Its second term depends on q_i, so it is no bias b(i, j):
-// its own kernels (llmc/attention_txl.cuh, fp32 on CUDA cores in both builds) read the rows
-// of P a tile needs. Each layer's attention first computes P (R, computed in double on the
-// host and grown as longer sequences come, times W_r^T: one matmul); the backward turns dP
-// into dW_r = dP^T R and sums the dq pass's partials into dr_w and dr_r.
-#define PE_ATTENTION
-// the backward's scratch in floats: the dq pass's partials, dr_w and dr_r of a head per
-// (b, h, query block)
-static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) {
-    return (size_t)txl_q_blocks(B, T, cfg->num_heads) * 2 * (cfg->channels / cfg->num_heads);
-}
-// layer l's txl as the kernels see it, after computing its P for T positions
-static TxlArgs txl_layer(GPT2* model, int l, int T) {
-    int C = model->config.channels;
-    if (model->pe_rel_len < T) { // R_n for n < T
-        floatX* host = (floatX*)malloc_check((size_t)T * C * sizeof(floatX));
-        for (int n = 0; n < T; n++) {
-            for (int k = 0; k < C / 2; k++) {
-                double angle = n * pow(10000.0, -2.0 * k / C);
-                host[(size_t)n * C + k] = (floatX)(float)sin(angle);
-                host[(size_t)n * C + C / 2 + k] = (floatX)(float)cos(angle);
-            }
-        }
-        pe_table_upload((void**)&model->pe_rel_table, host, (size_t)T * C * sizeof(floatX), "the txl sinusoids");
-        free(host);
-        model->pe_rel_len = T;
-    }
-    matmul_forward(model->acts.pe_rel, model->pe_rel_table, model->params.txl_wr + (size_t)l * C * C, NULL, T, C, C, NULL);
-    TxlArgs a;
-    a.P = model->acts.pe_rel;
-    a.rw = model->params.txl_rw + (size_t)l * C;
-    a.rr = model->params.txl_rr + (size_t)l * C;
-    a.dP = model->gs.pe_drel;
-    a.partials = model->gs.pe_scratch;
-    return a;
-}
-static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
-    const GPT2Config* cfg = &model->config;
-    txl_attention_forward(out, lse, qkv, txl_layer(model, l, T), B, T, cfg->num_heads, cfg->channels / cfg->num_heads,
-                          ctx.prop.sharedMemPerBlockOptin, ctx.stream);
-}
-// one thread per (head, dimension) of r_w and r_r: the sum of the dq pass's partials over
-// the batch and the query blocks
-__global__ void txl_bias_reduce_kernel(float* drw, float* drr, const float* partials, int B, int NH, int HS, int blocks) {
-    int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= NH * HS) { return; }
-    int h = idx / HS, d = idx % HS;
-    float sw = 0.0f, sr = 0.0f;
-    for (int b = 0; b < B; b++) {
-        for (int qb = 0; qb < blocks; qb++) {
-            const float* part = partials + (((size_t)b * NH + h) * blocks + qb) * 2 * HS;
-            sw += part[d];
-            sr += part[HS + d];
-        }
-    }
-    drw[idx] += sw;
-    drr[idx] += sr;
-}
-// dqkv written in full; dW_r, dr_w and dr_r of layer l added (P recomputed first)
-static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                                  const float* lse, int B, int T) {
-    int C = model->config.channels, NH = model->config.num_heads;
-    TxlArgs a = txl_layer(model, l, T);
-    txl_attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, a, B, T, NH, C / NH, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
-    // P = R W_r^T: dW_r += dP^T R
-    matmul_backward(NULL, model->grads.txl_wr + (size_t)l * C * C, NULL, NULL, a.dP, model->pe_rel_table, NULL, T, C, C, 0);
-    txl_bias_reduce_kernel<<<CEIL_DIV(C, 256), 256, 0, ctx.stream>>>(model->grads.txl_rw + (size_t)l * C, model->grads.txl_rr + (size_t)l * C,
-                                                                      a.partials, B, NH, C / NH, CEIL_DIV(T, ATT_BQ));
-    cudaCheckLaunch("txl_bias_reduce_kernel");
-}
-
-#elif defined(PE_CABLE_FAMILY)
-// CABLE: each token adds a learned, context-dependent increment d_t = -g(x_t W_b + b_b)
-// per head (x = the attention block's input after ln_1), S_t = d_1 + ... + d_t, and the
-// bias is made of S:
-//   cable_v1  g = softplus           b(i, j) = S_i - S_j         (the released code)
-//   cable_nw  g = ReLU               b(i, j) = S_i - S_j         (CABLE v2 without weights)
-//   cable     g = ReLU               b(i, j) = w_i (S_i - S_j),  w_i = x_i W_w + b_w
-//   kcable    g = ReLU               b(i, j) = -log(1 + (S_i - S_j)^2)
-// S (and a, w) stay in fp32. In the backward pass the attention kernels turn the score
-// gradients into dS: the dq pass writes the row sums (and, for cable, dw), the dk/dv pass
-// subtracts the column sums; pe_layer_backward then runs the reverse cumulative sum and
-// the two small linear layers backward.
-// In the kernels, PERow keeps S_i, w_i and the (b, h) column of S. For cable, cable_nw and
-// cable_v1 the row's constant w_i S_i (S_i) cancels in the softmax and is left out
-// (r.shift): pe_bias is -w_i S_j, one multiply-add with the score. In the backward the
-// row side of dS, w_i sum_j ds_ij, is zero in exact arithmetic (the same softmax
-// invariance) and is left out too, so only kcable has a row part of dS; cable's
-// dw_i = sum_j ds_ij (S_i - S_j) is a row sum, kept in the difference form (its terms are
-// small where ds is large).
-#define PE_LAYER
-#define PE_BIAS
-#define PE_ROW
-#define PE_PAR_N 0
-#define PE_LAYER_DLN1 1
-#define CABLE_SCAN_THREADS 256
-struct PEGrad { float dS; float dw; };
-struct PEBias { typedef PEGrad Grad; const float* S; const float* w; float* dS; float* dw; int T; int NH; };
-struct PERow { const float* S; float Si, wi, shift; }; // S: the (b, h) column of S (stride NH)
-
-__device__ __forceinline__ float cable_increment(float a) { // g(a), the (positive) size of the step
-#if defined(PE_CABLE_V1)
-    return a > 20.0f ? a : log1pf(expf(a));
-#else
-    return a > 0.0f ? a : 0.0f;
-#endif
-}
-__device__ __forceinline__ float cable_increment_grad(float a) { // g'(a)
-#if defined(PE_CABLE_V1)
-    return 1.0f / (1.0f + expf(-a));
-#else
-    return a > 0.0f ? 1.0f : 0.0f;
-#endif
-}
-
-// cable_scan_forward_kernel: one block per (b, h), each thread a segment of the T tokens:
-// adds the small layers' biases, then S_t = -(g(a_1) + ... + g(a_t)) in fp32 as a parallel
-// scan (the segments' sums, their exclusive prefix sum over the block, the segments again)
-__global__ void __launch_bounds__(CABLE_SCAN_THREADS)
-cable_scan_forward_kernel(float* a, float* S, float* w, const floatX* bb, const floatX* bw, int T, int NH) {
-    int b = blockIdx.x / NH, h = blockIdx.x % NH;
-    int per = CEIL_DIV(T, CABLE_SCAN_THREADS);
-    int t0 = min(T, (int)threadIdx.x * per), t1 = min(T, t0 + per);
-    size_t base = (size_t)b * T * NH + h;
-    float bias_a = (float)bb[h], local = 0.0f;
-    for (int t = t0; t < t1; t++) {
-        size_t idx = base + (size_t)t * NH;
-        float x = a[idx] + bias_a;
-        a[idx] = x;
-        S[idx] = cable_increment(x); // the increment, until the second pass
-        local += S[idx];
-    }
-    float total;
-    float s = -block_exclusive_sum(local, &total);
-    for (int t = t0; t < t1; t++) {
-        size_t idx = base + (size_t)t * NH;
-        s -= S[idx];
-        S[idx] = s;
-    }
-#if defined(PE_CABLE)
-    float bias_w = (float)bw[h];
-    for (int t = t0; t < t1; t++) { w[base + (size_t)t * NH] += bias_w; }
-#else
-    (void)w; (void)bw;
-#endif
-}
-
-// cable_scan_backward_kernel: one block per (b, h), a segment of tokens per thread: the
-// reverse cumulative sum dL/da_t = -g'(a_t) * sum_{t' >= t} dL/dS_t' (the segments' sums,
-// the sum of the segments after each, the segments again backwards), written as a matmul input
-__global__ void __launch_bounds__(CABLE_SCAN_THREADS)
-cable_scan_backward_kernel(floatX* da, const float* dS, const float* a, int T, int NH) {
-    int b = blockIdx.x / NH, h = blockIdx.x % NH;
-    int per = CEIL_DIV(T, CABLE_SCAN_THREADS);
-    int t0 = min(T, (int)threadIdx.x * per), t1 = min(T, t0 + per);
-    size_t base = (size_t)b * T * NH + h;
-    float local = 0.0f;
-    for (int t = t0; t < t1; t++) { local += dS[base + (size_t)t * NH]; }
-    float total;
-    float before = block_exclusive_sum(local, &total);
-    float acc = total - before - local; // the segments after this one
-    for (int t = t1 - 1; t >= t0; t--) {
-        size_t idx = base + (size_t)t * NH;
-        acc += dS[idx];
-        da[idx] = (floatX)(-cable_increment_grad(a[idx]) * acc);
-    }
-}
-
-static void pe_layer_forward(GPT2* model, int l, int B, int T) {
-    GPT2Config* cfg = &model->config;
-    int C = cfg->channels, NH = cfg->num_heads;
-    size_t slot = layer_slot(model, l);
-    const floatX* ln1 = model->acts.ln1 + slot * model->acts_N * C;
-    float* a = model->acts.pe_a + slot * model->pe_stride;
-    float* S = model->acts.pe_s + slot * model->pe_stride;
-    float* w = model->acts.pe_w + slot * model->pe_stride;
-    matmul_cublaslt(a, 1, model->params.cable_wb + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
-#if defined(PE_CABLE)
-    matmul_cublaslt(w, 1, model->params.cable_ww + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
-#endif
-    cable_scan_forward_kernel<<<B * NH, CABLE_SCAN_THREADS, 0, ctx.stream>>>(a, S, w, model->params.cable_bb + (size_t)l * NH,
-        model->params.cable_bw + (size_t)l * NH, T, NH);
-    cudaCheckLaunch("cable_scan_forward_kernel");
-}
-
-static void pe_layer_backward(GPT2* model, int l, int B, int T) {
-    GPT2Config* cfg = &model->config;
-    int C = cfg->channels, NH = cfg->num_heads;
-    const floatX* ln1 = model->acts.ln1 + (size_t)l * model->acts_N * C;
-    const float* a = model->acts.pe_a + (size_t)l * model->pe_stride;
-    GradScratch* gs = &model->gs;
-    cable_scan_backward_kernel<<<B * NH, CABLE_SCAN_THREADS, 0, ctx.stream>>>(gs->pe_dx, gs->pe_dS, a, T, NH);
-    cudaCheckLaunch("cable_scan_backward_kernel");
-    // dln1 is written here first (the qkv backward adds to it: PE_LAYER_DLN1)
-    matmul_backward(gs->dsmall, model->grads.cable_wb + (size_t)l * NH * C, model->grads.cable_bb + (size_t)l * NH,
-                    model->partials, gs->pe_dx, ln1, model->params.cable_wb + (size_t)l * NH * C, B * T, C, NH, 0);
-#if defined(PE_CABLE)
-    floatX_from_float(gs->pe_dx, gs->pe_dw, (size_t)B * T * NH);
-    matmul_backward(gs->dsmall, model->grads.cable_ww + (size_t)l * NH * C, model->grads.cable_bw + (size_t)l * NH,
-                    model->partials, gs->pe_dx, ln1, model->params.cable_ww + (size_t)l * NH * C, B * T, C, NH, 1);
-#endif
-}
-
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)B;
-    size_t slot = layer_slot(model, l);
-    pb->T = T;
-    pb->NH = model->config.num_heads;
-    pb->S = model->acts.pe_s + slot * model->pe_stride;
-    pb->w = model->acts.pe_w != NULL ? model->acts.pe_w + slot * model->pe_stride : NULL;
-    pb->dS = backward ? model->gs.pe_dS : NULL;
-    pb->dw = backward ? model->gs.pe_dw : NULL;
-}
-__device__ __forceinline__ PERow pe_bias_row(const PEBias& pb, int b, int h, int i) {
-    const float* S = pb.S + (size_t)b * pb.T * pb.NH + h;
-    float Si = S[(size_t)i * pb.NH];
-#if defined(PE_CABLE)
-    float wi = pb.w[((size_t)b * pb.T + i) * pb.NH + h];
-    return {S, Si, wi, wi * Si};
-#elif defined(PE_KCABLE)
-    return {S, Si, 1.0f, 0.0f};
-#else
-    return {S, Si, 1.0f, Si};
-#endif
-}
-// b(i, j) - r.shift: -w_i S_j (cable), -S_j (cable_nw, cable_v1), -log(1 + (S_i - S_j)^2) (kcable)
-__device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) {
-    float Sj = r.S[(size_t)j * pb.NH];
-#if defined(PE_KCABLE)
-    float diff = r.Si - Sj;
-    return -logf(1.0f + diff * diff);
-#else
-    return -r.wi * Sj;
-#endif
-}
-// row side: dw_i += ds (S_i - S_j) (cable), dS_i += ds k'(S_i - S_j) (kcable, k(x) = -log(1 + x^2));
-// column side: dS_j -= ds db/d(S_i - S_j) (w_i, 1, or k')
-__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds) {
-#if defined(PE_CABLE)
-    float diff = r.Si - r.S[(size_t)j * pb.NH];
-    if (side == PE_SIDE_ROW) { g.dw += ds * diff; } else { g.dS -= ds * r.wi; }
-#elif defined(PE_KCABLE)
-    float diff = r.Si - r.S[(size_t)j * pb.NH];
-    float d = ds * (-2.0f * diff / (1.0f + diff * diff));
-    if (side == PE_SIDE_ROW) { g.dS += d; } else { g.dS -= d; }
-#else
-    (void)pb; (void)r; (void)j;
-    if (side == PE_SIDE_COL) { g.dS -= ds; }
-#endif
-}
-// the dq pass writes dS (and dw) of its query tokens; the dk/dv pass, which runs after it,
-// adds the column part to dS of its key tokens
-__device__ __forceinline__ void pe_bias_flush(const PEBias& pb, PEGrad& g, int side, int b, int h, int t, bool valid, int slot) {
-    (void)slot;
-    if (!valid) { return; }
-    size_t idx = ((size_t)b * pb.T + t) * pb.NH + h;
-    if (side == PE_SIDE_ROW) {
-        pb.dS[idx] = g.dS;
-#if defined(PE_CABLE)
-        pb.dw[idx] = g.dw;
-#endif
-    } else {
-        pb.dS[idx] += g.dS;
-    }
-}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-
-#elif defined(PE_COPE)
-// cope (train_gpt2.c's CoPE block is the definition): the logits s_ij + q_i.E(p_ij) / sqrt(hs),
-// p_ij the suffix sum of the row's gates sigmoid(s_it) over t = j..i clamped at P - 1 = maxT,
-// E(p) interpolated between the rows of p's floor and ceil of the layer's E (P, hs). Not a
-// bias b(i, j): its own attention kernels (llmc/attention_cope.cuh), fp32 on CUDA cores in
-// both builds.
-#define PE_ATTENTION
-// the backward's dz scratch in floats (the dk, dv one is att_dkv)
-static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) {
-    int P = cope_positions(cfg->max_seq_len);
-    return (size_t)cope_dz_rows(B, T, cfg->num_heads, P) * P;
-}
-// layer l's CoPE as the kernels see it (the scratch is the backward's)
-static CopeLayer cope_layer(const GPT2* model, int l) {
-    const GPT2Config* cfg = &model->config;
-    int P = cope_positions(cfg->max_seq_len), hs = cfg->channels / cfg->num_heads;
-    CopeLayer cl;
-    cl.E = model->params.cope_e + (size_t)l * P * hs;
-    cl.dE = model->grads.cope_e != NULL ? model->grads.cope_e + (size_t)l * P * hs : NULL;
-    cl.dkv = model->gs.att_dkv;
-    cl.dz = model->gs.pe_scratch;
-    cl.P = P;
-    cl.dz_rows = cope_dz_rows(model->acts_B, model->acts_T, cfg->num_heads, P);
-    return cl;
-}
-static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
-    const GPT2Config* cfg = &model->config;
-    cope_attention_forward(out, lse, qkv, cope_layer(model, l), B, T, cfg->num_heads, cfg->channels / cfg->num_heads, ctx.stream);
-}
-static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                                  const float* lse, int B, int T) {
-    const GPT2Config* cfg = &model->config;
-    cope_attention_backward(dqkv, dout, qkv, out, lse, cope_layer(model, l), B, T, cfg->num_heads, cfg->channels / cfg->num_heads,
-                            ctx.prop.sharedMemPerBlockOptin, ctx.stream);
-}
-#endif
-
-// defaults: the hooks an encoding does not define do nothing
+// the hooks the encoding's file leaves out
 #ifndef PE_EMBED
-static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) { (void)model; (void)out; (void)B; (void)T; }
-static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) { (void)model; (void)dout; (void)B; (void)T; }
+static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {}
+static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {}
 #endif
 #ifndef PE_LAYER
-static void pe_layer_forward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
-static void pe_layer_backward(GPT2* model, int l, int B, int T) { (void)model; (void)l; (void)B; (void)T; }
-#endif
-#ifndef PE_BIAS
-#define PE_PAR_N 0
-struct PEGrad {};
-struct PEBias { typedef PEGrad Grad; };
-static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
-    (void)pb; (void)model; (void)l; (void)B; (void)T; (void)backward;
-}
-__device__ __forceinline__ float pe_bias(const PEBias&, int, int, int, int) { return 0.0f; }
-__device__ __forceinline__ void pe_bias_backward(const PEBias&, PEGrad&, int, int, int, int, int, float) {}
-__device__ __forceinline__ void pe_bias_flush(const PEBias&, PEGrad&, int, int, int, int, bool, int) {}
-static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) { (void)pb; (void)model; (void)l; (void)B; }
-#endif
-#ifndef PE_ROW
-// an encoding that writes its bias per pair (b, h, i, j): the row is just where it is
-struct PERow { int b, h, i; float shift; };
-__device__ __forceinline__ PERow pe_bias_row(const PEBias&, int b, int h, int i) { return {b, h, i, 0.0f}; }
-__device__ __forceinline__ float pe_bias(const PEBias& pb, const PERow& r, int j) { return pe_bias(pb, r.b, r.h, r.i, j); }
-__device__ __forceinline__ void pe_bias_backward(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds) {
-    pe_bias_backward(pb, g, side, r.b, r.h, r.i, j, ds);
-}
-#endif
-#ifndef PE_BIAS_WARP
-__device__ __forceinline__ void pe_bias_backward_warp(const PEBias& pb, PEGrad& g, int side, const PERow& r, int j, float ds, bool valid) {
-    if (valid) { pe_bias_backward(pb, g, side, r, j, ds); }
-}
-#endif
-#ifndef PE_PROJECT
-static void pe_project(GPT2* model) { (void)model; }
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {}
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {}
 #endif
 #ifndef PE_LAYER_DLN1
 #define PE_LAYER_DLN1 0
+#endif
+#ifndef PE_BIAS
+struct PEBias {};
+struct PERow { int b, h, i; float shift; };
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {}
+__device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { return {b, h, i, 0.0f}; }
+__device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j) { return 0.0f; }
+#endif
+#ifndef PE_BIAS_GRAD
+#define PE_PAR_N 0
+struct PEGrad {};
+__device__ __forceinline__ void pe_bias_backward(const PEBias* pb, PEGrad* g, int side, const PERow* r, int j, float ds) {}
+__device__ __forceinline__ void pe_bias_flush(const PEBias* pb, PEGrad* g, int side, int b, int h, int t, bool valid, int slot) {}
+#endif
+#ifndef PE_BIAS_WARP
+__device__ __forceinline__ void pe_bias_backward_warp(const PEBias* pb, PEGrad* g, int side, const PERow* r, int j, float ds, bool valid) {
+    if (valid) { pe_bias_backward(pb, g, side, r, j, ds); }
+}
+#endif
+#ifndef PE_BIAS_REDUCE
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {}
+#endif
+#ifndef PE_PROJECT
+static void pe_project(GPT2* model) {}
+#endif
+// the kernels' PEGradOf (llmc/attention_bias.cuh): never called
+PEGrad pe_grad_of(const PEBias*);
+// the buffers of an encoding's own that the activations hold (defined 1 by the encoding)
+#ifndef PE_ROPE_TABLE
+#define PE_ROPE_TABLE 0
+#endif
+#ifndef PE_REL_BUFFERS
+#define PE_REL_BUFFERS 0
+#endif
+#ifndef PE_ATT_DKV
+#define PE_ATT_DKV 0
 #endif
 #ifndef PE_ATTENTION
 // a layer's attention for every encoding but CoPE and txl: llmc/attention_bias.cuh's, the
@@ -1760,12 +855,12 @@ static void pe_project(GPT2* model) { (void)model; }
 // uses stays as it was; for the others positions enter before the attention (embeddings,
 // rope's and xpos's rotation) and the bias (none, or xPos's window, which -rp excludes)
 // ignores them.
-static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T) { (void)cfg; (void)B; (void)T; return 0; }
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) { return 0; }
 static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
     int NH = model->config.num_heads, HS = model->config.channels / NH;
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 0);
-#if defined(PE_BIAS_OF_POSITIONS) && DAPE_ID == 0
+#if PE_BIAS_OF_POSITIONS && DAPE_ID == 0
     const int* pos = pe_positions(model, l);
     if (pos != NULL) { attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, ctx.stream); return; }
 #endif
@@ -1776,7 +871,7 @@ static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX
     int NH = model->config.num_heads, HS = model->config.channels / NH;
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 1);
-#if defined(PE_BIAS_OF_POSITIONS) && DAPE_ID == 0
+#if PE_BIAS_OF_POSITIONS && DAPE_ID == 0
     const int* pos = pe_positions(model, l);
     if (pos != NULL) {
         attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, ctx.stream);
@@ -1790,55 +885,12 @@ static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX
 #endif
 
 // ============================================================================
-// DAPE (llmc/dape.h; the kernels in llmc/attention_dape.cuh, the definition in
-// train_gpt2.c's DAPE section): with DAPE on, every layer's attention is
-// dape_attention_forward / dape_attention_backward (all heads of a query tile per block),
-// the base's bias entering through the same PE hooks. This section hands the kernels a
-// layer's weights and sums the parameter gradients.
-// ============================================================================
+// DAPE (pe/dape.h), the second compile-time switch: the logits of all heads as a learned
+// function of the scores and the base encoding's bias, through the hooks above
 
-// layer l's DAPE weights and shape
-static DapeParams dape_layer(const GPT2* model, int l) {
-    const GPT2Config* cfg = &model->config;
-    DapeParams dp;
-    dp.K = cfg->dape; dp.D = cfg->dape_width; dp.NH = cfg->num_heads; dp.HS = cfg->channels / cfg->num_heads;
-    dp.Cin = dape_in_channels(cfg->pe, cfg->num_heads);
-    dp.edge_exact = DAPE_EDGE_EXACT;
-    dp.w1 = model->params.dape_w1 + (size_t)l * dp.D * dp.Cin * dp.K;
-    dp.b1 = model->params.dape_b1 + (size_t)l * dp.D;
-    dp.w2 = model->params.dape_w2 + (size_t)l * dp.NH * dp.D * dp.K;
-    dp.b2 = model->params.dape_b2 + (size_t)l * dp.NH;
-    return dp;
-}
-
-// The base's parameter gradients come from the dq pass as block partials in
-// pe_bias_reduce's layout, (b, h, key block) with attention_kv_blocks' key blocks per
-// (b, h): the DAPE blocks are numbered as if kv_blocks of them made one batch row, so
-// pe_bias_reduce over dape_pe_rows "batch rows" sums every block's partial (the slots
-// past the last block are zeroed first). The buffer holds one such batch row more than the
-// capacity needs: a shorter T can round up to one more.
-static int dape_kv_blocks(int T) { return attention_kv_blocks(1, T, 1); }
-static int dape_pe_rows(int B, int T) { return CEIL_DIV(dape_query_blocks(B, T), dape_kv_blocks(T)); }
-static size_t dape_pe_slots(int B, int T, int NH) { return (size_t)dape_pe_rows(B, T) * NH * dape_kv_blocks(T); }
-
-static void dape_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T) {
-    dape_attention_forward(out, lse, qkv, pb, dape_layer(model, l), B, T, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
-}
-
-// dqkv written in full; DAPE's and the base's parameter gradients added
-static void dape_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                          const float* lse, PEBias* pb, int B, int T) {
-    DapeParams dp = dape_layer(model, l);
-    GradScratch* gs = &model->gs;
-    TensorSet<float>* g = &model->grads;
-    int NH = model->config.num_heads;
-    if (PE_PAR_N > 0) { cudaCheck(cudaMemsetAsync(gs->pe_partials, 0, dape_pe_slots(B, T, NH) * PE_PAR_N * sizeof(float), ctx.stream)); }
-    dape_attention_backward(dqkv, gs->att_D, gs->att_dkv, gs->dape_partials,
-                            g->dape_w1 + (size_t)l * dp.D * dp.Cin * dp.K, g->dape_b1 + (size_t)l * dp.D,
-                            g->dape_w2 + (size_t)l * NH * dp.D * dp.K, g->dape_b2 + (size_t)l * NH,
-                            dout, qkv, out, lse, *pb, dp, B, T, dape_kv_blocks(T), ctx.prop.sharedMemPerBlockOptin, ctx.stream);
-    pe_bias_reduce(pb, model, l, dape_pe_rows(B, T));
-}
+#define PE_PART PE_PART_CUDA
+#include "pe/dape.h"
+#undef PE_PART
 
 // ============================================================================
 // the model
@@ -2024,7 +1076,6 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     if (fits) { return; }
     gpt2_free_activations(model);
     size_t N = (size_t)B * T, NL = training ? (size_t)L : 1;
-    int cable = cfg->pe == PE_ID_CABLE_V1 || cfg->pe == PE_ID_CABLE_NW || cfg->pe == PE_ID_CABLE || cfg->pe == PE_ID_KCABLE;
     size_t pe_stride = (N * NH + 63) / 64 * 64;
     size_t X = sizeof(floatX), F = sizeof(float);
     ActivationTensors* a = &model->acts;
@@ -2039,10 +1090,10 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 3 * C * X, NL * N * C * X,
         NL * N * NH * F, NL * N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 4 * C * X,
         NL * N * 4 * C * X, NL * N * C * X, N * C * X, N * F, N * F, N * F,
-        cable ? NL * pe_stride * F : 0, cable ? NL * pe_stride * F : 0, cfg->pe == PE_ID_CABLE ? NL * pe_stride * F : 0,
+        PE_TOKEN_ACTS >= 1 ? NL * pe_stride * F : 0, PE_TOKEN_ACTS >= 2 ? NL * pe_stride * F : 0, PE_TOKEN_ACTS >= 3 ? NL * pe_stride * F : 0,
         N * C * X, (N < CLASSIFIER_CHUNK ? N : CLASSIFIER_CHUNK) * Vp * X,
-        cfg->pe == PE_ID_ROPE || cfg->pe == PE_ID_XPOS ? (size_t)T * (C / NH / 2) * sizeof(float4) : 0,
-        cfg->pe == PE_ID_TXL ? (size_t)T * C * X : 0, (size_t)rp_draws(cfg->pe, L) * T * sizeof(int),
+        PE_ROPE_TABLE ? (size_t)T * (C / NH / 2) * sizeof(float4) : 0,
+        PE_REL_BUFFERS ? (size_t)T * C * X : 0, (size_t)rp_draws(cfg->pe, L) * T * sizeof(int),
         N * sizeof(int), N * sizeof(int),
     };
     model->acts_memory = carve(aptrs, abytes, (int)(sizeof(abytes) / sizeof(abytes[0])), "the activations");
@@ -2055,12 +1106,12 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         };
         size_t gbytes[] = {
             N * C * X, N * 4 * C * X, N * C * X, N * NH * F,
-            cable ? N * NH * F : 0, cfg->pe == PE_ID_CABLE ? N * NH * F : 0, cable ? N * NH * X : 0,
+            PE_TOKEN_ACTS >= 2 ? N * NH * F : 0, PE_TOKEN_ACTS >= 3 ? N * NH * F : 0, PE_TOKEN_ACTS >= 1 ? N * NH * X : 0,
             (cfg->dape != 0 ? dape_pe_slots(B, T, NH) + (size_t)NH * dape_kv_blocks(T) : (size_t)attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
-            cfg->pe == PE_ID_TXL ? (size_t)T * C * X : 0,
-            cfg->dape != 0 || cfg->pe == PE_ID_COPE ? N * 2 * C * F : 0,
+            PE_REL_BUFFERS ? (size_t)T * C * X : 0,
+            cfg->dape != 0 || PE_ATT_DKV ? N * 2 * C * F : 0,
             cfg->dape != 0 ? (size_t)dape_query_blocks(B, T) * dape_num_params(dape_layer(model, 0)) * F : 0,
-            pe_attention_scratch(cfg, B, T) * F,
+            pe_attention_scratch(cfg, B, T, 1) * F,
         };
         model->gs_memory = carve(gptrs, gbytes, (int)(sizeof(gbytes) / sizeof(gbytes[0])), "the backward pass's buffers");
     }
@@ -2085,14 +1136,11 @@ static void gpt2_ensure_grads(GPT2* model) {
     }
 }
 
-// longest sequence the model can process: learned embeddings stop at maxT, xPos where its
-// scale factors would leave the range of fp32 and bf16 (llmc/pe.h: xpos_max_length),
-// randomized positions at their range L (T of them are drawn from it)
+// longest sequence the model can process: the encoding's limit (pe_max_length: learned's
+// maxT, xPos's range of fp32 and bf16), randomized positions' range L (T of them are drawn from it)
 int gpt2_max_length(const GPT2* model) {
     const GPT2Config* c = &model->config;
-    int most = INT32_MAX;
-    if (c->pe == PE_ID_LEARNED) { most = c->max_seq_len; }
-    if (c->pe == PE_ID_XPOS) { most = xpos_max_length(c->channels / c->num_heads); }
+    int most = pe_max_length(c);
     return rp_active(model) && c->rp_len < most ? c->rp_len : most;
 }
 
@@ -2104,8 +1152,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
     if (T > gpt2_max_length(model)) {
         if (rp_active(model)) { fatal("randomized positions: T = %d tokens cannot be drawn from the range [0, %d) (-rp)", T, cfg->rp_len); }
-        if (cfg->pe == PE_ID_LEARNED) { fatal("PE learned cannot process T = %d tokens: its position table ends at maxT = %d", T, cfg->max_seq_len); }
-        fatal("PE %s cannot process T = %d tokens: its scale factors leave the floating-point range beyond %d", pe_name(cfg->pe), T, gpt2_max_length(model));
+        fatal("PE %s cannot process T = %d tokens: %s %d", pe_name(cfg->pe), T, PE_LIMIT_REASON, pe_max_length(cfg));
     }
     for (int i = 0; i < B * T; i++) {
         if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < 0 || targets[i] >= V))) {

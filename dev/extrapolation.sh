@@ -18,7 +18,7 @@
 # that the CSVs have every expected row with finite numbers).
 # PASSKEY=N keys per passkey cell (0: no passkey test), LAST=N the last-N mode (0: none).
 #
-# An entry <base>_dape<variant> is the base with DAPE (llmc/dape.h; e.g. kerple_dape1x3 is
+# An entry <base>_dape<variant> is the base with DAPE (pe/dape.h; e.g. kerple_dape1x3 is
 # DAPE_1x3-Kerple), built as build/train_gpt2_<entry> (make ... PE=<base> DAPE=<variant>);
 # an entry <pe>_rp<L> is <pe> trained with randomized positions from [0, L) (-rp L; its
 # rows in the CSVs carry that name, as the trainer writes them).

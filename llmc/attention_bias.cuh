@@ -85,8 +85,12 @@ template<class G> struct GradPerLane<G, std::void_t<decltype(G::per_lane)>> { st
 #define PE_SIDE_ROW 0
 #define PE_SIDE_COL 1
 
-// the encoding's per-row state of the bias (PERow): what pe_bias_row returns
-template<class PE> using PERowOf = decltype(pe_bias_row(PE(), 0, 0, 0));
+// The encoding's per-row state of the bias (PERow: what pe_bias_row returns) and its gradient
+// accumulators (PEGrad), as dependent types: the kernels are defined before the encoding's
+// hooks, which are found where the kernels are instantiated (pe_grad_of is declared with the
+// trainer's defaults)
+template<class PE> using PERowOf = decltype(pe_bias_row(static_cast<const PE*>(nullptr), 0, 0, 0));
+template<class PE> using PEGradOf = decltype(pe_grad_of(static_cast<const PE*>(nullptr)));
 
 // An encoding's bias at the tokens' positions: the hooks of PE, called with pos[i] and pos[j]
 // for query i and key j (a draw of randomized positions, llmc/pe.h); a second instance of
@@ -95,26 +99,27 @@ template<class PE> using PERowOf = decltype(pe_bias_row(PE(), 0, 0, 0));
 // tokens. Positions increase with the tokens, so pos[j] <= pos[i] exactly when j <= i.
 template<class PE>
 struct PEPositions {
-    typedef typename PE::Grad Grad;
     PE pe;
     const int* pos; // (T) device
 };
 template<class PE>
-__device__ __forceinline__ int pe_position(const PEPositions<PE>& w, int t) { return w.pos[t]; }
+__device__ __forceinline__ int pe_position(const PEPositions<PE>* w, int t) { return w->pos[t]; }
 template<class PE>
-__device__ __forceinline__ PERowOf<PE> pe_bias_row(const PEPositions<PE>& w, int b, int h, int i) {
-    return pe_bias_row(w.pe, b, h, pe_position(w, i));
+PEGradOf<PE> pe_grad_of(const PEPositions<PE>*);
+template<class PE>
+__device__ __forceinline__ PERowOf<PE> pe_bias_row(const PEPositions<PE>* w, int b, int h, int i) {
+    return pe_bias_row(&w->pe, b, h, pe_position(w, i));
 }
 template<class PE>
-__device__ __forceinline__ float pe_bias(const PEPositions<PE>& w, const PERowOf<PE>& r, int j) { return pe_bias(w.pe, r, pe_position(w, j)); }
+__device__ __forceinline__ float pe_bias(const PEPositions<PE>* w, const PERowOf<PE>* r, int j) { return pe_bias(&w->pe, r, pe_position(w, j)); }
 template<class PE>
-__device__ __forceinline__ void pe_bias_backward_warp(const PEPositions<PE>& w, typename PE::Grad& g, int side, const PERowOf<PE>& r, int j,
+__device__ __forceinline__ void pe_bias_backward_warp(const PEPositions<PE>* w, PEGradOf<PE>* g, int side, const PERowOf<PE>* r, int j,
                                                       float ds, bool valid) {
-    pe_bias_backward_warp(w.pe, g, side, r, pe_position(w, j), ds, valid);
+    pe_bias_backward_warp(&w->pe, g, side, r, pe_position(w, j), ds, valid);
 }
 template<class PE>
-__device__ __forceinline__ void pe_bias_flush(const PEPositions<PE>& w, typename PE::Grad& g, int side, int b, int h, int t, bool valid, int slot) {
-    pe_bias_flush(w.pe, g, side, b, h, t, valid, slot);
+__device__ __forceinline__ void pe_bias_flush(const PEPositions<PE>* w, PEGradOf<PE>* g, int side, int b, int h, int t, bool valid, int slot) {
+    pe_bias_flush(&w->pe, g, side, b, h, t, valid, slot);
 }
 
 // sum over the HS / ATT_DPT threads that share a row (consecutive lanes)
@@ -221,7 +226,7 @@ template<int TPR, class PE, class Row>
 __device__ __forceinline__ void attention_bias_tile(float* bias_row, const PE& pb, const Row& pr, int i, int j0, int T, int p) {
     for (int jj = p; jj < ATT_BK; jj += TPR) {
         int j = j0 + jj;
-        bias_row[jj] = j <= i && i < T ? pe_bias(pb, pr, j) : 0.0f;
+        bias_row[jj] = j <= i && i < T ? pe_bias(&pb, &pr, j) : 0.0f;
     }
 }
 
@@ -268,7 +273,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb
     int C = NH * HS, C3 = 3 * C;
     int row = i < T ? i : T - 1; // rows past T compute on a valid row and write nothing
     float scale = 1.0f / sqrtf((float)HS);
-    PERowOf<PE> pr = pe_bias_row(pb, b, h, row);
+    PERowOf<PE> pr = pe_bias_row(&pb, b, h, row);
     float q[ATT_DPT], o[ATT_DPT];
     attention_load_row<TPR>(q, qkv + ((size_t)b * T + row) * C3 + h * HS, p);
     #pragma unroll
@@ -320,9 +325,9 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
     float Di = attention_row_delta<TPR>(g, dout + ((size_t)b * T + row) * C + h * HS, out + ((size_t)b * T + row) * C + h * HS, p);
     size_t lse_idx = ((size_t)b * NH + h) * T + row;
     if (i < T && p == 0) { D[lse_idx] = Di; }
-    PERowOf<PE> pr = pe_bias_row(pb, b, h, row);
+    PERowOf<PE> pr = pe_bias_row(&pb, b, h, row);
     float row_lse = lse[lse_idx] - pr.shift;
-    typename PE::Grad acc = {};
+    PEGradOf<PE> acc = {};
     int last_key = min(qt * ATT_BQ + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
         __syncthreads();
@@ -339,12 +344,12 @@ attention_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const fl
                 float pij = expf(dot * scale + bias[r][jj] - row_lse);
                 float ds = pij * (dp - Di);
                 attention_axpy<HS, TPR>(dq, ds * scale, ks, jj, p);
-                if (p == 0) { pe_bias_backward_warp(pb, acc, PE_SIDE_ROW, pr, j, ds, true); }
+                if (p == 0) { pe_bias_backward_warp(&pb, &acc, PE_SIDE_ROW, &pr, j, ds, true); }
             }
         }
     }
     if (i < T) { attention_store_row<TPR>(dqkv + ((size_t)b * T + i) * C3 + h * HS, dq, 1.0f, p); }
-    pe_bias_flush(pb, acc, PE_SIDE_ROW, b, h, i, i < T && p == 0, 0);
+    pe_bias_flush(&pb, &acc, PE_SIDE_ROW, b, h, i, i < T && p == 0, 0);
 }
 
 // attention_backward_kv_kernel: for the 64 keys of this block, over the queries i >= j:
@@ -372,7 +377,7 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
     attention_load_row<TPR>(v, qkv + ((size_t)b * T + col) * C3 + 2 * C + h * HS, p);
     #pragma unroll
     for (int e = 0; e < ATT_DPT; e++) { dk[e] = 0.0f; dv[e] = 0.0f; }
-    typename PE::Grad acc = {};
+    PEGradOf<PE> acc = {};
     const float* lse_bh = lse + ((size_t)b * NH + h) * T;
     const float* D_bh = D + ((size_t)b * NH + h) * T;
     for (int i0 = kt * ATT_KV_BK; i0 < T; i0 += ATT_KV_BQ) { // ATT_KV_BK is a multiple of ATT_KV_BQ
@@ -380,13 +385,13 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
         attention_load_tile<HS>(qs, qkv, b, i0, ATT_KV_BQ, T, C3, h * HS);
         attention_load_tile<HS>(gs, dout, b, i0, ATT_KV_BQ, T, C, h * HS);
         for (int e = threadIdx.x; e < ATT_KV_BQ; e += blockDim.x) {
-            rows[e] = pe_bias_row(pb, b, h, min(i0 + e, T - 1));
+            rows[e] = pe_bias_row(&pb, b, h, min(i0 + e, T - 1));
             lses[e] = i0 + e < T ? lse_bh[i0 + e] - rows[e].shift : 0.0f;
             Ds[e] = i0 + e < T ? D_bh[i0 + e] : 0.0f;
         }
         __syncthreads();
         // this thread's share of its key's biases (the rows' numbers are in shared memory now)
-        for (int ii = p; ii < ATT_KV_BQ; ii += TPR) { bias[r][ii] = j <= i0 + ii && i0 + ii < T ? pe_bias(pb, rows[ii], j) : 0.0f; }
+        for (int ii = p; ii < ATT_KV_BQ; ii += TPR) { bias[r][ii] = j <= i0 + ii && i0 + ii < T ? pe_bias(&pb, &rows[ii], j) : 0.0f; }
         __syncwarp(); // the TPR threads of a key are lanes of one warp
         #pragma unroll 4
         for (int ii = 0; ii < ATT_KV_BQ; ii++) {
@@ -401,7 +406,7 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
                 attention_axpy<HS, TPR>(dv, pij, gs, ii, p);
                 attention_axpy<HS, TPR>(dk, ds * scale, qs, ii, p);
             }
-            pe_bias_backward_warp(pb, acc, PE_SIDE_COL, rows[ii], j, ds, valid && p == 0);
+            pe_bias_backward_warp(&pb, &acc, PE_SIDE_COL, &rows[ii], j, ds, valid && p == 0);
         }
     }
     if (j < T) {
@@ -409,7 +414,7 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
         attention_store_row<TPR>(dst + C, dk, 1.0f, p);
         attention_store_row<TPR>(dst + 2 * C, dv, 1.0f, p);
     }
-    pe_bias_flush(pb, acc, PE_SIDE_COL, b, h, j, j < T && p == 0, ((b * NH + h) * gridDim.x + kt));
+    pe_bias_flush(&pb, &acc, PE_SIDE_COL, b, h, j, j < T && p == 0, ((b * NH + h) * gridDim.x + kt));
 }
 
 // ----------------------------------------------------------------------------

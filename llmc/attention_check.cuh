@@ -55,7 +55,25 @@ typedef struct {
     int* pos;       // (T) the tokens' positions (randomized positions), NULL: the indices
     const int* pos_dev; // the model's device copy
     float* P;       // (T, C) txl: the projected sinusoids as the kernels see them
+    float* bias;    // (B, NH, span, span) the bias as the encoding's hooks compute it (attn_bias_table)
+    int span;       // its positions: T, or the range of randomized positions
 } AttnCase;
+
+// the encodings whose bias ref_bias below writes out again from the definition; any other
+// encoding's reference bias is what its own hooks compute, pair by pair (attn_bias_table):
+// the check then holds the kernels' use of the bias (tiles, masking, the row's shift,
+// positions), and the CPU tests (test_gpt2.c) hold the formula to its definition
+#define ATTN_REF_WRITTEN (PE_KIND != PE_KIND_BIAS || PE_IS(ALIBI) || PE_IS(T5) || PE_IS(KERPLE) || PE_IS(KERPLE_POWER) \
+                          || PE_IS(SANDWICH) || PE_IS(FIRE) || PE_IS(CABLE_V1) || PE_IS(CABLE_NW) || PE_IS(CABLE) || PE_IS(KCABLE))
+
+// attn_bias_table_kernel: b(i, j) + the row's shift for every (b, h) and positions j <= i < span
+__global__ void attn_bias_table_kernel(float* out, const PEBias pb, int B, int NH, int span) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * NH * span * span) { return; }
+    int j = idx % span, i = (idx / span) % span, h = (idx / span / span) % NH, b = (int)(idx / span / span / NH);
+    PERow r = pe_bias_row(&pb, b, h, i);
+    out[idx] = j <= i ? pe_bias(&pb, &r, j) + r.shift : 0.0f;
+}
 
 static float* download_floatX(const floatX* src, size_t n) {
     floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
@@ -89,7 +107,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
     cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
     gpt2_config_set_dape(&cfg);
-#if defined(PE_BIAS_OF_POSITIONS)
+#if PE_BIAS_OF_POSITIONS
     cfg.rp_len = s.rp_len;
     cfg.rp_seed = (int)seed;
 #endif
@@ -104,11 +122,18 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
         for (size_t i = 0; i < m->param_sizes[k]; i++) {
             float* x = p + at + i;
-            if (k == P_T5_TABLE) { *x = random_normal(&rng); }
-            else if (k == P_FIRE_L) { *x = 0.6f; } // L = 0.6 T/2
-            else if (k == P_KERPLE_R1 || k == P_KERPLE_R2 || k == P_KPOWER_A) { *x = 0.05f + 0.5f * random_f32(&rng); }
-            else if (k == P_KPOWER_P) { *x = 0.2f + 1.6f * random_f32(&rng); }
-            else if (k >= P_CABLE_WB) { *x += 0.1f * random_normal(&rng); }
+            if (k < P_PE_BEGIN) { continue; }
+#if PE_IS(T5)
+            *x = random_normal(&rng);
+#elif PE_IS(FIRE)
+            *x = k == P_FIRE_L ? 0.6f : *x + 0.1f * random_normal(&rng); // L = 0.6 T/2
+#elif PE_IS(KERPLE)
+            *x = 0.05f + 0.5f * random_f32(&rng);
+#elif PE_IS(KERPLE_POWER)
+            *x = k == P_KPOWER_A ? 0.05f + 0.5f * random_f32(&rng) : 0.2f + 1.6f * random_f32(&rng);
+#else
+            *x += 0.1f * random_normal(&rng);
+#endif
         }
         at += m->param_sizes[k];
     }
@@ -148,11 +173,22 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
         cudaCheck(cudaMemcpy(m->acts.pe_s, c->S, N * s.NH * sizeof(float), cudaMemcpyHostToDevice));
         if (m->acts.pe_w != NULL) { cudaCheck(cudaMemcpy(m->acts.pe_w, c->w, N * s.NH * sizeof(float), cudaMemcpyHostToDevice)); }
     }
+#if !ATTN_REF_WRITTEN
+    c->span = c->pos != NULL ? s.rp_len : s.T;
+    size_t n = (size_t)s.B * s.NH * c->span * c->span;
+    float* table = (float*)cuda_malloc(n * sizeof(float), "the bias table");
+    PEBias pb;
+    pe_bias_setup(&pb, m, 0, s.B, s.T, 0);
+    attn_bias_table_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(table, pb, s.B, s.NH, c->span);
+    cudaCheckLaunch("attn_bias_table_kernel");
+    c->bias = download_float(table, n);
+    cuda_free((void**)&table);
+#endif
 }
 
 static void attn_case_free(AttnCase* c) {
     gpt2_free(&c->model);
-    free(c->qkv); free(c->dout); free(c->par); free(c->S); free(c->w); free(c->slopes); free(c->pos); free(c->P);
+    free(c->qkv); free(c->dout); free(c->par); free(c->S); free(c->w); free(c->slopes); free(c->pos); free(c->P); free(c->bias);
 }
 
 // one forward and one backward pass of the given kernels on the case's inputs, at the indices
@@ -178,7 +214,7 @@ static void attn_case_run_layer(AttnCase* c) {
     gpt2_zero_grad(m);
     pe_attention_backward(m, 0, m->gs.dbig, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, s.B, s.T);
     cudaCheck(cudaStreamSynchronize(ctx.stream));
-#if defined(PE_TXL)
+#if PE_IS(TXL)
     free(c->P);
     c->P = download_floatX(m->acts.pe_rel, (size_t)s.T * s.NH * s.hs);
 #endif
@@ -190,11 +226,11 @@ static void attn_case_run_layer(AttnCase* c) {
 // the parameters of the bias (t5, kerple, fire) are compared as one vector: the encoding's
 // tensors of the (one-layer) model in checkpoint order; txl's: dr_w, dr_r, then dP (T, C)
 static int ref_pe_params(const GPT2* m) {
-#if defined(PE_T5) || defined(PE_KERPLE) || defined(PE_FIRE) || defined(PE_KERPLE_POWER)
+#if PE_IS(T5) || PE_IS(KERPLE) || PE_IS(FIRE) || PE_IS(KERPLE_POWER)
     int n = 0;
-    for (int k = P_CABLE_WB; k < NUM_PARAMETER_TENSORS; k++) { n += (int)m->param_sizes[k]; }
+    for (int k = P_PE_BEGIN; k < P_PE_END; k++) { n += (int)m->param_sizes[k]; }
     return n;
-#elif defined(PE_TXL)
+#elif PE_IS(TXL)
     return (int)(m->param_sizes[P_TXL_RW] + m->param_sizes[P_TXL_RR] + (size_t)m->seq_len * m->config.channels);
 #else
     (void)m;
@@ -206,19 +242,19 @@ static double ref_par(const AttnCase* c, int tensor, int i) { return c->par[c->m
 
 static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
     (void)c; (void)b; (void)h; (void)i; (void)j;
-#if defined(PE_ALIBI)
+#if PE_IS(ALIBI)
     return -(double)c->slopes[h] * (i - j);
-#elif defined(PE_T5)
+#elif PE_IS(T5)
     return ref_par(c, P_T5_TABLE, h * T5_NUM_BUCKETS + t5_bucket(i - j));
-#elif defined(PE_KERPLE)
+#elif PE_IS(KERPLE)
     return -ref_par(c, P_KERPLE_R1, h) * log(1.0 + ref_par(c, P_KERPLE_R2, h) * (i - j));
-#elif defined(PE_KERPLE_POWER)
+#elif PE_IS(KERPLE_POWER)
     return i == j ? 0.0 : -ref_par(c, P_KPOWER_A, h) * pow((double)(i - j), ref_par(c, P_KPOWER_P, h));
-#elif defined(PE_SANDWICH)
+#elif PE_IS(SANDWICH)
     double sum = 0;
     for (int k = 1; k <= c->s.hs / 2; k++) { sum += cos((i - j) * pow(10000.0, -2.0 * k / c->s.hs)); }
     return (sum - c->s.hs / 2.0) / (8.0 * (h + 1) / c->s.NH);
-#elif defined(PE_FIRE)
+#elif PE_IS(FIRE)
     double cc = fabs(ref_par(c, P_FIRE_C, 0)), L = fabs(ref_par(c, P_FIRE_L, 0)) * (double)(c->s.T / 2);
     double lp = L > i ? L : i;
     double u = log(cc * (i - j) + 1) / (log(cc * lp + 1) + FIRE_EPS);
@@ -227,7 +263,7 @@ static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
         out += ref_par(c, P_FIRE_W2, h * FIRE_HIDDEN + k) * fmax(0.0, ref_par(c, P_FIRE_W1, k) * u + ref_par(c, P_FIRE_B1, k));
     }
     return out;
-#elif defined(PE_TXL)
+#elif PE_IS(TXL)
     // (r_w . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs); the attention adds q_i . k_j / sqrt(hs)
     int hs = c->s.hs, C = c->s.NH * hs;
     const float* q = c->qkv + ((size_t)b * c->s.T + i) * 3 * C + h * hs;
@@ -236,17 +272,19 @@ static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
     double sum = 0;
     for (int e = 0; e < hs; e++) { sum += ref_par(c, P_TXL_RW, h * hs + e) * k[e] + ((double)q[e] + ref_par(c, P_TXL_RR, h * hs + e)) * P[e]; }
     return sum / sqrt((double)hs);
-#elif defined(PE_CABLE_FAMILY)
+#elif PE_IS(CABLE_V1) || PE_IS(CABLE_NW) || PE_IS(CABLE) || PE_IS(KCABLE)
     int NH = c->s.NH;
     size_t si = ((size_t)b * c->s.T + i) * NH + h, sj = ((size_t)b * c->s.T + j) * NH + h;
     double diff = (double)c->S[si] - c->S[sj];
-#if defined(PE_CABLE)
+#if PE_IS(CABLE)
     return c->w[si] * diff;
-#elif defined(PE_KCABLE)
+#elif PE_IS(KCABLE)
     return -log(1 + diff * diff);
 #else
     return diff;
 #endif
+#elif !ATTN_REF_WRITTEN
+    return c->bias[(((size_t)b * c->s.NH + h) * c->span + i) * c->span + j];
 #else
     return 0.0;
 #endif
@@ -258,23 +296,23 @@ static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
 static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, int j, double ds, double* dS, double* dw, double* dpe,
                               double* dqkv) {
     (void)c; (void)side; (void)b; (void)h; (void)i; (void)j; (void)ds; (void)dS; (void)dw; (void)dpe; (void)dqkv;
-#if defined(PE_T5)
+#if PE_IS(T5)
     if (side == PE_SIDE_COL) { dpe[h * T5_NUM_BUCKETS + t5_bucket(i - j)] += ds; }
-#elif defined(PE_KERPLE)
+#elif PE_IS(KERPLE)
     if (side == PE_SIDE_COL) {
         int NH = c->s.NH;
         double r1 = ref_par(c, P_KERPLE_R1, h), r2 = ref_par(c, P_KERPLE_R2, h), n = i - j;
         dpe[h] -= ds * log(1 + r2 * n);            // d/dr1
         dpe[NH + h] -= ds * r1 * n / (1 + r2 * n); // d/dr2
     }
-#elif defined(PE_KERPLE_POWER)
+#elif PE_IS(KERPLE_POWER)
     if (side == PE_SIDE_COL && i > j) {
         int NH = c->s.NH;
         double a = ref_par(c, P_KPOWER_A, h), np = pow((double)(i - j), ref_par(c, P_KPOWER_P, h));
         dpe[h] -= ds * np;                       // d/da
         dpe[NH + h] -= ds * a * np * log((double)(i - j)); // d/dp
     }
-#elif defined(PE_FIRE)
+#elif PE_IS(FIRE)
     if (side == PE_SIDE_COL) {
         int NH = c->s.NH, H = FIRE_HIDDEN;
         double* dw1 = dpe; double* db1 = dpe + H; double* dw2 = dpe + 2 * H; double* db2 = dw2 + NH * H;
@@ -299,7 +337,7 @@ static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, 
         dc[0] += (dpn * n / (cc * n + 1) + dpd * lp / (cc * lp + 1)) * (cv >= 0 ? 1 : -1);
         if (L > i) { dL[0] += dpd * cc / (cc * L + 1) * L0 * (Lv >= 0 ? 1 : -1); }
     }
-#elif defined(PE_TXL)
+#elif PE_IS(TXL)
     int hs = c->s.hs, C = c->s.NH * hs;
     double g = ds / sqrt((double)hs);
     const float* q = c->qkv + ((size_t)b * c->s.T + i) * 3 * C + h * hs;
@@ -318,17 +356,17 @@ static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, 
             dP[e] += g * (q[e] + rr);
         }
     }
-#elif defined(PE_CABLE_FAMILY)
+#elif PE_IS(CABLE_V1) || PE_IS(CABLE_NW) || PE_IS(CABLE) || PE_IS(KCABLE)
     int NH = c->s.NH;
     size_t si = ((size_t)b * c->s.T + i) * NH + h, sj = ((size_t)b * c->s.T + j) * NH + h;
     double diff = (double)c->S[si] - c->S[sj];
-#if defined(PE_CABLE)
+#if PE_IS(CABLE)
     if (side == PE_SIDE_ROW) { dw[si] += ds * diff; }
     ds *= c->w[si];
-#elif defined(PE_KCABLE)
+#elif PE_IS(KCABLE)
     ds *= -2 * diff / (1 + diff * diff);
 #endif
-#if defined(PE_KCABLE)
+#if PE_IS(KCABLE)
     if (side == PE_SIDE_ROW) { dS[si] += ds; }
 #endif
     // the row side of dS of b = w_i (S_i - S_j) is w_i sum_j ds_ij, zero for the exact D_i (a
@@ -524,7 +562,7 @@ static int attn_case_compare(AttnCase* c, double tol_out, double tol_pe) {
         fails += attn_compare("cable dw", dw, r.dw, N * s.NH, tol_pe);
         free(dw);
     }
-#if defined(PE_TXL)
+#if PE_IS(TXL)
     { // dr_w, dr_r from the parameter gradients, dP (the kernels' output, in the build's precision)
         float* g = download_float(m->grads_memory, m->num_padded);
         float* dP = download_floatX(m->gs.pe_drel, (size_t)s.T * C);
@@ -539,7 +577,7 @@ static int attn_case_compare(AttnCase* c, double tol_out, double tol_pe) {
         float* g = download_float(m->grads_memory, m->num_padded);
         float* flat = (float*)malloc_check(r.npe * sizeof(float));
         int at = 0;
-        for (int k = P_CABLE_WB; k < NUM_PARAMETER_TENSORS; k++) {
+        for (int k = P_PE_BEGIN; k < P_PE_END; k++) {
             for (size_t i = 0; i < m->param_sizes[k]; i++) { flat[at++] = g[m->param_offsets[k] + i]; }
         }
         fails += attn_compare("bias parameter gradients", flat, r.dpe, r.npe, tol_pe);
@@ -552,7 +590,7 @@ static int attn_case_compare(AttnCase* c, double tol_out, double tol_pe) {
     return fails;
 }
 
-#if defined(PE_COPE)
+#if PE_IS(COPE)
 // ----------------------------------------------------------------------------
 // CoPE: its kernels (llmc/attention_cope.cuh) against the definition (train_gpt2.c's CoPE
 // block) in double, each sum written out in full: the position of key j is the sum of the

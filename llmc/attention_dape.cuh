@@ -1,6 +1,6 @@
 /*
-Causal attention with DAPE's logits (llmc/dape.h; the definition is train_gpt2.c's DAPE
-section, which this computes): for query row i, every head at once,
+Causal attention with DAPE's logits (pe/dape.h; the definition is its CPU part, which
+this computes): for query row i, every head at once,
 
   x_i[c] = (s[0..H)[c], b[0..H)[c]) for 0 <= c <= i, 0 for c > i     (Cin = 2H, or H without a bias)
   h_i[c] = LReLU(b1 + sum_t W1[:, :, t] x_i[c + t - p])      for 0 <= c < e_i, 0 elsewhere
@@ -41,7 +41,7 @@ small (H = 12, D = 32, k = 3); dape_check_smem refuses what the GPU cannot hold.
 #define LLMC_ATTENTION_DAPE_CUH
 
 #include "cuda_common.cuh"
-#include "dape.h"
+// DAPE (pe/dape.h): included with the model (llmc/model.h)
 
 #define DAPE_BR 8        // query rows per block
 #define DAPE_BC 16       // key columns per tile
@@ -64,7 +64,7 @@ __host__ __device__ inline int dape_num_params(const DapeParams& dp) {
 
 // floats of the base's gradient accumulators of one lane (PE::Grad; none when it is empty)
 template<class PE> __host__ __device__ constexpr int dape_grad_floats() {
-    return std::is_empty<typename PE::Grad>::value ? 0 : (int)(sizeof(typename PE::Grad) / sizeof(float));
+    return std::is_empty<PEGradOf<PE>>::value ? 0 : (int)(sizeof(PEGradOf<PE>) / sizeof(float));
 }
 
 // shared memory of a kernel: pointers into `base` (when not NULL), and the size in floats
@@ -130,8 +130,8 @@ __device__ void dape_tile_inputs(float* x, int hx, const floatX* qkv, const PE& 
             for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; }
             sv = dot * scale;
             if (Cin == 2 * NH) { // the whole bias: the row's shift does not cancel here
-                PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
-                bv = pe_bias(pb, pr, col) + pr.shift;
+                PERowOf<PE> pr = pe_bias_row(&pb, b, h, i);
+                bv = pe_bias(&pb, &pr, col) + pr.shift;
             }
         }
         float* xr = x + ((size_t)r * W + u) * Cin;
@@ -365,7 +365,7 @@ dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, con
     }
     for (int e = threadIdx.x; e < DAPE_BR * C; e += blockDim.x) { s.acc[e] = 0.0f; }
     for (int e = threadIdx.x; e < np; e += blockDim.x) { s.params[e] = 0.0f; }
-    typedef typename PE::Grad Grad;
+    typedef PEGradOf<PE> Grad;
     Grad* pe_acc = reinterpret_cast<Grad*>(s.pe); // [head][lane]
     int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     if constexpr (dape_grad_floats<PE>() > 0) {
@@ -414,7 +414,8 @@ dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, con
                     int r = q / DAPE_BC, u = q % DAPE_BC, i = r0 + r, col = c0 + u;
                     bool valid = i < T && col <= i;
                     float db = valid ? dape_tile_db(s, dp, r, u, h) : 0.0f;
-                    pe_bias_backward_warp(pb, acc, PE_SIDE_COL, pe_bias_row(pb, b, h, min(i, T - 1)), min(col, T - 1), db, valid);
+                    PERowOf<PE> row = pe_bias_row(&pb, b, h, min(i, T - 1));
+                    pe_bias_backward_warp(&pb, &acc, PE_SIDE_COL, &row, min(col, T - 1), db, valid);
                 }
                 pe_acc[h * WARP_SIZE + lane] = acc;
             }
@@ -431,7 +432,7 @@ dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, con
     for (int h = 0; h < NH; h++) { // head h's accumulators, on the lanes of warp 0
         Grad mine = {};
         if constexpr (dape_grad_floats<PE>() > 0) { if (warp == 0) { mine = pe_acc[h * WARP_SIZE + lane]; } }
-        pe_bias_flush(pb, mine, PE_SIDE_COL, b, h, 0, false, (vb * NH + h) * kv_blocks + kb);
+        pe_bias_flush(&pb, &mine, PE_SIDE_COL, b, h, 0, false, (vb * NH + h) * kv_blocks + kb);
     }
 }
 

@@ -83,7 +83,7 @@ template<int HS> struct MmaTiles {
     template<class PE> static constexpr int fwd_min_blocks() { return HS == 32 ? 4 : HS == 64 ? RpFwdMinBlocks<PE>::value : 0; }
     // the dk/dv pass's minimum for ptxas: at HS = 32 fire's (a per_lane PE::Grad) was capped
     // at 168 registers (3 blocks) and spilled; 2 blocks allow 255
-    template<class PE> static constexpr int kv_min_blocks() { return HS == 32 && GradPerLane<typename PE::Grad>::value ? 2 : 0; }
+    template<class PE> static constexpr int kv_min_blocks() { return HS == 32 && GradPerLane<PEGradOf<PE>>::value ? 2 : 0; }
 };
 
 // element (r, c) of a shared-memory tile of rows of HS bf16 values
@@ -251,7 +251,7 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const P
     PERowOf<PE> pr[2];
     float m[2], l[2];
     #pragma unroll
-    for (int r = 0; r < 2; r++) { pr[r] = pe_bias_row(pb, b, h, min(row0 + 8 * r, T - 1)); m[r] = -INFINITY; l[r] = 0.0f; }
+    for (int r = 0; r < 2; r++) { pr[r] = pe_bias_row(&pb, b, h, min(row0 + 8 * r, T - 1)); m[r] = -INFINITY; l[r] = 0.0f; }
     float o[NO][4] = {};
     for (int jt = 0; jt < ntiles; jt++) {
         if (jt + 1 < ntiles) { // the next tile into the other stage
@@ -275,7 +275,7 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, const P
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int i = row0 + 8 * (e / 2), j = j0 + 8 * n + 2 * tig + e % 2;
-                if (full || (j <= i && i < T)) { s[n][e] = s[n][e] * scale + pe_bias(pb, pr[e / 2], j); }
+                if (full || (j <= i && i < T)) { s[n][e] = s[n][e] * scale + pe_bias(&pb, &pr[e / 2], j); }
                 else { s[n][e] = -INFINITY; }
                 mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
             }
@@ -363,12 +363,12 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
     #pragma unroll
     for (int r = 0; r < 2; r++) {
         int i = min(row0 + 8 * r, T - 1);
-        pr[r] = pe_bias_row(pb, b, h, i);
+        pr[r] = pe_bias_row(&pb, b, h, i);
         rlse[r] = lse[((size_t)b * NH + h) * T + i] - pr[r].shift;
     }
     float dq[NO][4] = {};
     float Di[2];
-    typename PE::Grad acc[2] = {};
+    PEGradOf<PE> acc[2] = {};
     for (int jt = 0; jt < ntiles; jt++) {
         if (jt + 1 < ntiles) {
             floatX* next = skv + ((jt + 1) % 2) * 2 * BC * HS;
@@ -399,10 +399,10 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
                 bool valid = full || (j <= i && i < T);
                 float ds = 0.0f;
                 if (valid) {
-                    float p = expf(s[n][e] * scale + pe_bias(pb, pr[r], j) - rlse[r]);
+                    float p = expf(s[n][e] * scale + pe_bias(&pb, &pr[r], j) - rlse[r]);
                     ds = p * (dp[n][e] - Di[r]);
                 }
-                pe_bias_backward_warp(pb, acc[r], PE_SIDE_ROW, pr[r], j, ds, valid);
+                pe_bias_backward_warp(&pb, &acc[r], PE_SIDE_ROW, &pr[r], j, ds, valid);
                 s[n][e] = ds;
             }
         }
@@ -414,8 +414,8 @@ attention_backward_q_mma_kernel(floatX* dqkv, float* D, const floatX* dout, cons
     const float scales[2] = {scale, scale};
     store_rows<NO>(dqkv, dq, scales, b, row0, T, C3, h * HS, lane);
     int t = row0 + 8 * tig; // tig 0: row0, tig 1: row0 + 8 (quad_gather)
-    typename PE::Grad mine = quad_gather(acc, tig);
-    pe_bias_flush(pb, mine, PE_SIDE_ROW, b, h, t, tig < 2 && t < T, 0);
+    PEGradOf<PE> mine = quad_gather(acc, tig);
+    pe_bias_flush(&pb, &mine, PE_SIDE_ROW, b, h, t, tig < 2 && t < T, 0);
 }
 
 // attention_backward_kv_mma_kernel: for the 64 keys of this block (16 per warp), over the
@@ -447,7 +447,7 @@ attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
         load_tile_async<HS, BR>(sqg + st * 2 * BR * HS + BR * HS, dout, b, i0, T, C, h * HS);
         for (int r = threadIdx.x; r < BR; r += MMA_THREADS) {
             int i = min(i0 + r, T - 1);
-            PERowOf<PE> row = pe_bias_row(pb, b, h, i);
+            PERowOf<PE> row = pe_bias_row(&pb, b, h, i);
             sr[st * BR + r] = row;
             srow[st * 2 * BR + r] = lse_bh[i] - row.shift;
             srow[st * 2 * BR + BR + r] = D_bh[i];
@@ -460,7 +460,7 @@ attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
 
     int col0 = k0 + warp * 16 + g; // this thread's keys: col0 and col0 + 8
     float dk[NO][4] = {}, dv[NO][4] = {};
-    typename PE::Grad acc[2] = {};
+    PEGradOf<PE> acc[2] = {};
     for (int it = 0; it < ntiles; it++) {
         if (it + 1 < ntiles) { load_queries(it + 1); }
         cp_async_commit();
@@ -484,10 +484,10 @@ attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
                 bool valid = full || (j <= i && i < T);
                 float p = 0.0f, ds = 0.0f;
                 if (valid) {
-                    p = expf(s[n][e] * scale + pe_bias(pb, rows[ii], j) - rlse[ii]);
+                    p = expf(s[n][e] * scale + pe_bias(&pb, &rows[ii], j) - rlse[ii]);
                     ds = p * (dp[n][e] - rD[ii]);
                 }
-                pe_bias_backward_warp(pb, acc[r], PE_SIDE_COL, rows[ii], j, ds, valid);
+                pe_bias_backward_warp(&pb, &acc[r], PE_SIDE_COL, &rows[ii], j, ds, valid);
                 s[n][e] = p;
                 dp[n][e] = ds;
             }
@@ -503,8 +503,8 @@ attention_backward_kv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     store_rows<NO>(dqkv, dk, scales, b, col0, T, C3, C + h * HS, lane);
     store_rows<NO>(dqkv, dv, ones, b, col0, T, C3, 2 * C + h * HS, lane);
     int t = col0 + 8 * tig; // tig 0: col0, tig 1: col0 + 8 (quad_gather)
-    typename PE::Grad mine = quad_gather(acc, tig);
-    pe_bias_flush(pb, mine, PE_SIDE_COL, b, h, t, tig < 2 && t < T, (b * NH + h) * gridDim.x + kt);
+    PEGradOf<PE> mine = quad_gather(acc, tig);
+    pe_bias_flush(&pb, &mine, PE_SIDE_COL, b, h, t, tig < 2 && t < T, (b * NH + h) * gridDim.x + kt);
 }
 
 // ----------------------------------------------------------------------------

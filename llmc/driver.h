@@ -1025,6 +1025,27 @@ static void write_positions(const EvalRow* rows, int n, const char* dir, int tra
     atomic_commit(&af);
 }
 
+// one sentence under a test set's table that says what it shows: the perplexity of
+// non-overlapping windows at the training length and at the longest length evaluated
+static void extrapolation_summary(const EvalRow* rows, int n, const char* set, int train_len) {
+    const EvalRow *at = NULL, *far = NULL;
+    for (int i = 0; i < n; i++) {
+        const EvalRow* r = &rows[i];
+        if (strcmp(r->set, set) != 0 || strcmp(r->mode, "nonoverlap") != 0) { continue; }
+        if (r->eval_len == train_len && r->tokens > 0) { at = r; }
+        if (r->eval_len > train_len && (far == NULL || r->eval_len > far->eval_len)) { far = r; }
+    }
+    if (at == NULL || far == NULL) { return; }
+    if (far->tokens == 0) {
+        printf("reading: %s cannot run beyond its training length (%s); train another encoding (make train_gpt2 PE=cable) to "
+               "see one extrapolate\n", run_pe_label, far->note);
+        return;
+    }
+    printf("reading: trained at %d tokens, %s's perplexity is %.3f there and %.3f at %d tokens (%.0fx): an encoding that "
+           "extrapolates keeps it flat or lower beyond the training length\n", train_len, run_pe_label, exp(at->loss),
+           exp(far->loss), far->eval_len, (double)far->eval_len / train_len);
+}
+
 // one table per test set (the gap column: the context-use gap, "-" up to the training
 // length), then extrapolation.csv (pe,train_len,eval_len,mode,tokens,loss,ppl,set,gap) and
 // positions.csv in the output directory
@@ -1051,6 +1072,7 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
             printf("| %8d | %-*s | %8lld | %8.4f | %10.3f | %8s | %12.1f |\n", r->eval_len, w, r->mode, (long long)r->tokens, r->loss,
                    exp(r->loss), gap, r->mem_mib);
         }
+        extrapolation_summary(rows, n, a->set_names[set], train_len);
     }
     if (a->output_dir == NULL) { return; }
     AtomicFile af;

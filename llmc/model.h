@@ -22,7 +22,9 @@ and CoPE's number of positions P (llmc/pe.h) derive from it, so no further word 
 #include <stdio.h>
 #include <string.h>
 #include "pe.h"
-#include "dape.h"
+#define PE_PART PE_PART_DEFINITION
+#include "../pe/dape.h" // DAPE, the second switch: its variants, tensors and names
+#undef PE_PART
 #include "rand.h"
 #include "utils.h"
 
@@ -41,7 +43,7 @@ typedef struct {
     int num_heads;         // NH
     int channels;          // C
     int pe;                // PE id (llmc/pe.h)
-    int dape;              // DAPE variant = its kernel width k, 0 = none (llmc/dape.h)
+    int dape;              // DAPE variant = its kernel width k, 0 = none (pe/dape.h)
     int dape_width;        // DAPE's hidden width D (0 without DAPE)
     int rp_len;            // randomized positions (-rp): drawn from [0, rp_len); 0: positions 0..T-1
     int rp_seed;           // the seed of those draws (the run's -R)
@@ -100,6 +102,9 @@ static void pe_config_check(const GPT2Config* c, const char* what) {}
 static int pe_max_length(const GPT2Config* c) { return INT32_MAX; }
 #define PE_LIMIT_REASON ""
 #endif
+#ifndef PE_EVAL_VARIANTS // the evaluation variants an encoding has (llmc/pe.h): plain only
+static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
+#endif
 #ifndef PE_LIMIT_NOTE // the n/a of an evaluation beyond the limit
 #define PE_LIMIT_NOTE "beyond the encoding's range"
 #endif
@@ -109,7 +114,7 @@ static int pe_max_length(const GPT2Config* c) { return INT32_MAX; }
 
 // X(NAME, field, decay, size, init): the enum P_<NAME>, the field of the trainers' parameter
 // structs, whether weight decay applies, the number of elements (an expression of
-// fill_in_parameter_sizes' Vp, C, maxT, L, NH, hs, and DAPE's k, D, Cin), and the statement
+// fill_in_parameter_sizes' Vp, C, maxT, L, NH, and DAPE's k, D, Cin), and the statement
 // that initializes its n elements at p from the random state rng (gpt2_init_params: cfg, and
 // residual_std = 0.02 / sqrt(2 L)). Weight decay applies to the matrices (2-D per layer) and to
 // nothing else. Every layer's values are consecutive. A tensor of size 0 is absent from the
@@ -145,9 +150,8 @@ static const int PARAM_DECAY[NUM_PARAMETER_TENSORS] = { PARAMETER_TENSORS(P_DECA
 
 static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
     size_t Vp = cfg->padded_vocab_size, C = cfg->channels, maxT = cfg->max_seq_len;
-    size_t L = cfg->num_layers, NH = cfg->num_heads, hs = C / NH;
+    size_t L = cfg->num_layers, NH = cfg->num_heads;
     size_t k = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, (int)NH);
-    (void)hs; // the sizes of the encoding's tensors take what they need
 #define P_SIZE_(NAME, field, decay, size, init) sizes[P_##NAME] = (size);
     PARAMETER_TENSORS(P_SIZE_)
 }
@@ -193,7 +197,7 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     if (c->pe == PE_ID) { pe_config_check(c, what); } // the encoding's own constraints (pe/<file>.h)
 }
 
-// DAPE as this binary is built (llmc/dape.h): variant and default width
+// DAPE as this binary is built (pe/dape.h): variant and default width
 static void gpt2_config_set_dape(GPT2Config* c) {
     c->dape = DAPE_ID;
     c->dape_width = DAPE_ID != 0 ? DAPE_WIDTH : 0;

@@ -151,14 +151,24 @@ typedef float real;
 #define PE_FN static inline
 #endif
 
+// ALiBi's head slopes into out[0..n), from the reference get_slopes: for a power-of-two n the
+// geometric sequence 2^(-8/n), 2^(-16/n), ...; otherwise the slopes of the closest smaller
+// power of two followed by every other slope of twice that power. Both trainers keep them
+// (model->alibi_slopes) for any encoding that uses them.
+static void alibi_slopes(float* out, int n) {
+    int p = 1;
+    while (p * 2 <= n) { p *= 2; }
+    double start = pow(2.0, -8.0 / p);
+    for (int i = 0; i < p; i++) { out[i] = (float)pow(start, i + 1); }
+    if (p < n) {
+        double start2 = pow(2.0, -8.0 / (2 * p));
+        for (int i = 0; i < n - p; i++) { out[p + i] = (float)pow(start2, 2 * i + 1); }
+    }
+}
+
 // the bias encodings whose bias is a function of the positions, and so of a draw of
 // randomized positions (the others enter by the embedding or q, k)
 #define PE_BIAS_OF_POSITIONS (PE_KIND == PE_KIND_BIAS && PE_RP)
-
-// the CABLE family shares one implementation (its variants differ in two functions)
-#if PE_IS(CABLE_V1) || PE_IS(CABLE_NW) || PE_IS(CABLE) || PE_IS(KCABLE)
-#define PE_CABLE_FAMILY
-#endif
 
 // ----------------------------------------------------------------------------
 // evaluation variants (runtime flags): RoPE scaling and xPos's blockwise causal attention

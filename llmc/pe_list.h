@@ -19,7 +19,7 @@ DAPE_BASES, and (tests/registry.sh) python/model.py's names and the README's tab
           ATTN   its own attention (pe_attention_forward / pe_attention_backward)
           NONE   nothing: causal masking alone
   rp    1: takes randomized positions (-rp L; llmc/pe.h)
-  dape  1: a base of DAPE (make ... DAPE=1x3; llmc/dape.h)
+  dape  1: a base of DAPE (make ... DAPE=1x3; pe/dape.h)
   rev   the revision of its definition, header word 11: a checkpoint trained under
         another revision is refused (pe/<file>.h says what changed)
 

@@ -153,4 +153,270 @@ static inline void pe_bias_backward(PEBias* pb, int slot, const PERow* r, int j,
     pb->dS[sj] -= ds;
 }
 
+#elif PE_PART == PE_PART_CUDA
+
+// S (and a, w) stay in fp32. In the backward pass the attention kernels turn the score
+// gradients into dS: the dq pass writes the row sums (and, for cable, dw), the dk/dv pass
+// subtracts the column sums; pe_layer_backward then runs the reverse cumulative sum and
+// the two small linear layers backward.
+// In the kernels, PERow keeps S_i, w_i and the (b, h) column of S. For cable, cable_nw and
+// cable_v1 the row's constant w_i S_i (S_i) cancels in the softmax and is left out
+// (r->shift): pe_bias is -w_i S_j, one multiply-add with the score. In the backward the
+// row side of dS, w_i sum_j ds_ij, is zero in exact arithmetic (the same softmax
+// invariance) and is left out too, so only kcable has a row part of dS; cable's
+// dw_i = sum_j ds_ij (S_i - S_j) is a row sum, kept in the difference form (its terms are
+// small where ds is large).
+#define PE_LAYER
+#define PE_BIAS
+#define PE_BIAS_GRAD
+#define PE_PAR_N 0
+#define PE_LAYER_DLN1 1 // pe_layer_backward writes dln1 first (the qkv backward adds to it)
+#define CABLE_SCAN_THREADS 256
+struct PEGrad { float dS; float dw; };
+struct PEBias { const float* S; const float* w; float* dS; float* dw; int T; int NH; };
+struct PERow { const float* S; float Si, wi, shift; }; // S: the (b, h) column of S (stride NH)
+
+// cable_scan_forward_kernel: one block per (b, h), each thread a segment of the T tokens:
+// adds the small layers' biases, then S_t = -(g(a_1) + ... + g(a_t)) in fp32 as a parallel
+// scan (the segments' sums, their exclusive prefix sum over the block, the segments again)
+__global__ void __launch_bounds__(CABLE_SCAN_THREADS)
+cable_scan_forward_kernel(float* a, float* S, float* w, const floatX* bb, const floatX* bw, int T, int NH) {
+    int b = blockIdx.x / NH, h = blockIdx.x % NH;
+    int per = CEIL_DIV(T, CABLE_SCAN_THREADS);
+    int t0 = min(T, (int)threadIdx.x * per), t1 = min(T, t0 + per);
+    size_t base = (size_t)b * T * NH + h;
+    float bias_a = (float)bb[h], local = 0.0f;
+    for (int t = t0; t < t1; t++) {
+        size_t idx = base + (size_t)t * NH;
+        float x = a[idx] + bias_a;
+        a[idx] = x;
+        S[idx] = cable_increment(x); // the increment, until the second pass
+        local += S[idx];
+    }
+    float total;
+    float s = -block_exclusive_sum(local, &total);
+    for (int t = t0; t < t1; t++) {
+        size_t idx = base + (size_t)t * NH;
+        s -= S[idx];
+        S[idx] = s;
+    }
+#if PE_IS(CABLE)
+    float bias_w = (float)bw[h];
+    for (int t = t0; t < t1; t++) { w[base + (size_t)t * NH] += bias_w; }
+#endif
+}
+
+// cable_scan_backward_kernel: one block per (b, h), a segment of tokens per thread: the
+// reverse cumulative sum dL/da_t = -g'(a_t) * sum_{t' >= t} dL/dS_t' (the segments' sums,
+// the sum of the segments after each, the segments again backwards), written as a matmul input
+__global__ void __launch_bounds__(CABLE_SCAN_THREADS)
+cable_scan_backward_kernel(floatX* da, const float* dS, const float* a, int T, int NH) {
+    int b = blockIdx.x / NH, h = blockIdx.x % NH;
+    int per = CEIL_DIV(T, CABLE_SCAN_THREADS);
+    int t0 = min(T, (int)threadIdx.x * per), t1 = min(T, t0 + per);
+    size_t base = (size_t)b * T * NH + h;
+    float local = 0.0f;
+    for (int t = t0; t < t1; t++) { local += dS[base + (size_t)t * NH]; }
+    float total;
+    float before = block_exclusive_sum(local, &total);
+    float acc = total - before - local; // the segments after this one
+    for (int t = t1 - 1; t >= t0; t--) {
+        size_t idx = base + (size_t)t * NH;
+        acc += dS[idx];
+        da[idx] = (floatX)(-cable_increment_grad(a[idx]) * acc);
+    }
+}
+
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {
+    GPT2Config* cfg = &model->config;
+    int C = cfg->channels, NH = cfg->num_heads;
+    size_t slot = layer_slot(model, l);
+    const floatX* ln1 = model->acts.ln1 + slot * model->acts_N * C;
+    float* a = model->acts.pe_a + slot * model->pe_stride;
+    float* S = model->acts.pe_s + slot * model->pe_stride;
+    float* w = model->acts.pe_w + slot * model->pe_stride;
+    matmul_cublaslt(a, 1, model->params.cable_wb + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
+#if PE_IS(CABLE)
+    matmul_cublaslt(w, 1, model->params.cable_ww + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
+#endif
+    cable_scan_forward_kernel<<<B * NH, CABLE_SCAN_THREADS, 0, ctx.stream>>>(a, S, w, model->params.cable_bb + (size_t)l * NH,
+        model->params.cable_bw + (size_t)l * NH, T, NH);
+    cudaCheckLaunch("cable_scan_forward_kernel");
+}
+
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {
+    GPT2Config* cfg = &model->config;
+    int C = cfg->channels, NH = cfg->num_heads;
+    const floatX* ln1 = model->acts.ln1 + (size_t)l * model->acts_N * C;
+    const float* a = model->acts.pe_a + (size_t)l * model->pe_stride;
+    GradScratch* gs = &model->gs;
+    cable_scan_backward_kernel<<<B * NH, CABLE_SCAN_THREADS, 0, ctx.stream>>>(gs->pe_dx, gs->pe_dS, a, T, NH);
+    cudaCheckLaunch("cable_scan_backward_kernel");
+    // dln1 is written here first (the qkv backward adds to it: PE_LAYER_DLN1)
+    matmul_backward(gs->dsmall, model->grads.cable_wb + (size_t)l * NH * C, model->grads.cable_bb + (size_t)l * NH,
+                    model->partials, gs->pe_dx, ln1, model->params.cable_wb + (size_t)l * NH * C, B * T, C, NH, 0);
+#if PE_IS(CABLE)
+    floatX_from_float(gs->pe_dx, gs->pe_dw, (size_t)B * T * NH);
+    matmul_backward(gs->dsmall, model->grads.cable_ww + (size_t)l * NH * C, model->grads.cable_bw + (size_t)l * NH,
+                    model->partials, gs->pe_dx, ln1, model->params.cable_ww + (size_t)l * NH * C, B * T, C, NH, 1);
+#endif
+}
+
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    size_t slot = layer_slot(model, l);
+    pb->T = T;
+    pb->NH = model->config.num_heads;
+    pb->S = model->acts.pe_s + slot * model->pe_stride;
+    pb->w = model->acts.pe_w != NULL ? model->acts.pe_w + slot * model->pe_stride : NULL;
+    pb->dS = backward ? model->gs.pe_dS : NULL;
+    pb->dw = backward ? model->gs.pe_dw : NULL;
+}
+__device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) {
+    const float* S = pb->S + (size_t)b * pb->T * pb->NH + h;
+    float Si = S[(size_t)i * pb->NH];
+#if PE_IS(CABLE)
+    float wi = pb->w[((size_t)b * pb->T + i) * pb->NH + h];
+    return {S, Si, wi, wi * Si};
+#elif PE_IS(KCABLE)
+    return {S, Si, 1.0f, 0.0f};
+#else
+    return {S, Si, 1.0f, Si};
+#endif
+}
+// b(i, j) - r->shift: -w_i S_j (cable), -S_j (cable_nw, cable_v1), -log(1 + (S_i - S_j)^2) (kcable)
+__device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j) {
+    float Sj = r->S[(size_t)j * pb->NH];
+#if PE_IS(KCABLE)
+    float diff = r->Si - Sj;
+    return -logf(1.0f + diff * diff);
+#else
+    return -r->wi * Sj;
+#endif
+}
+// row side: dw_i += ds (S_i - S_j) (cable), dS_i += ds k'(S_i - S_j) (kcable, k(x) = -log(1 + x^2));
+// column side: dS_j -= ds db/d(S_i - S_j) (w_i, 1, or k')
+__device__ __forceinline__ void pe_bias_backward(const PEBias* pb, PEGrad* g, int side, const PERow* r, int j, float ds) {
+#if PE_IS(CABLE)
+    float diff = r->Si - r->S[(size_t)j * pb->NH];
+    if (side == PE_SIDE_ROW) { g->dw += ds * diff; } else { g->dS -= ds * r->wi; }
+#elif PE_IS(KCABLE)
+    float diff = r->Si - r->S[(size_t)j * pb->NH];
+    float d = ds * (-2.0f * diff / (1.0f + diff * diff));
+    if (side == PE_SIDE_ROW) { g->dS += d; } else { g->dS -= d; }
+#else
+    if (side == PE_SIDE_COL) { g->dS -= ds; }
+#endif
+}
+// the dq pass writes dS (and dw) of its query tokens; the dk/dv pass, which runs after it,
+// adds the column part to dS of its key tokens
+__device__ __forceinline__ void pe_bias_flush(const PEBias* pb, PEGrad* g, int side, int b, int h, int t, bool valid, int slot) {
+    if (!valid) { return; }
+    size_t idx = ((size_t)b * pb->T + t) * pb->NH + h;
+    if (side == PE_SIDE_ROW) {
+        pb->dS[idx] = g->dS;
+#if PE_IS(CABLE)
+        pb->dw[idx] = g->dw;
+#endif
+    } else {
+        pb->dS[idx] += g->dS;
+    }
+}
+
+#elif PE_PART == PE_PART_TEST
+
+// S of head h at layer l, row b, position t, recomputed from ln1
+static double ref_cable_S(GPT2* model, int l, int b, int h, int t, int T) {
+    int C = model->config.channels, NH = model->config.num_heads;
+    const real* W = model->params.cable_wb + ((size_t)l * NH + h) * C;
+    double S = 0;
+    for (int k = 0; k <= t; k++) {
+        const real* x = model->acts.t.ln1 + ((size_t)l * model->acts_N + (size_t)b * T + k) * C;
+        double a = model->params.cable_bb[l * NH + h];
+        for (int c = 0; c < C; c++) { a += x[c] * W[c]; }
+#if PE_IS(CABLE_V1)
+        double inc = log(1 + exp(a));
+#else
+        double inc = a > 0 ? a : 0;
+#endif
+        S -= inc;
+    }
+    return S;
+}
+
+#define PE_REF_BIAS
+static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    double d = ref_cable_S(model, l, b, h, i, T) - ref_cable_S(model, l, b, h, j, T);
+#if PE_IS(CABLE)
+    int C = model->config.channels, NH = model->config.num_heads;
+    const real* x = model->acts.t.ln1 + ((size_t)l * model->acts_N + (size_t)b * T + i) * C;
+    double w = model->params.cable_bw[l * NH + h];
+    for (int c = 0; c < C; c++) { w += x[c] * model->params.cable_ww[((size_t)l * NH + h) * C + c]; }
+    return w * d;
+#elif PE_IS(KCABLE)
+    return -log(1 + d * d);
+#else
+    return d;
+#endif
+}
+
+#if PE_IS(CABLE_NW)
+static double alibi_bias_of_this_model(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    float slopes[64];
+    alibi_slopes(slopes, model->config.num_heads);
+    return -(double)slopes[h] * (i - j);
+}
+#endif
+#if PE_IS(CABLE)
+static double cable_nw_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    return ref_cable_S(model, l, b, h, i, T) - ref_cable_S(model, l, b, h, j, T);
+}
+#endif
+
+#if PE_IS(CABLE_NW) || PE_IS(CABLE)
+// cable_nw with every increment forced to m_h is ALiBi with slopes m_h; cable with w = 1 is cable_nw
+#define PE_TESTS
+static void pe_tests(void) {
+    int B = 2, T = 24;
+    GPT2Config cfg = tiny_config(T);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 3);
+    uint64_t rng = random_seed(5);
+    perturb_parameters(&model, 0.1f, &rng);
+    int x[48], y[48];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    int NH = cfg.num_heads, L = cfg.num_layers, C = cfg.channels;
+#if PE_IS(CABLE_NW)
+    printf("identity: cable_nw with every increment forced to m_h is ALiBi with slopes m_h\n");
+    float slopes[64];
+    alibi_slopes(slopes, NH);
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < NH; h++) {
+            for (int c = 0; c < C; c++) { model.params.cable_wb[((size_t)l * NH + h) * C + c] = 0; }
+            model.params.cable_bb[l * NH + h] = slopes[h];
+        }
+    }
+    gpt2_forward(&model, x, y, B, T, 1);
+    for (int l = 0; l < L; l++) {
+        double d = attention_vs_reference(&model, l, alibi_bias_of_this_model, B, T);
+        check(d < 1e-5, "attention equals ALiBi's", d, 1e-5);
+    }
+#else
+    printf("identity: cable with w = 1 is cable_nw\n");
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < NH; h++) {
+            for (int c = 0; c < C; c++) { model.params.cable_ww[((size_t)l * NH + h) * C + c] = 0; }
+            model.params.cable_bw[l * NH + h] = 1;
+        }
+    }
+    gpt2_forward(&model, x, y, B, T, 1);
+    for (int l = 0; l < L; l++) {
+        double d = attention_vs_reference(&model, l, cable_nw_bias, B, T);
+        check(d < 1e-5, "attention equals cable_nw's", d, 1e-5);
+    }
+#endif
+    gpt2_free(&model);
+}
+#endif
+
 #endif

@@ -34,7 +34,7 @@ static inline int cope_positions(int maxT) { return maxT + 1; }
 // project's rule; the official trainer's default is Adam without weight decay (facebookresearch/RAM,
 // projects/cope trainer.py: the optimizer's default and run.sh)
 #define PE_TENSORS(X) \
-    X(COPE_E, cope_e, 1, L * cope_positions((int)maxT) * hs, fill_const(p, n, 0.0f))
+    X(COPE_E, cope_e, 1, L * cope_positions((int)maxT) * (C / NH), fill_const(p, n, 0.0f))
 
 #elif PE_PART == PE_PART_CPU
 
@@ -44,7 +44,7 @@ static inline int cope_positions(int maxT) { return maxT + 1; }
 // accumulator of dE (P x hs), summed over the threads at the end of the layer
 typedef struct { real* s; real* a; real* pos; real* z; real* da; real* dz; real* dE; } CopeRow;
 
-static size_t pe_attention_scratch(const GPT2Config* cfg, int T, int training) {
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) {
     size_t P = cope_positions(cfg->max_seq_len), hs = cfg->channels / cfg->num_heads;
     return 3 * (size_t)T + P + (training ? (size_t)T + P + P * hs : 0);
 }
@@ -197,6 +197,133 @@ static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* do
             for (int t = 0; t < threads; t++) { dE[e] += cope_row_workspace(model, t).dE[e]; }
         }
     }
+}
+
+#elif PE_PART == PE_PART_CUDA
+
+// its own attention kernels (llmc/attention_cope.cuh), fp32 on CUDA cores in both builds
+#include "../llmc/attention_cope.cuh"
+#define PE_ATTENTION
+#define PE_ATT_DKV 1 // gs.att_dkv: dk, dv in fp32
+// the backward's dz scratch in floats (the dk, dv one is att_dkv)
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) {
+    int P = cope_positions(cfg->max_seq_len);
+    return (size_t)cope_dz_rows(B, T, cfg->num_heads, P) * P;
+}
+// layer l's CoPE as the kernels see it (the scratch is the backward's)
+static CopeLayer cope_layer(const GPT2* model, int l) {
+    const GPT2Config* cfg = &model->config;
+    int P = cope_positions(cfg->max_seq_len), hs = cfg->channels / cfg->num_heads;
+    CopeLayer cl;
+    cl.E = model->params.cope_e + (size_t)l * P * hs;
+    cl.dE = model->grads.cope_e != NULL ? model->grads.cope_e + (size_t)l * P * hs : NULL;
+    cl.dkv = model->gs.att_dkv;
+    cl.dz = model->gs.pe_scratch;
+    cl.P = P;
+    cl.dz_rows = cope_dz_rows(model->acts_B, model->acts_T, cfg->num_heads, P);
+    return cl;
+}
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    const GPT2Config* cfg = &model->config;
+    cope_attention_forward(out, lse, qkv, cope_layer(model, l), B, T, cfg->num_heads, cfg->channels / cfg->num_heads, ctx.stream);
+}
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    const GPT2Config* cfg = &model->config;
+    cope_attention_backward(dqkv, dout, qkv, out, lse, cope_layer(model, l), B, T, cfg->num_heads, cfg->channels / cfg->num_heads,
+                            ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+}
+
+#elif PE_PART == PE_PART_TEST
+
+// CoPE's tests train at 12 tokens (P = 13), below the lengths they run, so that the far
+// keys' positions clamp at P - 1; E (zero at the start) gets values of some weight
+#define COPE_TEST_MAXT 12
+#define PE_TEST_CONFIG
+static void pe_test_config(GPT2Config* cfg) { cfg->max_seq_len = COPE_TEST_MAXT; }
+#define PE_TEST_PARAMS
+static void pe_test_params(GPT2* model, uint64_t* rng) {
+    for (size_t i = 0; i < model->param_sizes[P_COPE_E]; i++) { model->params.cope_e[i] = 0.5 * random_normal(rng); }
+}
+
+// the official code: the gates sigmoid(q_i.k_t / sqrt(hs)) of the keys t = j..i summed into
+// key j's position, clamped at P - 1 = maxT; q_i.E interpolated between the position's
+// floor and ceil, divided by sqrt(hs)
+#define PE_REF_BIAS
+static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    int NH = model->config.num_heads;
+    int C = model->config.channels, hs = C / NH, P = model->config.max_seq_len + 1;
+    const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+    double pos = 0;
+    for (int t = j; t <= i; t++) {
+        double dot = 0;
+        for (int c = 0; c < hs; c++) { dot += q[c] * qkv[((size_t)b * T + t) * 3 * C + C + h * hs + c]; }
+        pos += 1 / (1 + exp(-dot / sqrt((double)hs)));
+}
+pos = fmin(pos, P - 1);
+const real* E = model->params.cope_e + (size_t)l * P * hs;
+double zf = 0, zc = 0;
+for (int c = 0; c < hs; c++) { zf += q[c] * E[(size_t)floor(pos) * hs + c]; zc += q[c] * E[(size_t)ceil(pos) * hs + c]; }
+return ((pos - floor(pos)) * zc + (1 - (pos - floor(pos))) * zf) / sqrt((double)hs);
+}
+
+// The piece of a piecewise-smooth loss that the last training forward pass lies on: CoPE's
+// loss is smooth except where a position crosses an integer (its interpolation's floor and
+// ceil change) or P - 1 (its clamp); the piece is every position's floor and clamp, hashed
+// over every layer, row and key
+#define PE_LOSS_PIECE
+static uint64_t pe_loss_piece(GPT2* model, int B, int T) {
+    uint64_t piece = 0;
+    int C = model->config.channels, NH = model->config.num_heads, hs = C / NH, P = model->config.max_seq_len + 1;
+    for (int l = 0; l < model->config.num_layers; l++) {
+        const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                for (int i = 0; i < T; i++) {
+                    const real* q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+                    double sum = 0;
+                    for (int j = i; j >= 0; j--) {
+                        const real* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                        double dot = 0;
+                        for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
+                        sum += 1 / (1 + exp(-dot / sqrt((double)hs)));
+                        int64_t where = sum >= P - 1 ? -1 : (int64_t)floor(sum);
+                        piece = (piece ^ (uint64_t)where) * 0x100000001b3ull; // FNV-1a, one key at a time
+                    }
+                }
+            }
+        }
+    }
+    return piece;
+}
+
+static double no_bias(GPT2* model, int l, int b, int h, int i, int j, int T) { return 0; }
+
+// CoPE with E = 0 (its start) is NoPE; with E of weight it is not
+#define PE_TESTS
+static void pe_tests(void) {
+    printf("identity: cope with E = 0 is nope\n");
+    int B = 2, T = 30;
+    GPT2Config cfg = tiny_config(COPE_TEST_MAXT);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 21);
+    uint64_t rng = random_seed(22);
+    perturb_parameters(&model, 0.1f, &rng);
+    memset(model.params.cope_e, 0, model.param_sizes[P_COPE_E] * sizeof(real));
+    int x[60], y[60];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    gpt2_forward(&model, x, y, B, T, 1);
+    double d = 0;
+    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
+    check(d < 1e-5, "E = 0: attention equals NoPE's", d, 1e-5);
+    pe_test_params(&model, &rng);
+    gpt2_forward(&model, x, y, B, T, 1);
+    d = 0;
+    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
+    check(d > 1e-3, "E of weight: attention differs from NoPE's", d, 1e-3);
+    gpt2_free(&model);
 }
 
 #endif

@@ -106,4 +106,148 @@ static void pe_project(GPT2* model) {
 #endif
 }
 
+#elif PE_PART == PE_PART_CUDA
+
+// The two parameters' gradients are column sums: each thread's pairs summed in PEGrad, the
+// block's threads into a partial per (b, head, key block), the partials into the gradients
+// by head_pairs_reduce_kernel.
+#define PE_BIAS
+#define PE_BIAS_GRAD
+#define PE_BIAS_REDUCE
+#define PE_PAR_N 2
+struct PEGrad { float d[2]; };
+struct PEBias { const floatX* p0; const floatX* p1; float* partials; }; // r1, r2 or a, p of the layer
+#if PE_IS(KERPLE)
+struct PERow { float r1, r2; int i; float shift; };
+__device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { return {(float)pb->p0[h], (float)pb->p1[h], i, 0.0f}; }
+__device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j) { return kerple_bias(r->r1, r->r2, r->i - j); }
+__device__ __forceinline__ void pe_bias_backward(const PEBias* pb, PEGrad* g, int side, const PERow* r, int j, float ds) {
+    if (side == PE_SIDE_COL) { kerple_bias_grad(r->r1, r->r2, r->i - j, ds, &g->d[0], &g->d[1]); }
+}
+#else
+struct PERow { int b, h, i; float shift; };
+__device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { return {b, h, i, 0.0f}; }
+__device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j) {
+    return kerple_power_bias((float)pb->p0[r->h], (float)pb->p1[r->h], r->i - j);
+}
+__device__ __forceinline__ void pe_bias_backward(const PEBias* pb, PEGrad* g, int side, const PERow* r, int j, float ds) {
+    if (side == PE_SIDE_COL) { kerple_power_bias_grad((float)pb->p0[r->h], (float)pb->p1[r->h], r->i - j, ds, &g->d[0], &g->d[1]); }
+}
+#endif
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    int NH = model->config.num_heads;
+    pb->p0 = model->params.KERPLE_P0 + (size_t)l * NH;
+    pb->p1 = model->params.KERPLE_P1 + (size_t)l * NH;
+    pb->partials = model->gs.pe_partials;
+}
+__device__ __forceinline__ void pe_bias_flush(const PEBias* pb, PEGrad* g, int side, int b, int h, int t, bool valid, int slot) {
+    flush_param_partials(pb->partials, g->d, side, slot);
+}
+// head_pairs_reduce_kernel: one thread per head sums the two
+// accumulators of every (b, key block) partial into the head's two gradients
+__global__ void head_pairs_reduce_kernel(float* d0, float* d1, const float* partials, int B, int NH, int blocks) {
+    int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= NH) { return; }
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int b = 0; b < B; b++) {
+        for (int kb = 0; kb < blocks; kb++) {
+            const float* p = partials + (((size_t)b * NH + h) * blocks + kb) * 2;
+            s0 += p[0];
+            s1 += p[1];
+        }
+    }
+    d0[h] += s0;
+    d1[h] += s1;
+}
+static void pe_reduce_head_pairs(float* d0, float* d1, const float* partials, int B, int NH, int T) {
+    head_pairs_reduce_kernel<<<CEIL_DIV(NH, 64), 64, 0, ctx.stream>>>(d0, d1, partials, B, NH, CEIL_DIV(T, ATT_KV_BK));
+    cudaCheckLaunch("head_pairs_reduce_kernel");
+}
+
+// keeps a constrained parameter tensor in [lo, hi], on this rank's part of the master weights (pe_project)
+static void pe_clamp(GPT2* model, int tensor, float lo, float hi) {
+    size_t a = model->param_offsets[tensor], z = a + model->param_sizes[tensor];
+    if (a < model->shard_lo) { a = model->shard_lo; }
+    if (z > model->shard_hi) { z = model->shard_hi; }
+    if (a >= z) { return; }
+    clamp_kernel<<<CEIL_DIV(z - a, 256), 256, 0, ctx.stream>>>(model->master + (a - model->shard_lo), z - a, lo, hi);
+    cudaCheckLaunch("clamp_kernel");
+}
+static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
+    int NH = model->config.num_heads;
+    pe_reduce_head_pairs(model->grads.KERPLE_P0 + (size_t)l * NH, model->grads.KERPLE_P1 + (size_t)l * NH, pb->partials, B, NH, model->seq_len);
+}
+
+// the parameters back into their ranges after every update
+#define PE_PROJECT
+static void pe_project(GPT2* model) {
+#if PE_IS(KERPLE)
+    pe_clamp(model, P_KERPLE_R1, KERPLE_MIN, INFINITY);
+    pe_clamp(model, P_KERPLE_R2, KERPLE_MIN, INFINITY);
+#else
+    pe_clamp(model, P_KPOWER_A, KERPLE_POWER_MIN, INFINITY);
+    pe_clamp(model, P_KPOWER_P, KERPLE_POWER_MIN, KERPLE_POWER_P_MAX);
+#endif
+}
+
+#elif PE_PART == PE_PART_TEST
+
+#define PE_REF_BIAS
+static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    int NH = model->config.num_heads;
+#if PE_IS(KERPLE)
+    return -model->params.kerple_r1[l * NH + h] * log(1 + model->params.kerple_r2[l * NH + h] * (double)(i - j));
+#else
+    return -model->params.kpower_a[l * NH + h] * pow((double)(i - j), (double)model->params.kpower_p[l * NH + h]);
+#endif
+}
+
+#if PE_IS(KERPLE_POWER)
+#define PE_TESTS
+static void pe_tests(void) {
+    printf("kerple_power: the clamps after an update (a >= 0.01, 0.01 <= p <= 2)\n");
+    GPT2Config kc = tiny_config(16);
+    GPT2 km;
+    gpt2_build_from_config(&km, &kc, 2);
+    km.params.kpower_a[0] = -1; km.params.kpower_a[1] = 0.5f;
+    km.params.kpower_p[0] = 5; km.params.kpower_p[1] = -1; km.params.kpower_p[2] = 1.5f;
+    pe_project(&km);
+    int clamped = km.params.kpower_a[0] == KERPLE_POWER_MIN && km.params.kpower_a[1] == 0.5f && km.params.kpower_p[0] == 2
+               && km.params.kpower_p[1] == KERPLE_POWER_MIN && km.params.kpower_p[2] == 1.5f;
+    check(clamped, "a: -1 -> 0.01, 0.5 kept; p: 5 -> 2, -1 -> 0.01, 1.5 kept", !clamped, 0);
+    gpt2_free(&km);
+}
+
+// the bias of one pair against its finite differences in a and p (fp64 build)
+#define PE_TEST_GRADIENTS
+static void pe_test_gradients(GPT2* model, int B, int T) {
+    // the bias of one pair against its finite differences in a and p, at distances 0 (where
+    // n^p has no derivative in p that PyTorch would not call 0), 1 (log 1 = 0), 2 and 7
+    printf("kerple_power: d bias / d a, d bias / d p of single pairs (fp64)\n");
+    const double eps = 1e-5, atol = 1e-8, rtol = 1e-5;
+    PEBias pb;
+    pe_bias_setup(&pb, model, 0, B, T, 1);
+    const int dist[4] = {0, 1, 2, 7};
+    double worst = 0;
+    for (int n = 0; n < 4; n++) {
+        memset(model->pe_dbh, 0, 2 * sizeof(real));
+        PERow r = pe_bias_row(&pb, 0, 0, 9);
+        pe_bias_backward(&pb, 0, &r, 9 - dist[n], 1.0);
+        for (int q = 0; q < 2; q++) {
+            real* par = q == 0 ? &model->params.kpower_a[0] : &model->params.kpower_p[0];
+            real keep = *par;
+            *par = keep + eps;
+            double bp = pe_bias(&pb, &r, 9 - dist[n]);
+            *par = keep - eps;
+            double bm = pe_bias(&pb, &r, 9 - dist[n]);
+            *par = keep;
+            double fd = (bp - bm) / (2 * eps);
+            worst = fmax(worst, fabs(fd - model->pe_dbh[q]) / (atol / rtol + fabs(fd)));
+            if (!isfinite(model->pe_dbh[q])) { worst = INFINITY; }
+        }
+    }
+    check(worst <= rtol, "distances 0, 1, 2, 7: max rel error", worst, rtol);
+}
+#endif
+
 #endif

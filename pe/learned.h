@@ -48,4 +48,95 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
     }
 }
 
+#elif PE_PART == PE_PART_CUDA
+
+#define PE_EMBED
+// (row pos[t] of wpe for token t: randomized positions; pos NULL: row t)
+__global__ void learned_embed_forward_kernel(floatX* out, const floatX* wpe, const int* pos, int N, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) { return; }
+    int t = (idx / C) % T;
+    out[idx] = (floatX)((float)out[idx] + (float)wpe[(size_t)(pos != NULL ? pos[t] : t) * C + idx % C]);
+}
+// one thread per (t, c): sums over the batch, so no two threads write the same element
+// (the drawn positions are distinct)
+__global__ void learned_embed_backward_kernel(float* dwpe, const floatX* dout, const int* pos, int B, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * C) { return; }
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) { s += (float)dout[(size_t)b * T * C + idx]; }
+    int t = idx / C;
+    dwpe[(size_t)(pos != NULL ? pos[t] : t) * C + idx % C] += s;
+}
+static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
+    size_t n = (size_t)B * T * model->config.channels;
+    learned_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, model->params.wpe, pe_positions(model, 0), B * T, T,
+                                                                            model->config.channels);
+    cudaCheckLaunch("learned_embed_forward_kernel");
+}
+static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
+    size_t n = (size_t)T * model->config.channels;
+    learned_embed_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(model->grads.wpe, dout, pe_positions(model, 0), B, T,
+                                                                             model->config.channels);
+    cudaCheckLaunch("learned_embed_backward_kernel");
+}
+
+#elif PE_PART == PE_PART_TEST
+
+// the position embedding added to a token's value in column c (an independent reading of
+// the definition, in double)
+#define PE_REF_EMBED
+static double pe_ref_embed(GPT2* model, double token, int pos, int c) { return token + model->params.wpe[(size_t)pos * model->config.channels + c]; }
+
+// a table of the randomized positions' range
+#define PE_TEST_CONFIG
+static void pe_test_config(GPT2Config* cfg) {
+    if (cfg->rp_len > cfg->max_seq_len) { cfg->max_seq_len = cfg->rp_len; }
+}
+
+#define PE_TESTS
+static void pe_tests(void) {
+    printf("learned: a checkpoint is llm.c's file, and a model at randomized positions is a plain one with the drawn rows\n");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/learned_llmc.bin", tmpdir);
+    GPT2Config cfg = tiny_config(16);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1);
+    gpt2_save_checkpoint(&model, path);
+    FILE* f = fopen_check(path, "rb");
+    int64_t size = file_size_check(f, path);
+    int h[256];
+    fread_check(h, sizeof(int), 256, f, path);
+    fclose(f);
+    // llm.c's file exactly: its header words and its 16 tensors, nothing after them
+    int64_t Vp = 256, C = 12, L = 2, maxT = 16;
+    int64_t llmc_params = Vp * C + maxT * C + L * (C + C + 3 * C * C + 3 * C + C * C + C + C + C + 4 * C * C + 4 * C + 4 * C * C + C) + C + C;
+    int hdr = h[2] == 16 && h[3] == 250 && h[4] == 2 && h[5] == 3 && h[6] == 12 && h[7] == 256 && h[8] == 0;
+    check(hdr && size == 256 * 4 + llmc_params * 4, "learned checkpoint is llm.c's layout (header, size)", (double)size, (double)(256 * 4 + llmc_params * 4));
+    gpt2_free(&model);
+    // the drawn rows of wpe moved to rows 0..T-1 of a plain model give the same logits
+    int B = 2, T = 12;
+    cfg.rp_len = 3 * T; cfg.rp_seed = 5; cfg.max_seq_len = cfg.rp_len;
+    GPT2 drawn, plain;
+    gpt2_build_from_config(&drawn, &cfg, 4);
+    GPT2Config pc = cfg;
+    pc.rp_len = 0; pc.rp_seed = 0;
+    gpt2_build_from_config(&plain, &pc, 4);
+    uint64_t rng = random_seed(8);
+    perturb_parameters(&drawn, 0.1f, &rng);
+    memcpy(plain.params_memory, drawn.params_memory, drawn.num_parameters * sizeof(real));
+    int x[24];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    drawn.rp_key = rp_key(RP_STREAM_TEST, 2, 0);
+    gpt2_forward(&drawn, x, NULL, B, T, 0);
+    const int* pos = pe_positions(&drawn, 0);
+    for (int t = 0; t < T; t++) { memcpy(plain.params.wpe + (size_t)t * C, drawn.params.wpe + (size_t)pos[t] * C, C * sizeof(real)); }
+    gpt2_forward(&plain, x, NULL, B, T, 0);
+    double d = 0;
+    for (size_t i = 0; i < (size_t)B * T * cfg.channels; i++) { d = fmax(d, fabs(drawn.acts.t.lnf[i] - plain.acts.t.lnf[i])); }
+    check(d == 0, "learned at randomized positions = a plain model with wpe rows pi_t", d, 0);
+    gpt2_free(&drawn);
+    gpt2_free(&plain);
+}
+
 #endif

@@ -45,4 +45,65 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
 static inline PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { PERow r = {h, i}; return r; }
 static inline real pe_bias(const PEBias* pb, const PERow* r, int j) { return pb->table[(size_t)r->h * pb->len + r->i - j]; }
 
+#elif PE_PART == PE_PART_CUDA
+
+// the table on the device, computed in double on the host (as the CPU path)
+#define PE_BIAS
+struct PEBias { const float* table; int len; };
+struct PERow { int b, h, i; float shift; };
+static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
+    int NH = model->config.num_heads, hs = model->config.channels / NH;
+    int len = T > model->rp_span ? T : model->rp_span; // distances below the positions' range
+    if (model->pe_table_len < len) {
+        float* host = (float*)malloc_check((size_t)NH * len * sizeof(float));
+        for (int h = 0; h < NH; h++) {
+            for (int n = 0; n < len; n++) { host[(size_t)h * len + n] = (float)(sandwich_sum(n, hs) / sandwich_head_scale(h, NH)); }
+        }
+        pe_table_upload((void**)&model->pe_table, host, (size_t)NH * len * sizeof(float), "the sandwich bias table");
+        free(host);
+        model->pe_table_len = len;
+    }
+    pb->table = model->pe_table;
+    pb->len = model->pe_table_len;
+}
+__device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { return {b, h, i, 0.0f}; }
+__device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j) { return pb->table[(size_t)r->h * pb->len + r->i - j]; }
+
+#elif PE_PART == PE_PART_TEST
+
+// NeMo: (sum_{k=1}^{d/2} cos((i-j) / 10000^(2k/d)) - d/2) / ((h+1) * 8 / NH), d = head size
+#define PE_REF_BIAS
+static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    int NH = model->config.num_heads, hs = model->config.channels / NH;
+    double sum = 0;
+    for (int k = 1; k <= hs / 2; k++) { sum += cos((i - j) / pow(10000.0, 2.0 * k / hs)); }
+    return (sum - hs / 2.0) / ((h + 1) * 8.0 / NH);
+}
+
+// model's heads and for GPT-2 small's head size
+#define PE_TESTS
+static void pe_tests(void) {
+    printf("sandwich: the bias is 0 on the diagonal and never positive\n");
+    int T = 4096;
+    GPT2Config cfg = tiny_config(16);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1);
+    PEBias pb;
+    pe_bias_setup(&pb, &model, 0, 1, T, 0);
+    double diag = 0, top = -INFINITY;
+    for (int h = 0; h < cfg.num_heads; h++) {
+        for (int i = 0; i < T; i++) {
+            PERow ri = pe_bias_row(&pb, 0, h, i), rl = pe_bias_row(&pb, 0, h, T - 1);
+            diag = fmax(diag, fabs(pe_bias(&pb, &ri, i)));
+            top = fmax(top, pe_bias(&pb, &rl, i < T - 1 ? i : 0));
+        }
+    }
+    check(diag == 0, "b(i, i) = 0, every head", diag, 0);
+    check(top < 0, "b(i, j) < 0 for every distance 1 .. 4095, every head", top, 0);
+    double top64 = -INFINITY;
+    for (int k = 1; k < 65536; k++) { top64 = fmax(top64, sandwich_sum(k, 64)); }
+    check(sandwich_sum(0, 64) == 0 && top64 <= 0, "hs = 64: numerator 0 at distance 0, <= 0 up to 65535", top64, 0);
+    gpt2_free(&model);
+}
+
 #endif

@@ -48,4 +48,51 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
     for (size_t i = 0; i < (size_t)B * T * C; i++) { dout[i] *= scale; }
 }
 
+#elif PE_PART == PE_PART_CUDA
+
+#define PE_EMBED
+__global__ void sinusoidal_embed_forward_kernel(floatX* out, const int* positions, int N, int T, int C) {
+    int half = C / 2;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) { return; }
+    int t = (idx / C) % T;
+    int c = idx % C;
+    double pos = (positions != NULL ? positions[t] : t) + SINUSOIDAL_FIRST_POS;
+    float p = 0.0f; // an odd C's last column gets none
+    if (c < 2 * half) {
+        int k = c % half;
+        double angle = sinusoidal_angle(pos, k, half);
+        p = (float)(c < half ? sin(angle) : cos(angle));
+    }
+    out[idx] = (floatX)((float)out[idx] * sqrtf((float)C) + p);
+}
+// scale_kernel: x *= a
+__global__ void scale_kernel(floatX* x, size_t n, float a) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { x[i] = (floatX)((float)x[i] * a); }
+}
+static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
+    int C = model->config.channels;
+    size_t n = (size_t)B * T * C;
+    sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, pe_positions(model, 0), B * T, T, C);
+    cudaCheckLaunch("sinusoidal_embed_forward_kernel");
+}
+static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
+    int C = model->config.channels;
+    size_t n = (size_t)B * T * C;
+    scale_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(dout, n, sqrtf((float)C));
+    cudaCheckLaunch("scale_kernel");
+}
+
+#elif PE_PART == PE_PART_TEST
+
+// fairseq: embed_scale sqrt(C), positions from padding_idx + 1 = 2, [sin | cos] halves of
+// frequencies exp(-k log(10000) / (C/2 - 1)) (an independent reading, in double)
+#define PE_REF_EMBED
+static double pe_ref_embed(GPT2* model, double token, int pos, int c) {
+    int C = model->config.channels, half = C / 2, k = c % half;
+    double angle = (pos + 2) * exp(-k * log(10000.0) / (half - 1));
+    return token * sqrt((double)C) + (c >= 2 * half ? 0 : c < half ? sin(angle) : cos(angle));
+}
+
 #endif

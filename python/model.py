@@ -2,9 +2,8 @@
 GPT-2 with every positional encoding of the C trainer, in PyTorch: reads the trainer's
 checkpoints and computes what train_gpt2.c computes (same logits, same gradients; the
 test python/test_model.py holds the two equal in float64), for analysis and evaluation
-in the PyTorch ecosystem. One file, written to be read; train_gpt2.c's "positional
-encodings" section is the specification, llmc/model.h the checkpoint layout, llmc/pe.h
-the constants.
+in the PyTorch ecosystem. One file, written to be read; each encoding's file pe/<file>.h is
+its specification (its CPU part), llmc/model.h the checkpoint layout.
 
     from model import GPT, PEEval
     model = GPT.from_checkpoint("out/cable/model_00000500.bin")        # fp32 (v3) or bf16 (v5)
@@ -32,9 +31,10 @@ or a draw of randomized positions, span their range), `tensors(cfg)`, the shapes
 parameter tensors, which the checkpoint stores after GPT-2's in the order of
 PE_TENSOR_ORDER, `revision`, the revision of its definition (checkpoint header word 11,
 llmc/pe.h pe_revision), `eval_variants`, the evaluation variants it has, and
-`max_length(cfg)`, the longest sequence it can process. Adding an
-encoding is adding a class, its tensors' names to PE_TENSOR_ORDER (where llmc/model.h
-puts them) and a PE_NAMES entry.
+`max_length(cfg)`, the longest sequence it can process, and `kind`, `rp`, the registry's
+columns. Adding an encoding is adding a class and its ENCODINGS entry, in the registry's
+order (llmc/pe_list.h; tests/registry.py checks names, kinds, rp and revisions), and, if it
+has parameters, its tensors' names to PE_TENSOR_ORDER.
 """
 import itertools
 import json
@@ -55,9 +55,6 @@ import torch.nn.functional as F
 CHECKPOINT_MAGIC = 20240326
 CHECKPOINT_FP32 = 3
 CHECKPOINT_BF16 = 5
-# header word 8: the PE id, the index in this list
-PE_NAMES = ["learned", "sinusoidal", "rope", "nope", "alibi", "t5", "kerple", "fire",
-            "cable_v1", "cable_nw", "cable", "kcable", "xpos", "sandwich", "kerple_power", "cope", "txl"]
 # header words 9 and 10 (DAPE's variant and width): this file has no DAPE and refuses a
 # checkpoint with either nonzero; word 11 is the revision of the PE's definition
 # (Encoding.revision), which must be the one implemented here
@@ -68,10 +65,6 @@ HEADER_RP_LEN, HEADER_RP_SEED = 12, 13
 # the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
-# the encodings with randomized positions (llmc/pe.h rp_supported), and those that draw once
-# per forward pass rather than once per layer (rp_draws)
-RP_SUPPORTED = ("learned", "sinusoidal", "rope", "xpos", "alibi", "sandwich", "kerple", "kerple_power", "fire", "t5")
-RP_ONE_DRAW = ("learned", "sinusoidal")
 
 GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                 "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
@@ -327,7 +320,11 @@ def rp_draw(T, L, seed, key, d):
 
 
 class Encoding:
-    """No position information (nope); the base of the others: every hook does nothing."""
+    """No position information (nope); the base of the others: every hook does nothing.
+    kind, rp and revision are the encoding's line of llmc/pe_list.h (tests/registry.py holds
+    them equal)."""
+    kind = "none"           # embed, qk, bias, attn or none
+    rp = False              # takes randomized positions
     revision = 0
     eval_variants = ("plain",)
 
@@ -354,6 +351,8 @@ class Encoding:
 
 class Learned(Encoding):
     """GPT-2's absolute position embeddings wpe [maxT, C] (one of GPT-2's tensors)."""
+    kind = "embed"
+    rp = True
     def max_length(self, cfg):
         return cfg.max_seq_len
 
@@ -365,6 +364,8 @@ class Sinusoidal(Encoding):
     """fairseq's: the token embeddings times sqrt(C) plus p[t + 2], p[pos, k] = sin(pos w_k),
     p[pos, C/2 + k] = cos(pos w_k), w_k = 10000^(-k / (C/2 - 1)), k < C/2 (an odd C's last
     column stays 0)."""
+    kind = "embed"
+    rp = True
     revision = 1
 
     def embed(self, model, x, pos):
@@ -411,6 +412,8 @@ class Rope(Encoding):
     of q then times zeta_k^(n/gamma), of k times zeta_k^(-n/gamma), n = t - ceil(span/2)
     (rope: zeta^0 = 1); t is the token's position, span the positions' range (T, or the L
     of randomized positions)."""
+    kind = "qk"
+    rp = True
     eval_variants = ("plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn")
     scale_base = math.inf
 
@@ -467,6 +470,8 @@ def alibi_slopes(n):
 
 class Alibi(Encoding):
     """b(i, j) = -m_h (i - j), fixed slopes, not scaled by 1/sqrt(hs)."""
+    kind = "bias"
+    rp = True
     def bias(self, model, l, h, ev, pos):
         m = torch.tensor(alibi_slopes(model.cfg.num_heads), dtype=h.dtype, device=h.device)
         return -m[:, None, None] * distances(pos).to(h.dtype)
@@ -475,6 +480,8 @@ class Alibi(Encoding):
 class Sandwich(Encoding):
     """NeMo's Sandwich: b(i, j) = (sum_{k=1}^{hs/2} cos((i - j) 10000^(-2k/hs)) - hs/2) /
     (8 (h + 1) / NH), no parameters."""
+    kind = "bias"
+    rp = True
     def bias(self, model, l, h, ev, pos):
         NH = model.cfg.num_heads
         hs = model.cfg.channels // NH
@@ -497,6 +504,8 @@ def t5_bucket(n):
 
 class T5(Encoding):
     """b(i, j) = table[h][bucket(i - j)], a learned scalar per head and distance bucket."""
+    kind = "bias"
+    rp = True
     @staticmethod
     def tensors(cfg):
         return {"t5_table": (cfg.num_layers, cfg.num_heads, T5_NUM_BUCKETS)}
@@ -509,6 +518,8 @@ class T5(Encoding):
 class Kerple(Encoding):
     """Logarithmic Kerple: b(i, j) = -r1_h log(1 + r2_h (i - j)); the trainer keeps r1, r2
     >= 0.01 after each update (a projection, not part of the function)."""
+    kind = "bias"
+    rp = True
     @staticmethod
     def tensors(cfg):
         return {"kerple_r1": (cfg.num_layers, cfg.num_heads), "kerple_r2": (cfg.num_layers, cfg.num_heads)}
@@ -522,6 +533,8 @@ class Kerple(Encoding):
 class KerplePower(Encoding):
     """Kerple's power variant: b(i, j) = -a_h (i - j)^p_h; the trainer keeps a >= 0.01 and
     0.01 <= p <= 2 after each update. At i = j the bias and both gradients are 0 (pow's)."""
+    kind = "bias"
+    rp = True
     @staticmethod
     def tensors(cfg):
         return {"kpower_a": (cfg.num_layers, cfg.num_heads), "kpower_p": (cfg.num_layers, cfg.num_heads)}
@@ -537,6 +550,8 @@ class Fire(Encoding):
     eps)), i counted from 0, psi(x) = log(|c| x + 1), f an MLP 1 -> 32 (ReLU) -> NH shared
     by the heads of a layer; c learned, the threshold L = |l| L0 with l learned (tensor
     fire_L) and L0 = maxT // 2 fixed (i, j: the positions)."""
+    kind = "bias"
+    rp = True
     revision = 1
 
     @staticmethod
@@ -561,6 +576,7 @@ class Cable(Encoding):
       cable_nw  g = ReLU       b(i, j) = S_i - S_j         (CABLE v2 without weights)
       cable     g = ReLU       b(i, j) = w_i (S_i - S_j),  w_i = x_i W_w + b_w
       kcable    g = ReLU       b(i, j) = -log(1 + (S_i - S_j)^2)"""
+    kind = "bias"
     def __init__(self, variant):
         self.variant = variant
 
@@ -593,6 +609,7 @@ class Cope(Encoding):
     floor and ceil. E is `cope_e` (L, P, hs), the official pos_emb (1, hs, P) transposed per
     layer; P = maxT + 1 (the official block_size + 1), zeros at the start (the trainer's
     initialization)."""
+    kind = "attn"
     @staticmethod
     def tensors(cfg):
         return {"cope_e": (cfg.num_layers, cfg.max_seq_len + 1, cfg.channels // cfg.num_heads)}
@@ -629,6 +646,7 @@ class TransformerXL(Encoding):
       BD rel-shifted so that BD[i, j] uses R(i - j); scores = (AC + BD) / sqrt(hs),
     R(n) = [sin(n w), cos(n w)], w = 1 / 10000^(arange(0, C, 2) / C); r_w, r_r (NH, hs) and
     W_r (C, C, no bias: r_net) per layer. No position embedding."""
+    kind = "attn"
     @staticmethod
     def tensors(cfg):
         L, NH, C = cfg.num_layers, cfg.num_heads, cfg.channels
@@ -667,6 +685,12 @@ ENCODINGS = {
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
 }
+# header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
+PE_NAMES = list(ENCODINGS)
+# the encodings with randomized positions, and those that draw once per forward pass (the
+# embeddings) rather than once per layer (llmc/pe.h rp_draws)
+RP_SUPPORTED = tuple(name for name, e in ENCODINGS.items() if e.rp)
+RP_ONE_DRAW = tuple(name for name, e in ENCODINGS.items() if e.rp and e.kind == "embed")
 
 # ----------------------------------------------------------------------------
 # the model

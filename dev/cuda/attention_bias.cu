@@ -50,13 +50,13 @@ __global__ void attention_forward_naive_kernel(floatX* out, float* lse, const fl
     int C = NH * HS, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
     const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
-    PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
+    PERowOf<PE> pr = pe_bias_row(&pb, b, h, i);
     float m = -INFINITY;
     for (int j = 0; j <= i; j++) {
         const floatX* k = qkv + ((size_t)b * T + j) * C3 + C + h * HS;
         float dot = 0.0f;
         for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; }
-        m = fmaxf(m, dot * scale + pe_bias(pb, pr, j));
+        m = fmaxf(m, dot * scale + pe_bias(&pb, &pr, j));
     }
     float acc[NAIVE_MAX_HS];
     for (int e = 0; e < HS; e++) { acc[e] = 0.0f; }
@@ -66,7 +66,7 @@ __global__ void attention_forward_naive_kernel(floatX* out, float* lse, const fl
         const floatX* v = k + C;
         float dot = 0.0f;
         for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; }
-        float p = expf(dot * scale + pe_bias(pb, pr, j) - m);
+        float p = expf(dot * scale + pe_bias(&pb, &pr, j) - m);
         l += p;
         for (int e = 0; e < HS; e++) { acc[e] += p * (float)v[e]; }
     }
@@ -83,7 +83,7 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
     int b = blockIdx.z, h = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
     int C = NH * HS, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
-    typename PE::Grad acc = {};
+    PEGradOf<PE> acc = {};
     if (i < T) {
         const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
         const floatX* g = dout + ((size_t)b * T + i) * C + h * HS;
@@ -91,7 +91,7 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
         float Di = 0.0f;
         for (int e = 0; e < HS; e++) { Di += (float)g[e] * (float)o[e]; }
         D[((size_t)b * NH + h) * T + i] = Di;
-        PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
+        PERowOf<PE> pr = pe_bias_row(&pb, b, h, i);
         float row_lse = lse[((size_t)b * NH + h) * T + i] - pr.shift;
         float dq[NAIVE_MAX_HS];
         for (int e = 0; e < HS; e++) { dq[e] = 0.0f; }
@@ -100,15 +100,15 @@ __global__ void attention_backward_q_naive_kernel(floatX* dqkv, float* D, const 
             const floatX* v = k + C;
             float dot = 0.0f, dp = 0.0f;
             for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; dp += (float)g[e] * (float)v[e]; }
-            float p = expf(dot * scale + pe_bias(pb, pr, j) - row_lse);
+            float p = expf(dot * scale + pe_bias(&pb, &pr, j) - row_lse);
             float ds = p * (dp - Di);
             for (int e = 0; e < HS; e++) { dq[e] += ds * scale * (float)k[e]; }
-            pe_bias_backward_warp(pb, acc, PE_SIDE_ROW, pr, j, ds, true);
+            pe_bias_backward_warp(&pb, &acc, PE_SIDE_ROW, &pr, j, ds, true);
         }
         floatX* dst = dqkv + ((size_t)b * T + i) * C3 + h * HS;
         for (int e = 0; e < HS; e++) { dst[e] = (floatX)dq[e]; }
     }
-    pe_bias_flush(pb, acc, PE_SIDE_ROW, b, h, i, i < T, 0);
+    pe_bias_flush(&pb, &acc, PE_SIDE_ROW, b, h, i, i < T, 0);
 }
 
 // attention_backward_kv_naive_kernel: one thread per key j: dk_j, dv_j and the column side of
@@ -120,7 +120,7 @@ __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* d
     int b = blockIdx.z, h = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
     int C = NH * HS, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
-    typename PE::Grad acc = {};
+    PEGradOf<PE> acc = {};
     const floatX* k = qkv + ((size_t)b * T + min(j, T - 1)) * C3 + C + h * HS;
     const floatX* v = k + C;
     float dk[NAIVE_MAX_HS], dv[NAIVE_MAX_HS];
@@ -128,23 +128,23 @@ __global__ void attention_backward_kv_naive_kernel(floatX* dqkv, const floatX* d
     for (int i = blockIdx.x * blockDim.x; i < T; i++) {
         bool valid = j <= i;
         float ds = 0.0f;
-        PERowOf<PE> pr = pe_bias_row(pb, b, h, i);
+        PERowOf<PE> pr = pe_bias_row(&pb, b, h, i);
         if (valid) {
             const floatX* q = qkv + ((size_t)b * T + i) * C3 + h * HS;
             const floatX* g = dout + ((size_t)b * T + i) * C + h * HS;
             float dot = 0.0f, dp = 0.0f;
             for (int e = 0; e < HS; e++) { dot += (float)q[e] * (float)k[e]; dp += (float)g[e] * (float)v[e]; }
-            float p = expf(dot * scale + pe_bias(pb, pr, j) - (lse[((size_t)b * NH + h) * T + i] - pr.shift));
+            float p = expf(dot * scale + pe_bias(&pb, &pr, j) - (lse[((size_t)b * NH + h) * T + i] - pr.shift));
             ds = p * (dp - D[((size_t)b * NH + h) * T + i]);
             for (int e = 0; e < HS; e++) { dv[e] += p * (float)g[e]; dk[e] += ds * scale * (float)q[e]; }
         }
-        pe_bias_backward_warp(pb, acc, PE_SIDE_COL, pr, min(j, T - 1), ds, valid);
+        pe_bias_backward_warp(&pb, &acc, PE_SIDE_COL, &pr, min(j, T - 1), ds, valid);
     }
     if (j < T) {
         floatX* dst = dqkv + ((size_t)b * T + j) * C3 + h * HS;
         for (int e = 0; e < HS; e++) { dst[C + e] = (floatX)dk[e]; dst[2 * C + e] = (floatX)dv[e]; }
     }
-    pe_bias_flush(pb, acc, PE_SIDE_COL, b, h, j, j < T, (b * NH + h) * gridDim.x + blockIdx.x);
+    pe_bias_flush(&pb, &acc, PE_SIDE_COL, b, h, j, j < T, (b * NH + h) * gridDim.x + blockIdx.x);
 }
 
 static void attention_forward_naive(floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T, int NH, int HS,
@@ -204,7 +204,7 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
 // (beside ptxas's report); txl's own kernels in its build, instead of the tensor-core ones
 template<int HS>
 static void print_mma_launches() {
-#if defined(PE_TXL)
+#if PE_IS(TXL)
     printf("txl_forward_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, txl_forward_smem<HS>());
     printf("txl_backward_q_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, txl_forward_smem<HS>());
     printf("txl_backward_kv_kernel %d %d %zu\n", HS, ATT_KV_BK * HS / ATT_DPT, txl_backward_kv_smem<HS>());

@@ -1,4 +1,4 @@
-"""Copies the CUDA path's sources (the top-level .cu files, dev/cuda/*.cu, llmc/) and the
+"""Copies the CUDA path's sources (the top-level .cu files, dev/cuda/*.cu, llmc/, the encodings' pe/) and the
 emulation's headers (dev/cuda/emulate/*.h, compiled with -I OUT/dev/cuda/emulate) to OUT for
 the CPU emulation (cuda_runtime.h here), rewriting two constructs of CUDA C++:
 
@@ -51,7 +51,7 @@ if __name__ == '__main__':
         shutil.copy(f, os.path.join(out, 'llmc'))
     for f in glob.glob(os.path.join(root, 'dev', 'cuda', 'emulate', '*.h')):
         shutil.copy(f, os.path.join(out, 'dev', 'cuda', 'emulate'))
-    for rel in (glob.glob(os.path.join(root, 'llmc', '*.cuh')) + glob.glob(os.path.join(root, '*.cu'))
+    for rel in (glob.glob(os.path.join(root, 'llmc', '*.cuh')) + glob.glob(os.path.join(root, 'pe', '*.h')) + glob.glob(os.path.join(root, '*.cu'))
                 + glob.glob(os.path.join(root, 'dev', 'cuda', '*.cu')) + glob.glob(os.path.join(root, 'dev', 'cuda', 'emulate', '*.cu'))):
         with open(rel) as f:
             text = rewrite(f.read())
