@@ -78,6 +78,7 @@ static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int
 static double qkv_vs_reference(GPT2* model, int l, int B, int T);
 typedef void (*FailFn)(const void*);
 static void expect_failure(const char* what, FailFn fn, const void* arg, const char* expect);
+static void fail_forward_beyond_maxT(const void* arg);
 
 #define PE_PART PE_PART_TEST
 #include "llmc/pe_part.h"
@@ -368,8 +369,6 @@ static void test_reference_forward(int rp) {
 // ----------------------------------------------------------------------------
 // identities that pin the math
 
-static void expect_failure(const char* what, void (*fn)(const void*), const void* arg, const char* expect);
-
 // ---- randomized positions (llmc/pe.h, -rp L) ----
 
 // the logits of every position of one forward pass over x (B x T), into out (B T Vp)
@@ -548,8 +547,6 @@ static void test_matmul(void) {
 // errors: a call that must fail runs in a child process; the test checks its exit
 // status and that its one line on stderr says what is wrong
 
-typedef void (*FailFn)(const void* arg);
-
 static void expect_failure(const char* what, FailFn fn, const void* arg, const char* expect) {
     int pipefd[2];
     if (pipe(pipefd) != 0) { fatal("pipe failed"); }
@@ -588,6 +585,7 @@ static void write_shard(const char* path, int magic, int version, int ntok_heade
     fclose(f);
 }
 
+// a forward pass one token beyond the encoding's limit (learned: maxT; xpos: its range of fp32)
 static void fail_forward_beyond_maxT(const void* arg) {
     GPT2Config cfg = tiny_config(16);
     GPT2 model;

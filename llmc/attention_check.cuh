@@ -221,7 +221,7 @@ static void attn_case_run_layer(AttnCase* c) {
 }
 
 // ----------------------------------------------------------------------------
-// the reference: each encoding's bias and its gradient, from the definitions (DESIGN.md)
+// the reference: each encoding's bias and its gradient, from the definitions (docs/encodings.md)
 
 // the parameters of the bias (t5, kerple, fire) are compared as one vector: the encoding's
 // tensors of the (one-layer) model in checkpoint order; txl's: dr_w, dr_r, then dP (T, C)

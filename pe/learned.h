@@ -51,15 +51,16 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 #elif PE_PART == PE_PART_CUDA
 
 #define PE_EMBED
-// (row pos[t] of wpe for token t: randomized positions; pos NULL: row t)
+// learned_embed_forward_kernel: one thread per (token, column) adds row pos[t] of wpe
+// (randomized positions; pos NULL: row t)
 __global__ void learned_embed_forward_kernel(floatX* out, const floatX* wpe, const int* pos, int N, int T, int C) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) { return; }
     int t = (idx / C) % T;
     out[idx] = (floatX)((float)out[idx] + (float)wpe[(size_t)(pos != NULL ? pos[t] : t) * C + idx % C]);
 }
-// one thread per (t, c): sums over the batch, so no two threads write the same element
-// (the drawn positions are distinct)
+// learned_embed_backward_kernel: one thread per (t, c) sums over the batch, so no two threads
+// write the same element (the drawn positions are distinct)
 __global__ void learned_embed_backward_kernel(float* dwpe, const floatX* dout, const int* pos, int B, int T, int C) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * C) { return; }

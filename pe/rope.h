@@ -178,7 +178,9 @@ static inline real pe_bias(const PEBias* pb, const PERow* r, int j) { return xpo
 #define PE_LAYER
 #define PE_ROPE_TABLE 1 // acts.rope: (T, hs/2) cos, sin and the q and k factors of each position and pair
 struct RopeFreq { double f[64]; }; // theta_k of hs/2 <= 64 pairs, by value to the kernel
-// (token t at position pos[t] of a range of `span`, xpos's centre; pos NULL: t of T)
+// rope_table_kernel: one thread per (token, pair) computes cos, sin and the q and k factors,
+// in double as the CPU path (token t at position pos[t] of a range of `span`, xpos's centre;
+// pos NULL: t of T)
 __global__ void rope_table_kernel(float4* table, RopeFreq freq, double mscale, double gamma, const int* pos, int span, int T, int hs) {
     int half = hs / 2;
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
@@ -189,7 +191,8 @@ __global__ void rope_table_kernel(float4* table, RopeFreq freq, double mscale, d
     double z = pow(xpos_zeta(k, hs), (pt - (span + 1) / 2) / gamma);
     table[idx] = make_float4((float)cos(angle), (float)sin(angle), (float)(mscale * z), (float)(mscale / z));
 }
-// one thread per (token, head, pair) rotates that pair of q and of k; direction -1 undoes it
+// rope_rotate_kernel: one thread per (token, head, pair) rotates that pair of q and of k;
+// direction -1 undoes it
 __global__ void rope_rotate_kernel(floatX* qkv, const float4* table, int N, int T, int C, int hs, float direction) {
     int half = hs / 2, pairs = C / 2;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -292,15 +295,6 @@ static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T)
     return 0;
 }
 
-static void fail_xpos_too_long(const void* arg) {
-    GPT2Config cfg = tiny_config(16);
-    GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 1);
-    int T = gpt2_max_length(&model) + 1;
-    int* x = (int*)calloc_check(T, sizeof(int));
-    gpt2_forward(&model, x, NULL, 1, T, 0);
-}
-
 // xpos with an infinite scale base is rope; blockwise causal attention is the naive
 // attention with the window mask, and off at or below the training length; the length
 // limit of its factors
@@ -371,7 +365,7 @@ static void test_xpos(void) {
     check(top <= XPOS_MAX_LOG2 && over > XPOS_MAX_LOG2 && lim > 32768, "length limit: largest factor <= 2^64, > 32768 tokens", lim, 32768);
     char expect[64];
     snprintf(expect, sizeof(expect), "cannot process T = %d", xpos_max_length(hs) + 1);
-    expect_failure("a forward beyond the limit fails with one line", fail_xpos_too_long, NULL, expect);
+    expect_failure("a forward beyond the limit fails with one line", fail_forward_beyond_maxT, NULL, expect);
 }
 
 #define PE_TESTS

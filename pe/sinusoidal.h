@@ -51,6 +51,8 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 #elif PE_PART == PE_PART_CUDA
 
 #define PE_EMBED
+// sinusoidal_embed_forward_kernel: one thread per (token, column) scales the token's
+// embedding and adds its sinusoid, the angle in double as the CPU path (positions NULL: t)
 __global__ void sinusoidal_embed_forward_kernel(floatX* out, const int* positions, int N, int T, int C) {
     int half = C / 2;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -66,7 +68,7 @@ __global__ void sinusoidal_embed_forward_kernel(floatX* out, const int* position
     }
     out[idx] = (floatX)((float)out[idx] * sqrtf((float)C) + p);
 }
-// scale_kernel: x *= a
+// scale_kernel: x *= a (the tokens' gradient times sqrt(C))
 __global__ void scale_kernel(floatX* x, size_t n, float a) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) { x[i] = (floatX)((float)x[i] * a); }
