@@ -14,7 +14,8 @@
 #
 # Per-encoding binaries are built under build/ (build/train_gpt2_<pe>, with DAPE
 # build/train_gpt2_<pe>_dape<variant>[_d<D>][_edge0]); the top-level binaries are copies
-# of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
+# of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1,
+# MARCH (the CPU code's -march, default native).
 
 PE ?= learned
 PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable xpos sandwich kerple_power cope txl
@@ -26,7 +27,8 @@ pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
 include dape.mk
 
 CC := gcc
-CFLAGS := -O3 -march=native -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
+MARCH ?= native
+CFLAGS := -O3 -march=$(MARCH) -std=gnu11 -Wall -Wextra -Wno-unused-function -fopenmp
 LDLIBS := -lm
 ifeq ($(NO_OPENMP),1)
   CFLAGS := $(filter-out -fopenmp,$(CFLAGS)) -Wno-unknown-pragmas -Idev/no_openmp
@@ -157,7 +159,7 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # test, one after another.
 TEST_JOBS ?= 2
 TESTS := test-cpu test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
-         test-cuda-resources test-cuda-emulate test-dape
+         test-cuda-resources test-cuda-emulate test-dape test-gpu-lease
 test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds
 	$(MAKE) $(TESTS)
@@ -166,4 +168,5 @@ clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
 
 include cuda.mk
+include gpukit.mk
 -include data/data.mk
