@@ -30,10 +30,12 @@ kit_dev := mma_check $(foreach pe,$(PE_LIST),$(if $(filter cope,$(pe)),attention
 kit_lists = KIT_STEMS="$(KIT_STEMS)" KIT_PES="$(PE_LIST)" KIT_BENCH="$(KIT_BENCH)"
 
 .PHONY: gpu-kit gpu-kit-bins test-gpu-lease
-gpu-kit-bins:
+$(KIT_BUILD)/llmc/llmc_train_gpt2cu: $(wildcard $(LLMC_DIR)/Makefile $(LLMC_DIR)/train_gpt2.cu $(LLMC_DIR)/llmc/*)
+	bash dev/gpu_kit.sh llmc $(LLMC_DIR) $(KIT_BUILD)/llmc
+
+gpu-kit-bins: $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu)
 	$(MAKE) BUILD=$(KIT_BUILD) NO_MPI=1 NO_BLAS=1 MARCH=$(KIT_MARCH) $(kit_builds)
 	$(MAKE) -C dev/cuda $(kit_dev)
-	$(if $(LLMC_DIR),bash dev/gpu_kit.sh llmc $(LLMC_DIR) $(KIT_BUILD)/llmc)
 	$(kit_lists) $(if $(LLMC_DIR),KIT_LLMC=$(KIT_BUILD)/llmc) bash dev/gpu_kit.sh stage $(KIT_BUILD)/stage $(kit_builds) $(foreach b,$(kit_dev),dev/cuda/$(b)=$(subst attention_bias_,attention_,$(b))) \
 	  $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu)
 

@@ -129,18 +129,19 @@ run() {
         return
     fi
     start=$(date +%s)
-    timeout -k 5 $t "$@" > "$log" 2>&1
+    timeout -k 5 $t "$@" < /dev/null > "$log" 2>&1
     rc=$?
     took=$(( $(date +%s) - start ))
     local r detail
-    # what a failure printed: compute-sanitizer's count, or the number of failed checks
-    detail=$(grep -m1 -oE 'SUMMARY: [1-9][0-9]* (errors|hazards)' "$log")
-    [ -n "$detail" ] || detail="FAIL lines: $(grep -cw FAIL "$log")"
+    # what a failure printed: compute-sanitizer's count, the number of failed checks, or its last line
+    detail=", $(grep -m1 -oE 'SUMMARY: [1-9][0-9]* (errors|hazards)' "$log")"
+    [ "$detail" != ", " ] || detail=", failed checks: $(grep -cw FAIL "$log")"
+    [ "$detail" != ", failed checks: 0" ] || detail=": $(grep . "$log" | tail -n 1 | tr -d '|' | cut -c1-100)"
     if [ $rc = 124 ] || { [ $rc = 137 ] && [ $took -ge $t ]; }; then r="FAIL (timeout after $t s)"
     elif grep -qE "no CUDA device|no CUDA-capable device" "$log"; then r="SKIPPED (no CUDA device)"
     elif grep -qE '^[a-z_]+: skipped \(' "$log"; then r="SKIPPED ($(grep -m1 -oE 'skipped \(.*' "$log" | cut -c10- | tr -d ')'))"
     elif [ $rc -gt 128 ]; then sig=$(kill -l $((rc - 128)) 2>/dev/null); r="FAIL (signal ${sig:-$((rc - 128))})"
-    elif [ $rc != 0 ]; then r="FAIL (exit $rc; $detail)"
+    elif [ $rc != 0 ]; then r="FAIL (exit $rc$detail)"
     elif ! grep -qE -- "$pass" "$log"; then r="FAIL (exit 0 without its success line)"
     else r=ok; fi
     result "$name" "$r" $took
@@ -187,7 +188,8 @@ open_kit() {
     missing=$(for b in $(manifest bin); do [ -x "$BIN/$b" ] || echo "$b"; done)
     extra=$(ls "$BIN" | grep -vxF -f <(manifest bin))
     if [ -n "$missing$extra" ]; then say "FAIL: the kit differs from its manifest: missing $(echo $missing), extra $(echo $extra)"; return 1; fi
-    say "kit $(manifest revision) (tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown)), llm.c $(manifest llmc): $(manifest bin | wc -l) binaries, complete"
+    say "kit $(manifest revision) (tree $(git rev-parse --short HEAD 2>/dev/null || echo unknown)), llm.c $(manifest llmc): $(manifest bin | wc -l) binaries, complete;" \
+        "they need glibc $(manifest glibc), here $(ldd --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+\.[0-9]+$')"
     # libraries: the toolkit's and torch's folders where the loader does not find them
     missing=$(ldd "$BIN"/* 2>&1 | sed -n 's/^\t*\(lib[^ ]*\) => not found/\1/p' | sort -u)
     for lib in $missing; do
@@ -312,7 +314,7 @@ u_bench() {
         cmd=("$BIN/train_gpt2cu_$name" -e small -b "$B" -t 1024 -x $BENCH_STEPS -u 5 -m 0 -s 0 -E 1024 -K 8192 -W -1 -i "$TRAIN" -j "$VAL")
     fi
     smi=$LOGS/smi_${name}_b$B.csv
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$smi" 2> /dev/null &
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 < /dev/null > "$smi" 2> /dev/null &
     sp=$!
     r=$(run "bench_${name}_b$B" 150 '^step +[0-9]+/' "${cmd[@]}")
     kill $sp 2> /dev/null
@@ -379,7 +381,10 @@ command1() {
     # the references, one core each; beside them compute-sanitizer on the GPU (by the middle
     # of the command: memory and speed then have the GPU alone) and the HF check
     local s t
-    for s in $STEMS; do UNIT="ref $s" u_ref "$s" & done
+    for s in $STEMS; do
+        [ $DEVICE = 0 ] || [ -e "$REF/$s.done" ] || touch "$REF/$s.busy" # before any unit waits for it
+        UNIT="ref $s" u_ref "$s" &
+    done
     (
         DEADLINE=$((DEADLINE / 2))
         ROWS=$LOGS/sanitizer.md
@@ -423,17 +428,18 @@ command2() {
     local from=$WORK/left1.txt
     [ -s "$from" ] || from=$KIT_DIR/left1.txt
     if [ -s "$from" ]; then
-        say "retrying what command 1 left ($from): $(tr '\n' ';' < "$from")"
+        local units
+        mapfile -t units < "$from"
+        say "retrying what command 1 left ($from): $(printf '%s; ' "${units[@]}")"
         table "| retried | result |"
-        while read -r unit; do
-            [ -n "$unit" ] || continue
+        for unit in "${units[@]}"; do
             UNIT=$unit
             case $unit in
                 mma|eval|hf) u_$unit ;;
                 ref\ *|test\ *|sanitize_attention\ *|sanitize_dape\ *|memory\ *|bench\ *) u_${unit%% *} ${unit#* } ;;
                 *) say "left1: unknown unit '$unit'" ;;
             esac
-        done < "$from"
+        done
     else
         say "command 1 left nothing (no left1.txt in $WORK or $KIT_DIR)"
     fi

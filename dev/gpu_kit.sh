@@ -15,8 +15,9 @@
 #                                      CUDA 13 fix applied to the copy, built without MPI, NCCL,
 #                                      cuDNN and NVML into DIR/llmc_train_gpt2cu
 #
-# The manifest: "revision", "stems", "pes", "bench", "llmc" lines, then one "bin NAME" line per
-# binary; dev/gpu_checks.sh takes its lists from it and checks the kit against it.
+# The manifest: "revision", "stems", "pes", "bench", "llmc" lines, one "bin NAME" line per binary,
+# and "glibc" (the newest version of the C library they need); dev/gpu_checks.sh takes its lists
+# from it and checks the kit against it.
 set -euo pipefail
 
 die() { echo "gpu_kit.sh: $*" >&2; exit 1; }
@@ -68,6 +69,8 @@ stage() {
         strip -o "$dir/bin/$name" "$f"
         echo "bin $name" >> "$dir/manifest"
     done
+    # the newest C library the binaries need (a GPU machine with an older one rebuilds the kit)
+    echo "glibc $(objdump -T "$dir"/bin/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1 | cut -c7-)" >> "$dir/manifest"
     libs "$dir"/bin/*
 }
 

@@ -100,7 +100,7 @@ GPU_CHECKS_CAP=20 GPU_STUB_CRASH="test_gpt2cu_cable:reference" GPU_STUB_HANG="te
 outputs "$D/out_gpu" 1
 S=$D/out_gpu/summary1.md
 expect() { grep -qE -- "$1" "$S" && pass "a pretended GPU: $2" || fail "a pretended GPU: $2: no line '$1' in $S"; }
-expect '^\| mma_check .* \| FAIL \(exit 1; FAIL lines: 1\) \|$' "a failed check is a FAIL"
+expect '^\| mma_check .* \| FAIL \(exit 1, failed checks: 1\) \|$' "a failed check is a FAIL"
 expect '^\| cable \| FAIL \(signal SEGV\) \| ok \| ok \| ok \|$' "a crash is a FAIL, the stem's other runs go on"
 expect '^\| learned \| ok \| ok \| ok \| FAIL \(timeout after 20 s\) \|$' "a hang is a FAIL after its timeout"
 expect '^\| llm.c \| 8 \| 100.0 \| 81920 \| 40.0% \| 11.500000 -> 15.500000 \| - \| - \| ok \|$' "llm.c's step lines: ms, tokens/s, MFU, loss"
