@@ -93,7 +93,7 @@ finish() {
     local pids
     pids=$(jobs -p)
     [ -z "$pids" ] || kill $pids 2>/dev/null
-    sort -u -o "$LEFT" "$LEFT"
+    awk '!seen[$0]++' "$LEFT" > "$LEFT.tmp" && mv "$LEFT.tmp" "$LEFT" # once each, in the order left
     [ $N = 2 ] || cp "$LEFT" "$WORK/left1.txt"
     local ok all
     ok=$(grep -c $'\tok$' "$RESULTS" 2>/dev/null)
@@ -285,11 +285,16 @@ u_sanitizer() {
     else r=$(run "${tool}_$prog" 90 'SUMMARY: 0 (errors|hazards)' "$CS" --tool "$tool" --error-exitcode 9 "$BIN/$prog" "$@"); fi
     row "| $tool | $prog $* | $r |"
 }
-u_sanitize_attention() { u_sanitizer "$1" "attention_$2" check; }
+u_sanitize_attention() {
+    if [ -x "$BIN/attention_$2" ]; then u_sanitizer "$1" "attention_$2" check
+    else result "${1}_attention_$2" "SKIPPED (not in the kit)" 0; row "| $1 | attention_$2 check | SKIPPED (not in the kit) |"; fi
+}
 u_sanitize_dape() {
     local tool=$1 s=$2 why
-    if why=$(need_ref "$s"); then u_sanitizer "$tool" "test_gpt2cu_$s" reference "$REF/$s"
-    else result "${tool}_test_gpt2cu_$s" "$why" 0; row "| $tool | test_gpt2cu_$s reference | $why |"; fi
+    if [ ! -x "$BIN/test_gpt2cu_$s" ]; then why="SKIPPED (not in the kit)"
+    elif why=$(need_ref "$s"); then u_sanitizer "$tool" "test_gpt2cu_$s" reference "$REF/$s"; return; fi
+    result "${tool}_test_gpt2cu_$s" "$why" 0
+    row "| $tool | test_gpt2cu_$s reference | $why |"
 }
 
 # evaluation memory at 16k tokens (test_gpt2cu memory, bf16): alone on the GPU, whose free
@@ -345,7 +350,8 @@ u_eval() {
 # its loss on the reference's batch against the C trainer's (python/hf_check.py)
 u_hf() {
     local r
-    if ! r=$(need_ref learned) || [ ! -e "$REF/learned.done" ]; then r=${r:-"not run (no CUDA device: no reference)"}; result hf "$r" 0
+    if ! python3 -c "import torch, transformers" 2> /dev/null; then r="SKIPPED (python3 has no torch or no transformers)"; result hf "$r" 0
+    elif ! r=$(need_ref learned) || [ ! -e "$REF/learned.done" ]; then r=${r:-"not run (no CUDA device: no reference)"}; result hf "$r" 0
     else r=$(run hf 120 '^hf_check: .* ok$' bash -c "python3 python/export_hf.py '$REF/learned_model.bin' '$WORK/hf' && python3 python/hf_check.py '$WORK/hf' '$REF/learned'"); fi
     row "| HF export of learned, transformers GPT2LMHeadModel: $(grep -m1 '^hf_check:' "$LOGS/hf.log" 2>/dev/null | cut -c11- | grep . || echo -) | $r |"
 }

@@ -16,15 +16,18 @@
 # What the full kit adds (make gpu-kit, not run by make test: 13 minutes of CPU): the real
 # programs in bf16 and fp32 for every stem, built without MPI, NCCL and OpenBLAS for x86-64-v3,
 # and llm.c's trainer, in at most 40 MB.
-#   usage: gpu_lease.sh BUILD_DIR EMU_TRAINER    (KIT_STEMS, KIT_PES, KIT_BENCH: the Makefile's lists)
+#   usage: gpu_lease.sh BUILD_DIR STEM    (the emulated trainer and CPU test of STEM are built;
+#                                          KIT_STEMS, KIT_PES, KIT_BENCH: the Makefile's lists)
 set -uo pipefail
 build=$1
-trainer=$2
+stem=$2
 D=$build/gpu_lease
 rm -rf "$D"
 mkdir -p "$D"
+unset KIT_LLMC GPU_STUB GPU_STUB_CRASH GPU_STUB_HANG GPU_STUB_FAIL GPU_CHECKS_CAP DEADLINE OUT
 failed=0
-fail() { echo "gpu_lease: FAIL: $*"; failed=1; }
+section=0 # failures before the current section
+fail() { echo "gpu_lease: FAIL: $*"; failed=$((failed + 1)); }
 pass() { echo "gpu_lease: $*"; }
 
 # 1. the plan
@@ -50,7 +53,7 @@ else
 fi
 echo 'int gpu_lease_fake(void) { return 1; }' > "$D/fake.c"
 gcc -shared -fPIC -o "$D/libgpulease_fake.so" "$D/fake.c" &&
-    gcc -o "$D/needs_fake" tests/gpu_stub.c -DSTUB_SCRIPT='"x"' -L"$D" -lgpulease_fake || exit 1
+    gcc -o "$D/needs_fake" tests/gpu_stub.c -DSTUB_SCRIPT='"x"' -L"$D" -Wl,--no-as-needed -lgpulease_fake || exit 1
 if out=$(bash dev/gpu_kit.sh libs "$D/stub" "$D/needs_fake" 2>&1); then fail "kit: a binary that needs libgpulease_fake.so passed the library check"
 elif [[ $out == *"needs_fake needs libgpulease_fake.so"* ]]; then pass "kit: the library check refuses a binary that needs libgpulease_fake.so"
 else fail "kit: the library check failed without naming the library: $out"; fi
@@ -64,6 +67,7 @@ outputs() {
 }
 
 # 3. without a device
+section=$failed
 export GPU_KIT=$D/kit GPU_CHECKS_WORK=$D/work
 bash dev/gpu_checks.sh 1 "$D/out1" > "$D/run1.log" 2>&1 && fail "command 1 without a device: exit 0"
 outputs "$D/out1" 1
@@ -82,9 +86,19 @@ bash dev/gpu_checks.sh 2 "$D/out2" > "$D/run2.log" 2>&1 && fail "command 2 witho
 outputs "$D/out2" 2
 [ "$(cut -f3 "$D/work/logs2/results.tsv" | grep -cvE '^(SKIPPED|not run) \(')" = 0 ] || fail "command 2 without a device: runs neither SKIPPED nor not run"
 [ $(grep -c "^| ours: .* | SKIPPED (no CUDA device) |$" "$D/out2/summary2.md") = $(wc -w <<< "$KIT_PES") ] || fail "command 2: not every encoding's timing row SKIPPED"
-[ $failed = 1 ] || pass "without a device: $(wc -l < "$R") runs of command 1 and $(wc -l < "$D/work/logs2/results.tsv") of command 2, each SKIPPED or not run, every stem's row, $(ls "$D/out1" | wc -l) files"
+[ $failed != $section ] || pass "without a device: $(wc -l < "$R") runs of command 1 and $(wc -l < "$D/work/logs2/results.tsv") of command 2, each SKIPPED or not run, every stem's row, $(ls "$D/out1" | wc -l) files"
 
-# 4. a pretended GPU: stand-ins that answer, crash, hang and fail, the emulated trainer, llm.c
+# 4. a pretended GPU: stand-ins that answer, crash, hang and fail, the emulated trainer (a tiny
+# checkpoint of the CPU test, shards of random tokens of its vocabulary), llm.c
+"$build/test_gpt2_$stem" debug-state-tiny "$D/tiny" > /dev/null || exit 1
+python3 - "$D" <<'PY' || exit 1
+import random, struct, sys
+random.seed(1)
+for split, n in (("train", 20000), ("val", 2000)):  # llmc's shard format, tokens below the tiny model's 250
+    with open("%s/tiny_%s_000000.bin" % (sys.argv[1], split), "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+        f.write(struct.pack("<%dH" % n, *(random.randrange(250) for _ in range(n))))
+PY
 mkdir -p "$D/llmc/llmc"
 echo "stub" > "$D/llmc/REVISION"
 touch "$D/llmc/Makefile" "$D/llmc/train_gpt2.cu"
@@ -94,7 +108,8 @@ for pe in learned cable cope; do files+=("$D/stub=attention_$pe"); done
 files+=("$D/stub=train_gpt2cu_learned" "$D/stub=train_gpt2cu_cable" "$D/stub=mma_check" "$D/stub=llmc_train_gpt2cu")
 KIT_STEMS="learned cable" KIT_PES="learned cable cope" KIT_BENCH=learned KIT_LLMC=$D/llmc bash dev/gpu_kit.sh stage "$D/stage_gpu" "${files[@]}" > /dev/null &&
     KIT_XZ=-0 bash dev/gpu_kit.sh pack "$D/stage_gpu" "$D/kit_gpu" > /dev/null || fail "the pretended GPU's kit"
-export GPU_KIT=$D/kit_gpu GPU_CHECKS_WORK=$D/work_gpu GPU_STUB=device GPU_STUB_TRAINER=$PWD/$trainer GPU_STUB_DATA=$PWD/data/starter
+export GPU_KIT=$D/kit_gpu GPU_CHECKS_WORK=$D/work_gpu GPU_STUB=device GPU_STUB_TRAINER=$PWD/$build/emulate/train_gpt2cu_${stem}_fp32 \
+       GPU_STUB_MODEL=$PWD/$D/tiny_model.bin GPU_STUB_DATA=$PWD/$D
 GPU_CHECKS_CAP=20 GPU_STUB_CRASH="test_gpt2cu_cable:reference" GPU_STUB_HANG="test_gpt2cu_learned_fp32:attention" GPU_STUB_FAIL=mma_check \
     bash dev/gpu_checks.sh 1 "$D/out_gpu" > "$D/run_gpu.log" 2>&1
 outputs "$D/out_gpu" 1
@@ -109,10 +124,11 @@ expect '^\| cable, GPT-Small, -x 0: .* \| FAIL \(exit 0 without its success line
 expect '^\[[0-9]+ s\] end: ' "the summary ends"
 
 # 5. the deadline: every run hangs; command 1 stops in time, leaves its units; command 2 retries
+export GPU_CHECKS_WORK=$D/work_late
 start=$(date +%s)
 DEADLINE=12 GPU_STUB_HANG="mma_check test_gpt2cu_learned test_gpt2cu_cable" bash dev/gpu_checks.sh 1 "$D/out_late" > "$D/run_late.log" 2>&1
 took=$(( $(date +%s) - start ))
-R=$D/work_gpu/logs1/results.tsv
+R=$D/work_late/logs1/results.tsv
 if [ $took -le 20 ]; then pass "deadline 12 s: command 1 ended after $took s"; else fail "deadline 12 s: command 1 took $took s"; fi
 grep -q $'^mma_check\t.*\tFAIL (timeout after' "$R" || fail "deadline: mma_check did not time out within the deadline"
 grep -q $'\tnot run (deadline)$' "$R" || fail "deadline: no run marked not run (deadline)"
@@ -123,5 +139,5 @@ grep -q "retrying what command 1 left" "$D/out_retry/summary2.md" && grep -qE '^
     pass "deadline: command 2 retried the $(wc -l < "$D/out_late/left1.txt") units command 1 left" ||
     fail "deadline: command 2 did not retry what command 1 left ($D/out_retry/summary2.md)"
 
-[ $failed = 0 ] && echo "gpu_lease: the dry run passed" || echo "gpu_lease: FAILED (logs: $D)"
-exit $failed
+[ $failed = 0 ] && echo "gpu_lease: the dry run passed" || echo "gpu_lease: $failed checks FAILED (logs: $D)"
+[ $failed = 0 ]

@@ -5,8 +5,9 @@
 #   GPU_STUB=none     no CUDA device: each program prints its own skip line or error, as the real
 #                     one does without a GPU (test_gpt2.cu, dev/cuda/*.cu, train_gpt2.cu, llm.c)
 #   GPU_STUB=device   a GPU: each prints its success line; the trainers are the CUDA trainer run in
-#                     the CPU emulation on a tiny model (GPU_STUB_TRAINER, its data GPU_STUB_DATA);
-#                     llm.c's step lines are written out as its train_gpt2.cu prints them
+#                     the CPU emulation (GPU_STUB_TRAINER) on a tiny checkpoint (GPU_STUB_MODEL) and
+#                     shards of its vocabulary (GPU_STUB_DATA/tiny_{train,val}_000000.bin); llm.c's
+#                     step lines are written out as its train_gpt2.cu prints them
 #   GPU_STUB_CRASH, GPU_STUB_HANG, GPU_STUB_FAIL   words NAME or NAME:ARG1 (the first argument):
 #                     those runs end by SIGSEGV, never end, or fail a check instead
 set -u
@@ -41,9 +42,9 @@ case $name in
     mma_check) echo ok ;;
     test_gpt2_*) : > "$2_model.bin"; : > "$2_state.bin"; echo "wrote $2_model.bin and $2_state.bin (stub)" ;;
     train_gpt2cu_*)
-        data=(-i "$GPU_STUB_DATA/starter_train_*.bin" -j "$GPU_STUB_DATA/starter_val_*.bin")
-        if [[ " $* " == *" -x 0 "* ]]; then exec "$GPU_STUB_TRAINER" -e nano -t 32 -x 0 -E 32,64 -K 64 -W -1 "${data[@]}"; fi
-        exec "$GPU_STUB_TRAINER" -e nano -b 2 -t 32 -x 5 -u 1 -m 0 -s 0 -E 32 -K 64 -W -1 "${data[@]}" ;;
+        tiny=(-e "$GPU_STUB_MODEL" -i "$GPU_STUB_DATA/tiny_train_000000.bin" -j "$GPU_STUB_DATA/tiny_val_000000.bin" -W -1)
+        if [[ " $* " == *" -x 0 "* ]]; then exec "$GPU_STUB_TRAINER" "${tiny[@]}" -x 0 -E 32 -K 64; fi
+        exec "$GPU_STUB_TRAINER" "${tiny[@]}" -b 2 -t 32 -x 5 -u 1 -m 0 -s 0 -E 32 -K 64 ;;
     llmc_train_gpt2cu)
         for s in 1 2 3 4 5; do
             printf 'step %4d/5 | loss %7.6f (+0.00z)| norm %6.4f (+0.00z)| lr 6.00e-04 | %.2f ms | 40.0%% bf16 MFU | 80000 tok/s\n' $s "1$s.5" 1.5 100

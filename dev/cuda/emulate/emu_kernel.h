@@ -41,7 +41,6 @@ is EMU_NOCHECK. The fiber switch is a few instructions of x86-64 assembly (calle
 registers and the stack pointer), ucontext elsewhere.
 */
 #pragma once
-#include <source_location>
 #include <type_traits>
 #include <utility>
 
@@ -162,7 +161,7 @@ static uint32_t emu_sync_full[32];
 static uint32_t emu_sync_pair[32][32][32];
 EMU_NOCHECK static bool emu_lanes_ordered(int a, uint32_t t, int b) {
     int w = a / 32;
-    return max(emu_sync_full[w], emu_sync_pair[w][a % 32][b % 32]) > t;
+    return emu_sync_full[w] > t || emu_sync_pair[w][a % 32][b % 32] > t; // (std::max is instrumented: the kernel's access)
 }
 // a race between two threads of one warp in the interval: one line naming both
 [[noreturn]] EMU_NOCHECK static void emu_lane_race(int tid, const char* rw, size_t at, int other, const char* other_rw, const char* kind) {
@@ -288,14 +287,19 @@ EMU_NOCHECK static void emu_global_race(EmuAlloc& al, uintptr_t a, size_t n, boo
         al.race_launch = (uint32_t*)calloc(al.span / EMU_PAGE, sizeof(uint32_t));
     }
     int tid = emu_ctx.thread, warp = tid / 32;
-    for (size_t u = (a - al.base) / 2; u <= (a + n - 1 - al.base) / 2; u++) {
-        size_t page = u * 2 / EMU_PAGE;
+    size_t u0 = (a - al.base) / 2, u1 = (a + n - 1 - al.base) / 2;
+    for (size_t page = u0 * 2 / EMU_PAGE; page <= u1 * 2 / EMU_PAGE; page++) {
         if (al.race_launch[page] != emu_launch_serial) { // the page's words are from an earlier launch
             memset(al.race + page * EMU_PAGE, 0, EMU_PAGE * 4);
             al.race_launch[page] = emu_launch_serial;
         }
+    }
+    uint32_t mine = now | (uint32_t)warp << 25;
+    for (size_t u = u0; u <= u1; u++) {
         uint32_t& w = al.race[2 * u];
         uint32_t& r = al.race[2 * u + 1];
+        // the common case: this warp again, in the same interval, with nothing else since
+        if (write ? w == (mine | (atomic ? EMU_RACE_ATOMIC : 0)) && r == 0 : w == 0 && (r & ~(EMU_RACE_BLOCKS | EMU_RACE_WARPS)) == mine) { continue; }
         uint32_t wi = w & EMU_RACE_INTERVAL, ri = r & EMU_RACE_INTERVAL;
         const char* rw = write ? "write" : "read";
         void* at = (void*)(al.base + 2 * u);
@@ -314,12 +318,12 @@ EMU_NOCHECK static void emu_global_race(EmuAlloc& al, uintptr_t a, size_t n, boo
             if (ri == now && ((int)(r >> 25 & 31) != warp || (r & EMU_RACE_WARPS))) {
                 emu_fail("global-memory race: write at %p, which another warp of this block read with no __syncthreads() between (write-after-read)", at);
             }
-            w = now | (uint32_t)warp << 25 | (atomic ? EMU_RACE_ATOMIC : 0);
+            w = mine | (atomic ? EMU_RACE_ATOMIC : 0);
         } else {
             uint32_t flags = 0;
             if (ri != 0 && (ri < first || (r & EMU_RACE_BLOCKS))) { flags |= EMU_RACE_BLOCKS; }
             if (ri == now && ((int)(r >> 25 & 31) != warp || (r & EMU_RACE_WARPS))) { flags |= EMU_RACE_WARPS; }
-            r = now | (uint32_t)warp << 25 | flags;
+            r = mine | flags;
         }
     }
 }
@@ -370,11 +374,13 @@ EMU_NOCHECK static void emu_fiber_start(int t) {
 #endif
 }
 
-// where a thread waits at a barrier: the threads of a block must all wait at the same one
-EMU_NOCHECK static inline void __syncthreads(std::source_location at = std::source_location::current()) {
+// __syncthreads() knows where it is called (the threads of a block must all wait at the same
+// one): the file and line are constants of the call, read by no instrumented code
+#define __syncthreads() emu_syncthreads(__FILE__, __LINE__)
+EMU_NOCHECK static inline void emu_syncthreads(const char* file, unsigned line) {
     if (!emu_k.active) { emu_fail("__syncthreads() outside a kernel"); }
-    emu_fibers[emu_ctx.thread].bar_file = at.file_name();
-    emu_fibers[emu_ctx.thread].bar_line = at.line();
+    emu_fibers[emu_ctx.thread].bar_file = file;
+    emu_fibers[emu_ctx.thread].bar_line = line;
     emu_yield(F_WAIT_BLOCK);
 }
 // a warp-collective operation: waits until every lane of its mask has arrived; the
