@@ -201,7 +201,7 @@ open_kit() {
     missing=$(ldd "$BIN"/* 2>&1 | grep "not found" | sed 's/^[[:space:]]*//' | sort -u)
     if [ -n "$missing" ]; then # the last resort: the kit's binaries built here
         say "libraries not found: $(echo $missing); building the kit here (make gpu-kit-bins)"
-        UNIT="" run kit_rebuild 300 "^bin " make -j"$(nproc)" gpu-kit-bins $([ -d "$WORK/kit/llmc" ] && echo LLMC_DIR="$WORK/kit/llmc") > /dev/null
+        UNIT="" run kit_rebuild 300 "^staged " make -j"$(nproc)" gpu-kit-bins $([ -d "$WORK/kit/llmc" ] && echo LLMC_DIR="$WORK/kit/llmc") > /dev/null
         BIN=build/kit/stage/bin
         missing=$(ldd "$BIN"/* 2>&1 | grep "not found" | sed 's/^[[:space:]]*//' | sort -u)
         [ -z "$missing" ] || { say "FAIL: libraries not found after the rebuild: $(echo $missing)"; return 1; }

@@ -72,6 +72,7 @@ stage() {
     # the newest C library the binaries need (a GPU machine with an older one rebuilds the kit)
     echo "glibc $(objdump -T "$dir"/bin/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1 | cut -c7-)" >> "$dir/manifest"
     libs "$dir"/bin/*
+    echo "staged $(ls "$dir/bin" | wc -l) binaries in $dir, their libraries allowed ($(head -n 1 "$dir/manifest"))"
 }
 
 pack() {
