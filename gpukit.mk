@@ -2,7 +2,7 @@
 # here, stripped and packed into $(GPU_KIT)/kit.tar.xz (at most 40 MB), so that a short lease
 # builds nothing; included by the Makefile.
 #
-#   make gpu-kit [LLMC_DIR=<a tree of karpathy/llm.c>]   the kit (about 13 minutes of CPU)
+#   make gpu-kit [LLMC_DIR=<a tree of karpathy/llm.c>]   the kit (about 17 minutes of CPU)
 #   make gpu-kit-bins [LLMC_DIR=...]                     the same, staged in $(KIT_BUILD)/stage,
 #                                                        not packed (what a GPU machine runs when
 #                                                        the kit's libraries are not found there)

@@ -156,7 +156,7 @@ spawn() {
     pool_pids+=($!)
     local alive p
     while [ ${#pool_pids[@]} -ge $POOL ]; do
-        wait -n "${pool_pids[@]}"
+        wait -n "${pool_pids[@]}" 2> /dev/null || sleep 0.2 # (bash before 5.1: -n takes no ids)
         alive=()
         for p in "${pool_pids[@]}"; do kill -0 $p 2>/dev/null && alive+=($p); done
         pool_pids=(${alive[@]+"${alive[@]}"})

@@ -13,7 +13,7 @@
 #  5. the deadline: with every run hanging, command 1 stops by its deadline, the units it did not
 #     reach are "not run" and in left1.txt, and command 2 retries them on the same machine
 #
-# What the full kit adds (make gpu-kit, not run by make test: 13 minutes of CPU): the real
+# What the full kit adds (make gpu-kit, not run by make test: 17 minutes of CPU): the real
 # programs in bf16 and fp32 for every stem, built without MPI, NCCL and OpenBLAS for x86-64-v3,
 # and llm.c's trainer, in at most 40 MB.
 #   usage: gpu_lease.sh BUILD_DIR STEM    (the emulated trainer and CPU test of STEM are built;
