@@ -47,5 +47,6 @@ gpu-kit: gpu-kit-bins
 # checked (libraries); both commands from it without a device (every run SKIPPED or not run);
 # command 1 with a pretended GPU (a crash, a hang, a failed check; the emulated trainer on a
 # tiny model for the tables); command 1 against a short deadline and command 2's retry
-test-gpu-lease: $(foreach s,$(KIT_STEMS),$(BUILD)/test_gpt2cu_$(s)_fp32) $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(BUILD)/test_gpt2_$(EMU_DEVICE_STEM)
+test-gpu-lease: $(foreach s,$(KIT_STEMS),$(BUILD)/test_gpt2cu_$(s)_fp32) $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(BUILD)/test_gpt2_$(EMU_DEVICE_STEM) \
+                $(EMU)/attention_kerple $(EMU)/attention_cope
 	$(kit_lists) bash tests/gpu_lease.sh $(BUILD) $(EMU_DEVICE_STEM)

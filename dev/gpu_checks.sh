@@ -25,7 +25,7 @@
 #
 # Environment: GPU_KIT (the kit's folder, default out/gpukit), GPU_CHECKS_WORK (default
 # out/gpu-lease), GPU_CHECKS_CAP (the longest one run may take, default 600 s), DEADLINE
-# (seconds, instead of the command's own).
+# (seconds, instead of the command's own), GPU_CHECKS_SHAPE (command 2's attention shape).
 set -uo pipefail # no -e: a failed run is a row of the summary, not the end of the script
 
 # the lease (device time in all, a machine's start included) and the commands' timeouts
@@ -40,7 +40,7 @@ export PATH="$PATH:/usr/local/cuda/bin"
 KIT_DIR=${GPU_KIT:-out/gpukit}
 WORK=${GPU_CHECKS_WORK:-out/gpu-lease}
 CAP=${GPU_CHECKS_CAP:-600}
-SHAPE="1024 8 12 64" # T B NH HS: the attention of one GPT-Small layer at B = 8
+SHAPE=${GPU_CHECKS_SHAPE:-1024 8 12 64} # T B NH HS: the attention of one GPT-Small layer at B = 8
 # compute-sanitizer: a tool on the attention check of an encoding, each tool on at least one
 SANITIZE="memcheck:alibi racecheck:t5 synccheck:cable racecheck:fire memcheck:kerple_power racecheck:cope"
 SANITIZE_DAPE=kerple_dape1x3 # DAPE's kernels: its test_gpt2cu reference under memcheck and racecheck

@@ -11,12 +11,14 @@
 #     CUDA trainer in the CPU emulation on a tiny model): the tables read the programs' outputs, a
 #     crash, a hang and a failed check are each a FAIL and the runs after them go on
 #  5. the deadline: with every run hanging, command 1 stops by its deadline, the units it did not
-#     reach are "not run" and in left1.txt, and command 2 retries them on the same machine
+#     reach are "not run" and in left1.txt, and command 2 retries them on the same machine; its
+#     timing rows read the emulated attention benchmarks' `time` mode (kerple's, CoPE's)
 #
 # What the full kit adds (make gpu-kit, not run by make test: 17 minutes of CPU): the real
 # programs in bf16 and fp32 for every stem, built without MPI, NCCL and OpenBLAS for x86-64-v3,
 # and llm.c's trainer, in at most 40 MB.
-#   usage: gpu_lease.sh BUILD_DIR STEM    (the emulated trainer and CPU test of STEM are built;
+#   usage: gpu_lease.sh BUILD_DIR STEM    (the emulated trainer and CPU test of STEM, and the
+#                                          emulated attention of kerple and cope are built;
 #                                          KIT_STEMS, KIT_PES, KIT_BENCH: the Makefile's lists)
 set -uo pipefail
 build=$1
@@ -24,7 +26,7 @@ stem=$2
 D=$build/gpu_lease
 rm -rf "$D"
 mkdir -p "$D"
-unset KIT_LLMC GPU_STUB GPU_STUB_CRASH GPU_STUB_HANG GPU_STUB_FAIL GPU_CHECKS_CAP DEADLINE OUT
+unset KIT_LLMC GPU_STUB GPU_STUB_CRASH GPU_STUB_HANG GPU_STUB_FAIL GPU_CHECKS_CAP GPU_CHECKS_SHAPE DEADLINE OUT
 failed=0
 section=0 # failures before the current section
 fail() { echo "gpu_lease: FAIL: $*"; failed=$((failed + 1)); }
@@ -104,9 +106,9 @@ echo "stub" > "$D/llmc/REVISION"
 touch "$D/llmc/Makefile" "$D/llmc/train_gpt2.cu"
 files=()
 for s in learned cable; do files+=("$D/stub=test_gpt2_$s" "$D/stub=test_gpt2cu_$s" "$D/stub=test_gpt2cu_${s}_fp32"); done
-for pe in learned cable cope; do files+=("$D/stub=attention_$pe"); done
+files+=("$build/emulate/attention_kerple" "$build/emulate/attention_cope")
 files+=("$D/stub=train_gpt2cu_learned" "$D/stub=train_gpt2cu_cable" "$D/stub=mma_check" "$D/stub=llmc_train_gpt2cu")
-KIT_STEMS="learned cable" KIT_PES="learned cable cope" KIT_BENCH=learned KIT_LLMC=$D/llmc bash dev/gpu_kit.sh stage "$D/stage_gpu" "${files[@]}" > /dev/null &&
+KIT_STEMS="learned cable" KIT_PES="kerple cope" KIT_BENCH=learned KIT_LLMC=$D/llmc bash dev/gpu_kit.sh stage "$D/stage_gpu" "${files[@]}" > /dev/null &&
     KIT_XZ=-0 bash dev/gpu_kit.sh pack "$D/stage_gpu" "$D/kit_gpu" > /dev/null || fail "the pretended GPU's kit"
 export GPU_KIT=$D/kit_gpu GPU_CHECKS_WORK=$D/work_gpu GPU_STUB=device GPU_STUB_TRAINER=$PWD/$build/emulate/train_gpt2cu_${stem}_fp32 \
        GPU_STUB_MODEL=$PWD/$D/tiny_model.bin GPU_STUB_DATA=$PWD/$D
@@ -134,10 +136,14 @@ grep -q $'^mma_check\t.*\tFAIL (timeout after' "$R" || fail "deadline: mma_check
 grep -q $'\tnot run (deadline)$' "$R" || fail "deadline: no run marked not run (deadline)"
 grep -qx "bench learned 32" "$D/out_late/left1.txt" && grep -qx "eval" "$D/out_late/left1.txt" ||
     fail "deadline: left1.txt lacks the units not reached: $(tr '\n' ';' < "$D/out_late/left1.txt")"
-DEADLINE=60 bash dev/gpu_checks.sh 2 "$D/out_retry" > "$D/run_retry.log" 2>&1
-grep -q "retrying what command 1 left" "$D/out_retry/summary2.md" && grep -qE '^\| learned \| 32 \| .* \| ok \|$' "$D/out_retry/summary2.md" &&
+DEADLINE=60 GPU_CHECKS_SHAPE="64 1 2 32" bash dev/gpu_checks.sh 2 "$D/out_retry" > "$D/run_retry.log" 2>&1
+S=$D/out_retry/summary2.md
+grep -q "retrying what command 1 left" "$S" && grep -qE '^\| learned \| 32 \| .* \| ok \|$' "$S" &&
     pass "deadline: command 2 retried the $(wc -l < "$D/out_late/left1.txt") units command 1 left" ||
-    fail "deadline: command 2 did not retry what command 1 left ($D/out_retry/summary2.md)"
+    fail "deadline: command 2 did not retry what command 1 left ($S)"
+grep -qx '| ours: kerple | 0.000 | 0.00 | 0.000 | 0.00 | timed |' "$S" && grep -qx '| ours: cope | 0.000 | - | 0.000 | - | timed |' "$S" &&
+    pass "command 2: the timing rows of the emulated kernels' time mode (no clock: 0 ms)" ||
+    fail "command 2: no timing rows of kerple's and cope's emulated kernels in $S"
 
 [ $failed = 0 ] && echo "gpu_lease: the dry run passed" || echo "gpu_lease: $failed checks FAILED (logs: $D)"
 [ $failed = 0 ]
