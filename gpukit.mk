@@ -42,7 +42,7 @@ gpu-kit-bins: $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu)
 gpu-kit: gpu-kit-bins
 	bash dev/gpu_kit.sh pack $(KIT_BUILD)/stage $(GPU_KIT)
 
-# CI (no GPU): the dry run of a lease (tests/gpu_lease.sh, about a minute): the commands' plan;
+# CI (no GPU): the dry run of a lease (tests/gpu_lease.sh, about 50 s of CPU): the commands' plan;
 # a kit of make test's fp32 GPU-vs-CPU tests and stand-ins for the other programs, packed and
 # checked (libraries); both commands from it without a device (every run SKIPPED or not run);
 # command 1 with a pretended GPU (a crash, a hang, a failed check; the emulated trainer on a

@@ -3,11 +3,11 @@
 # a GPU machine, built on this one, stripped and packed, so that a short lease builds nothing.
 #
 #   dev/gpu_kit.sh stage DIR FILE...   strips FILE... into DIR/bin (a fresh DIR; FILE=NAME: under
-#                                      that name), writes
-#                                      DIR/manifest (KIT_STEMS, KIT_PES, KIT_BENCH from the
-#                                      environment: the Makefile's lists) and checks libraries;
-#                                      KIT_LLMC: a folder made by `llmc` below, whose sources go
-#                                      to DIR/llmc (a rebuild on the GPU machine starts there)
+#                                      that name), writes DIR/manifest (KIT_STEMS, KIT_PES,
+#                                      KIT_BENCH from the environment: the Makefile's lists) and
+#                                      checks the libraries; KIT_LLMC: a folder made by `llmc`
+#                                      below, whose sources go to DIR/llmc (a rebuild on the GPU
+#                                      machine starts there)
 #   dev/gpu_kit.sh libs FILE...        the library check alone: every FILE needs only the
 #                                      libraries a GPU machine with the CUDA toolkit and gcc has
 #   dev/gpu_kit.sh pack DIR KIT        DIR (staged) into KIT/kit.tar.xz, at most KIT_MB (40) MB
