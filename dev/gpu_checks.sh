@@ -142,6 +142,7 @@ run() {
     [ "$detail" != ", failed checks: 0" ] || detail=": $(grep . "$log" | tail -n 1 | tr -d '|' | cut -c1-100)"
     if [ $rc = 124 ] || { [ $rc = 137 ] && [ $took -ge $t ]; }; then r="FAIL (timeout after $t s)"
     elif grep -qE "no CUDA device|no CUDA-capable device" "$log"; then r="SKIPPED (no CUDA device)"
+    elif [ "${DEVICE:-0}" = 0 ] && grep -q "CUDA driver version is insufficient" "$log"; then r="SKIPPED (no CUDA device: no driver)" # llm.c's words
     elif grep -qE '^[a-z_]+: skipped \(' "$log"; then r="SKIPPED ($(grep -m1 -oE 'skipped \(.*' "$log" | cut -c10- | tr -d ')'))"
     elif [ $rc -gt 128 ]; then sig=$(kill -l $((rc - 128)) 2>/dev/null); r="FAIL (signal ${sig:-$((rc - 128))})"
     elif [ $rc != 0 ]; then r="FAIL (exit $rc$detail)"
