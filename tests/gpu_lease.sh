@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dry run of a GPU lease (make test-gpu-lease), on a machine without a GPU, in about a minute:
+# The dry run of a GPU lease (make test-gpu-lease), on a machine without a GPU (about 50 s of CPU):
 #
 #  1. the plan: the two commands fit the run tool's 2000 characters and their timeouts the lease
 #  2. the kit's packing: a kit of make test's own GPU-vs-CPU tests (test_gpt2cu_<stem>_fp32, built
@@ -96,7 +96,7 @@ outputs "$D/out2" 2
 python3 - "$D" <<'PY' || exit 1
 import random, struct, sys
 random.seed(1)
-for split, n in (("train", 20000), ("val", 2000)):  # llmc's shard format, tokens below the tiny model's 250
+for split, n in (("train", 20000), ("val", 2000)):  # the shards' format (DESIGN.md), tokens below the tiny model's 250
     with open("%s/tiny_%s_000000.bin" % (sys.argv[1], split), "wb") as f:
         f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
         f.write(struct.pack("<%dH" % n, *(random.randrange(250) for _ in range(n))))
