@@ -14,7 +14,8 @@
 #
 # Per-encoding binaries are built under build/ (build/train_gpt2_<pe>, with DAPE
 # build/train_gpt2_<pe>_dape<variant>[_d<D>][_edge0]); the top-level binaries are copies
-# of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
+# of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1,
+# MARCH (the CPU code's -march, default native).
 
 # the default is CABLE, the method at the centre of this project; PE=learned is llm.c's model
 PE ?= cable
@@ -34,7 +35,8 @@ pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
 include dape.mk
 
 CC := gcc
-CFLAGS := -O3 -march=native -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -fopenmp
+MARCH ?= native
+CFLAGS := -O3 -march=$(MARCH) -std=gnu11 -Wall -Wextra -Wno-unused-function -Wno-unused-parameter -fopenmp
 LDLIBS := -lm
 ifeq ($(NO_OPENMP),1)
   CFLAGS := $(filter-out -fopenmp,$(CFLAGS)) -Wno-unknown-pragmas -Idev/no_openmp
@@ -179,8 +181,8 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # builds of the longest lists come first, TEST_JOBS at a time (CI's 2 cores), then every
 # test, one after another.
 TEST_JOBS ?= 2
-TESTS := test-registry test-cpu test-checkpoints test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
-         test-cuda-resources test-cuda-emulate test-dape
+TESTS := test-registry test-cpu test-checkpoints test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags \
+         test-cuda-run test-cuda-resources test-cuda-emulate test-dape test-gpu-lease
 test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 	$(MAKE) $(TESTS)
@@ -189,4 +191,5 @@ clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
 
 include cuda.mk
+include gpukit.mk
 -include data/data.mk

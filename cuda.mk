@@ -133,10 +133,9 @@ EMU_ASAN_CXX := g++ -std=c++20 -fopenmp -fno-strict-aliasing -x c++ -w -O1 -fno-
                 -fno-sanitize-recover=undefined -I$(EMU_SRC)/dev/cuda/emulate
 EMU_INPUTS := train_gpt2.cu test_gpt2.cu $(CU_HEADERS) $(wildcard dev/cuda/*.cu dev/cuda/emulate/*.h dev/cuda/emulate/*.cu dev/cuda/emulate/*.py)
 emu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16)
-# tensor-core instructions, with mutants planted in the kernels (and one in the emulation):
-# a mutant's test must fail (a missing barrier or wait with the emulation's report);
-# kerple's PERow holds no pointer. The same encoding's attention check runs under
-# AddressSanitizer.
+# the encoding whose attention check runs again under AddressSanitizer (kerple's PERow holds
+# no pointer) and whose emulated attention_bias meets a machine without a usable GPU; the
+# mutants planted in the kernels (dev/cuda/emulate/mutate.py) name their own encodings
 EMU_MUTANT_PE := kerple
 # the programs whose handling of a machine without a usable GPU is checked (the emulated
 # test_gpt2cu is the one make test-dape builds)
@@ -209,7 +208,7 @@ test-cuda-emulate: test-cuda-emulate-builds
 	@$(EMU)/enums_real > $(EMU)/enums_real.txt && $(EMU)/enums_emulated | diff $(EMU)/enums_real.txt - && echo "$$(wc -l < $(EMU)/enums_real.txt) values equal"
 	@echo "=== planted defects: the emulation's reports ==="
 	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
-	@bash dev/cuda/emulate/mutants.sh $(EMU) $(EMU_MUTANT_PE) "$(EMU_COMPILE)"
+	@bash dev/cuda/emulate/mutants.sh $(EMU) "$(EMU_COMPILE)"
 	@echo "=== cope, txl: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
 	$(MAKE) emulate-tiny PE=cope
 	$(MAKE) emulate-tiny PE=txl

@@ -7,6 +7,8 @@ attention_bias kernels, so it has this file of its own.
   make -C dev/cuda attention_cope        (attention_cope_fp32: the fp32 build)
   ./dev/cuda/attention_cope VERSION [T B NH HS]     (default 1024 2 12 64)
   ./dev/cuda/attention_cope check                    (every shape below, no timing)
+  ./dev/cuda/attention_cope time [T B NH HS]         (the trainer's kernels timed, with its dz
+                                                      scratch and no CPU reference)
   ./dev/cuda/attention_cope launches                 (bf16: the kernels' launch sizes, for
                                                       dev/cuda/resources.py)
 
@@ -40,6 +42,37 @@ static void print_cope_launches() {
 }
 #endif
 
+// `time`: the kernels' milliseconds at one shape on random inputs, with the trainer's dz
+// scratch (cope_dz_rows) and no reference
+static void time_case(AttnShape s) {
+    int P = s.T / 4 + 1, C = s.NH * s.hs, dz_rows = cope_dz_rows(s.B, s.T, s.NH, P);
+    size_t N = (size_t)s.B * s.T;
+    printf("CoPE attention kernels (%s), timed only: B=%d T=%d NH=%d hs=%d P=%d, dz scratch of %d rows\n", PRECISION_NAME, s.B, s.T, s.NH, s.hs, P, dz_rows);
+    cuda_context_init();
+    uint64_t rng = random_seed(7);
+    floatX* qkv = (floatX*)cuda_malloc(N * 3 * C * sizeof(floatX), "qkv");
+    floatX* dout = (floatX*)cuda_malloc(N * C * sizeof(floatX), "dout");
+    floatX* E = (floatX*)cuda_malloc((size_t)P * s.hs * sizeof(floatX), "E");
+    floatX* out = (floatX*)cuda_malloc(N * C * sizeof(floatX), "out");
+    floatX* dqkv = (floatX*)cuda_malloc(N * 3 * C * sizeof(floatX), "dqkv");
+    float* lse = (float*)cuda_malloc(N * s.NH * sizeof(float), "lse");
+    float* dE = (float*)cuda_malloc((size_t)P * s.hs * sizeof(float), "dE");
+    float* dkv = (float*)cuda_malloc(N * 2 * C * sizeof(float), "dkv");
+    float* dz = (float*)cuda_malloc((size_t)dz_rows * P * sizeof(float), "dz");
+    free(upload_random(qkv, N * 3 * C, 1.0f, &rng));
+    free(upload_random(dout, N * C, 1.0f, &rng));
+    free(upload_random(E, (size_t)P * s.hs, 0.5f, &rng));
+    cudaCheck(cudaMemset(dE, 0, (size_t)P * s.hs * sizeof(float)));
+    CopeLayer cl = {E, dE, dkv, dz, P, dz_rows};
+    float ms_f = time_ms([&]() { cope_attention_forward(out, lse, qkv, cl, s.B, s.T, s.NH, s.hs, ctx.stream); }, 10);
+    float ms_b = time_ms([&]() {
+        cope_attention_backward(dqkv, dout, qkv, out, lse, cl, s.B, s.T, s.NH, s.hs, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+    }, 10);
+    printf("  forward  %8.3f ms\n  backward %8.3f ms\n", ms_f, ms_b);
+    cuda_free(&qkv); cuda_free(&dout); cuda_free(&E); cuda_free(&out); cuda_free(&dqkv);
+    cuda_free(&lse); cuda_free(&dE); cuda_free(&dkv); cuda_free(&dz);
+}
+
 int main(int argc, char** argv) {
 #if !defined(ENABLE_FP32)
     if (argc > 1 && strcmp(argv[1], "launches") == 0) {
@@ -61,7 +94,8 @@ int main(int argc, char** argv) {
         AttnShape s = {1, 300, 1, 64};
         fails += cope_case_check(s, 8, version_dz_rows(2, s), TOL_OUT, TOL_PE, 0);
     } else {
-        int version = argc > 1 ? atoi(argv[1]) : 1;
+        int time_only = argc > 1 && strcmp(argv[1], "time") == 0;
+        int version = time_only ? 1 : argc > 1 ? atoi(argv[1]) : 1;
         if (version != 1 && version != 2) { fatal("unknown version %d (1: one backward launch, 2: one launch per block)", version); }
         AttnShape s = {2, 1024, 12, 64};
         if (argc > 2) { s.T = atoi(argv[2]); }
@@ -70,6 +104,11 @@ int main(int argc, char** argv) {
         if (argc > 5) { s.hs = atoi(argv[5]); }
         if (s.T < 4 || s.B < 1 || s.NH < 1 || !attention_head_size_supported(s.hs)) {
             fatal("bad shape T=%d B=%d NH=%d hs=%d (T >= 4; head sizes 32, 64, 128)", s.T, s.B, s.NH, s.hs);
+        }
+        if (time_only) {
+            time_case(s);
+            printf("timed only, not checked\n");
+            return 0;
         }
 #if defined(CUDA_EMULATION)
         int timed = 0; // the emulation has no clock

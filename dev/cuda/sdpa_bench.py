@@ -1,31 +1,48 @@
-"""PyTorch's scaled_dot_product_attention, flash backend, causal, bf16, at one shape: milliseconds
-and TFLOP/s of the forward and of the backward pass, counted as dev/cuda/attention_bias counts
-them (forward 4 x pairs x hs, backward 10 x pairs x hs, pairs = B NH T (T + 1) / 2), so that
-dev/gpu_checks.sh can put the two side by side. Prints one line per pass:
-    sdpa-flash forward  <ms> ms  <TFLOP/s> TFLOP/s
-    sdpa-flash backward <ms> ms  <TFLOP/s> TFLOP/s
-or a line saying why it cannot run (no torch, no GPU), and exits 0 then.
+"""PyTorch's attention at one shape, causal, bf16: the milliseconds and TFLOP/s of the forward
+and of the backward pass, counted as dev/cuda/attention_bias counts them (forward 4 x pairs x
+hs, backward 10 x pairs x hs, pairs = B NH T (T + 1) / 2), so that dev/gpu_checks.sh can put
+them beside the project's kernels:
 
-    python3 dev/cuda/sdpa_bench.py T B NH HS
+    python3 dev/cuda/sdpa_bench.py T B NH HS [CASE...]
+
+CASE (default: all): flash (scaled_dot_product_attention's flash backend, no bias), or
+FlexAttention (torch.compile'd, a causal block mask) with an encoding's bias as its score_mod:
+nobias, alibi (the slopes of Press et al. for a power of two), kerple (-r1 log(1 + r2 (i - j))),
+t5 (32 causal buckets, 16 exact, up to 128: a table per head), cable (w_i (S_i - S_j), S a
+per-token cumulative sum). Prints one line per case and pass,
+    <case> forward  <ms> ms  <TFLOP/s> TFLOP/s  first call <s> s
+    <case> backward <ms> ms  <TFLOP/s> TFLOP/s
+as each case ends, '<case> FAILED: <why>' for a case that does not run, or one line
+'sdpa_bench: skipped (<why>)' without torch or a CUDA device (exit 0 then).
 """
+import math
 import sys
+import time
+
+CASES = ["flash", "nobias", "alibi", "kerple", "t5", "cable"]
+
 
 def main():
     T, B, NH, HS = (int(x) for x in sys.argv[1:5])
+    names = sys.argv[5:] or CASES
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        sys.exit("sdpa_bench.py: unknown case %s (cases: %s)" % (", ".join(unknown), " ".join(CASES)))
     try:
         import torch
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError as e:
-        print('sdpa-flash: not measured (%s)' % e)
+        print("sdpa_bench: skipped (%s)" % e)
         return
     if not torch.cuda.is_available():
-        print('sdpa-flash: not measured (no CUDA device for torch)')
+        print("sdpa_bench: skipped (no CUDA device for torch)")
         return
     torch.manual_seed(0)
+    dev, dt = "cuda", torch.bfloat16
     shape = (B, NH, T, HS)
-    q, k, v = (torch.randn(shape, device='cuda', dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    dout = torch.randn(shape, device='cuda', dtype=torch.bfloat16)
+    q, k, v = (torch.randn(shape, device=dev, dtype=dt, requires_grad=True) for _ in range(3))
+    dout = torch.randn(shape, device=dev, dtype=dt)
     pairs = B * NH * T * (T + 1) / 2.0
 
     def timed(fn, reps=10):
@@ -38,15 +55,60 @@ def main():
         torch.cuda.synchronize()
         return start.elapsed_time(stop) / reps
 
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    def report(name, fwd):
+        t0 = time.time()
+        out = fwd()  # the first call compiles FlexAttention's kernels
+        torch.autograd.grad(out, (q, k, v), dout)
+        torch.cuda.synchronize()
+        first = time.time() - t0
         with torch.no_grad():
-            ms_f = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            ms_f = timed(fwd)
+        out = fwd()
         ms_b = timed(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
-    print('sdpa-flash forward  %8.3f ms  %6.2f TFLOP/s' % (ms_f, 4.0 * pairs * HS / (ms_f * 1e-3) / 1e12))
-    print('sdpa-flash backward %8.3f ms  %6.2f TFLOP/s' % (ms_b, 10.0 * pairs * HS / (ms_b * 1e-3) / 1e12))
+        print("%-12s forward  %8.3f ms  %6.2f TFLOP/s  first call %.1f s" % (name, ms_f, 4.0 * pairs * HS / (ms_f * 1e-3) / 1e12, first))
+        print("%-12s backward %8.3f ms  %6.2f TFLOP/s" % (name, ms_b, 10.0 * pairs * HS / (ms_b * 1e-3) / 1e12))
+        sys.stdout.flush()
 
-if __name__ == '__main__':
-    if len(sys.argv) != 5:
-        sys.exit('usage: sdpa_bench.py T B NH HS')
+    # the biases' parameters: unit-scale values as a trained model has them
+    h = torch.arange(NH, device=dev, dtype=torch.float32)
+    slopes = 2.0 ** (-8.0 * (h + 1) / NH)
+    r1, r2 = 0.05 + 0.5 * torch.rand(NH, device=dev), 0.05 + 0.5 * torch.rand(NH, device=dev)
+    table = torch.randn(NH, 32, device=dev)
+    S = -F.softplus(torch.randn(B, NH, T, device=dev)).cumsum(-1)
+    w = 0.5 + torch.rand(B, NH, T, device=dev)
+
+    def t5_bucket(n):  # n = i - j >= 0: 16 exact buckets, then logarithmic up to 128
+        large = 16 + (torch.log(n.float().clamp(min=1) / 16) / math.log(128 / 16) * 16).to(torch.int64)
+        return torch.where(n < 16, n, large.clamp(max=31))
+
+    mods = {
+        "nobias": lambda s, b, hh, i, j: s,
+        "alibi": lambda s, b, hh, i, j: s - slopes[hh] * (i - j),
+        "kerple": lambda s, b, hh, i, j: s - r1[hh] * torch.log1p(r2[hh] * (i - j)),
+        "t5": lambda s, b, hh, i, j: s + table[hh, t5_bucket(i - j)],
+        "cable": lambda s, b, hh, i, j: s + w[b, hh, i] * (S[b, hh, i] - S[b, hh, j]),
+    }
+    flex = block_mask = None
+    for name in names:
+        try:
+            if name == "flash":
+                def fwd():
+                    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                report("sdpa-flash", fwd)
+                continue
+            if flex is None:
+                from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+                block_mask = create_block_mask(lambda b, hh, i, j: i >= j, None, None, T, T, device=dev)
+                flex = torch.compile(flex_attention, dynamic=False)
+            mod = mods[name]
+            report("flex-" + name, lambda: flex(q, k, v, score_mod=mod, block_mask=block_mask))
+        except Exception as e:  # one line, then the next case
+            print("%-12s FAILED: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 5:
+        sys.exit("usage: sdpa_bench.py T B NH HS [CASE...]")
     main()

@@ -212,7 +212,10 @@ EMU_NOCHECK static void emu_api_note(const char* api, const char* fmt, ...) {
 #define EMU_REGION (256ull << 30)
 #define EMU_GUARD (16 * EMU_PAGE)
 enum { EMU_DEVICE = 1, EMU_PINNED = 2 };
-struct EmuAlloc { uintptr_t base; size_t bytes, span; int kind, live, guarded; };
+// race: per 2 bytes of the allocation, the last write and the last read of the running launch
+// (emu_kernel.h: emu_global_race), made at a kernel's first access; race_launch: per page, the
+// launch whose accesses race holds (older: none)
+struct EmuAlloc { uintptr_t base; size_t bytes, span; int kind, live, guarded; uint32_t* race; uint32_t* race_launch; };
 static EmuVec<EmuAlloc> emu_allocs;
 static uintptr_t emu_region, emu_region_top;
 static uint32_t* emu_page_owner;      // per page of the region: index + 1 of its allocation, 0 none
@@ -304,10 +307,12 @@ EMU_NOCHECK static bool emu_inside(const void* p, size_t n, int kinds) {
 // outside the device region entirely: ordinary (pageable) host memory
 EMU_NOCHECK static bool emu_pageable(const void* p) { return emu_region == 0 || (uintptr_t)p - emu_region >= EMU_REGION; }
 
-// a kernel's global access: inside a live allocation, device memory or pinned host memory
-EMU_NOCHECK static void emu_check_global(uintptr_t a, size_t n, bool write) {
+EMU_NOCHECK static void emu_global_race(EmuAlloc& al, uintptr_t a, size_t n, bool write, bool atomic);
+// a kernel's global access: inside a live allocation, device memory or pinned host memory, and
+// no race with another block or warp of the launch (emu_global_race)
+EMU_NOCHECK static void emu_check_global(uintptr_t a, size_t n, bool write, bool atomic = false) {
     int i = emu_alloc_index(a);
-    if (i >= 0 && emu_allocs[i].live && a + n <= emu_allocs[i].base + emu_allocs[i].bytes) { return; }
+    if (i >= 0 && emu_allocs[i].live && a + n <= emu_allocs[i].base + emu_allocs[i].bytes) { emu_global_race(emu_allocs[i], a, n, write, atomic); return; }
     emu_k.active = 0;
     char where[256];
     emu_describe(a, n, where, sizeof(where));
@@ -559,6 +564,7 @@ EMU_NOCHECK static cudaError_t emu_free(void* p, int kind, const char* api) {
     EmuAlloc& a = emu_allocs[i];
     mprotect((void*)a.base, a.span, PROT_NONE);
     a.live = 0;
+    if (a.race != nullptr) { munmap(a.race, a.span * 4); free(a.race_launch); a.race = a.race_launch = nullptr; }
     if (kind == EMU_DEVICE) { emu_device_bytes -= a.bytes; }
     return cudaSuccess;
 }

@@ -7,6 +7,8 @@ naming the kernel (or the API call), the block, the thread and the address.
 
   defects CASE      runs one case (it ends with the report and a nonzero exit)
   defects --list    the cases, each with the text its report must contain
+  defects --clean   the kernels with none of these defects (the same patterns with their
+                    barrier, __syncwarp() or atomics), which must run with no report
 
 Built with the trainer (train_gpt2.cu, bf16) for the cases that go through its cuBLASLt
 plans. The CASES table at the end lists them.
@@ -74,6 +76,45 @@ __global__ void defect_dynamic_overflow_kernel(float* out) {
     out[threadIdx.x] = 0.0f;
 }
 
+// lanes of one warp: two lanes write one word with no __syncwarp() (write-after-write)
+__global__ void defect_lane_waw_kernel(float* out) {
+    __shared__ float s[32];
+    s[threadIdx.x] = 0.0f;
+    __syncthreads();
+    if (threadIdx.x < 2) { s[0] = (float)threadIdx.x; }
+    __syncthreads();
+    out[threadIdx.x] = s[0];
+}
+// lane 1 reads what lane 0 wrote with no __syncwarp() (read-after-write)
+__global__ void defect_lane_raw_kernel(float* out) {
+    __shared__ float s[32];
+    s[threadIdx.x] = (float)threadIdx.x;
+    out[threadIdx.x] = s[threadIdx.x > 0 ? threadIdx.x - 1 : 0];
+}
+// lane 1 overwrites a word lane 0 read, with no __syncwarp() between (write-after-read)
+__global__ void defect_lane_war_kernel(float* out) {
+    __shared__ float s[32];
+    s[threadIdx.x] = (float)threadIdx.x;
+    __syncwarp();
+    out[threadIdx.x] = s[(threadIdx.x + 1) % 32];
+    s[threadIdx.x] = 0.0f;
+}
+// a shuffle orders no memory: lane 1 reads lane 0's write after a shuffle, with no __syncwarp()
+__global__ void defect_lane_shuffle_kernel(float* out) {
+    __shared__ float s[32];
+    s[threadIdx.x] = (float)threadIdx.x;
+    float v = __shfl_xor_sync(0xffffffffu, s[threadIdx.x], 1);
+    out[threadIdx.x] = v + s[threadIdx.x > 0 ? threadIdx.x - 1 : 0];
+}
+// lane 1 reads the data of lane 0's cp.async after lane 0's wait, with no __syncwarp()
+__global__ void defect_lane_cp_async_kernel(float* out, const float* in) {
+    __shared__ __align__(16) float s[128];
+    cp_async_16(&s[4 * threadIdx.x], &in[4 * threadIdx.x], 16);
+    cp_async_commit();
+    cp_async_wait<0>();
+    out[threadIdx.x] = s[4 * (threadIdx.x > 0 ? threadIdx.x - 1 : 0)];
+}
+
 // ----------------------------------------------------------------------------
 // warp collectives and barriers
 
@@ -105,15 +146,79 @@ __global__ void defect_partial_barrier_kernel(float* out) {
     __syncthreads();
     out[threadIdx.x] = 1.0f;
 }
+// __syncthreads() in divergent code: the block's warps wait at two different barriers
+__global__ void defect_divergent_barrier_kernel(float* out) {
+    if (threadIdx.x < 32) {
+        out[threadIdx.x] = 1.0f;
+        __syncthreads();
+    } else {
+        out[threadIdx.x] = 2.0f;
+        __syncthreads();
+    }
+}
 
 // ----------------------------------------------------------------------------
 // global memory
 
 __global__ void defect_write_kernel(float* p, int i) { if (threadIdx.x == 0) { p[i] = 1.0f; } }
 __global__ void defect_read_kernel(float* out, const float* p, int i) { if (threadIdx.x == 0) { out[0] = p[i]; } }
-// blocks each add their number to what the block before them left: correct only in order
-__global__ void defect_block_chain_kernel(int* x) {
-    if (threadIdx.x == 0) { x[blockIdx.x + 1] = x[blockIdx.x] * 3 + (int)blockIdx.x; }
+// each block takes the next place with an atomic and writes its number there: no race, and
+// the result is the order in which the blocks ran
+__global__ void block_order_kernel(int* counter, int* order) {
+    if (threadIdx.x == 0) { order[atomicAdd(counter, 1)] = (int)blockIdx.x; }
+}
+// every block writes the same word (write-after-write between blocks)
+__global__ void defect_global_blocks_waw_kernel(float* out) {
+    if (threadIdx.x == 0) { out[0] = (float)blockIdx.x; }
+}
+// each block shifts its neighbour's value into its own: a read of a word another block of
+// the launch writes (read-after-write in one order of the blocks, write-after-read in the other)
+__global__ void defect_global_blocks_shift_kernel(float* x) {
+    if (threadIdx.x == 0) { x[blockIdx.x] = x[blockIdx.x + 1]; }
+}
+// warp 1 reads what warp 0 wrote to global memory with no __syncthreads() between
+__global__ void defect_global_warps_raw_kernel(float* x) {
+    if (threadIdx.x < 32) { x[threadIdx.x] = 1.0f; }
+    else { x[threadIdx.x] = x[threadIdx.x - 32]; }
+}
+// warp 1 overwrites what warp 0 read, with no __syncthreads() between
+__global__ void defect_global_warps_war_kernel(float* x, float* out) {
+    if (threadIdx.x < 32) { out[threadIdx.x] = x[threadIdx.x + 32]; }
+    else { x[threadIdx.x] = 2.0f; }
+}
+
+// ----------------------------------------------------------------------------
+// the same patterns without their defect: these must run with no report
+
+// lanes exchange through shared memory with __syncwarp() between (a partial mask for two of
+// them), and read each other's cp.async data after their waits and a __syncwarp()
+__global__ void clean_lanes_kernel(float* out, const float* in) {
+    __shared__ __align__(16) float s[160];
+    s[threadIdx.x] = (float)threadIdx.x;
+    __syncwarp();
+    float v = s[(threadIdx.x + 31) % 32];
+    __syncwarp();
+    s[threadIdx.x] = v;
+    if (threadIdx.x < 2) {
+        if (threadIdx.x == 0) { s[32] = 1.0f; }
+        __syncwarp(0x3u);
+        v += s[32];
+    }
+    __syncwarp();
+    cp_async_16(&s[32 + 4 * threadIdx.x], &in[4 * threadIdx.x], 16);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncwarp();
+    out[threadIdx.x] = v + s[32 + (4 * threadIdx.x + 5) % 128];
+}
+// blocks add to one word with atomics and update their own words in place; warps exchange
+// through global memory with a barrier between
+__global__ void clean_global_kernel(float* sum, float* x, float* y) {
+    atomicAdd(sum, 1.0f);
+    float* mine = x + blockIdx.x * 64;
+    mine[threadIdx.x] += 1.0f;
+    __syncthreads();
+    y[blockIdx.x * 64 + threadIdx.x] = mine[63 - threadIdx.x];
 }
 
 // ----------------------------------------------------------------------------
@@ -139,6 +244,18 @@ static void case_shfl_absent() { defect_shfl_absent_kernel<<<1, 32>>>(dev_floats
 static void case_shfl_not_self() { defect_shfl_not_self_kernel<<<1, 32>>>(dev_floats(32)); cudaCheck(cudaDeviceSynchronize()); }
 static void case_shfl_source() { defect_shfl_source_kernel<<<1, 32>>>(dev_floats(32)); cudaCheck(cudaDeviceSynchronize()); }
 static void case_partial_barrier() { defect_partial_barrier_kernel<<<1, 64>>>(dev_floats(64)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_divergent_barrier() { defect_divergent_barrier_kernel<<<1, 64>>>(dev_floats(64)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_lane_waw() { defect_lane_waw_kernel<<<1, 32>>>(dev_floats(32)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_lane_raw() { defect_lane_raw_kernel<<<1, 32>>>(dev_floats(32)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_lane_war() { defect_lane_war_kernel<<<1, 32>>>(dev_floats(32)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_lane_shuffle() { defect_lane_shuffle_kernel<<<1, 32>>>(dev_floats(32)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_lane_cp_async() { defect_lane_cp_async_kernel<<<1, 32>>>(dev_floats(32), dev_floats(128)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_global_blocks_waw() { defect_global_blocks_waw_kernel<<<8, 32>>>(dev_floats(1)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_global_blocks_shift() { defect_global_blocks_shift_kernel<<<64, 32>>>(dev_floats(65)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_global_warps_raw() { defect_global_warps_raw_kernel<<<1, 64>>>(dev_floats(64)); cudaCheck(cudaDeviceSynchronize()); }
+static void case_global_warps_war() { defect_global_warps_war_kernel<<<1, 64>>>(dev_floats(64), dev_floats(32)); cudaCheck(cudaDeviceSynchronize()); }
+static void clean_lanes() { clean_lanes_kernel<<<1, 32>>>(dev_floats(32), dev_floats(128)); cudaCheck(cudaDeviceSynchronize()); }
+static void clean_global() { clean_global_kernel<<<16, 64>>>(dev_floats(1), dev_floats(16 * 64), dev_floats(16 * 64)); cudaCheck(cudaDeviceSynchronize()); }
 static void case_global_past_end() { defect_write_kernel<<<1, 32>>>(dev_floats(100), 100); cudaCheck(cudaDeviceSynchronize()); }
 static void case_global_before_start() { defect_read_kernel<<<1, 32>>>(dev_floats(1), dev_floats(100), -1); cudaCheck(cudaDeviceSynchronize()); }
 static void case_use_after_free() {
@@ -211,15 +328,15 @@ static void case_host_deref() {
     printf("%f\n", d[3]);
 }
 
-// the order of blocks: prints the chain's last value (forward order is the one it expects)
+// the order of blocks: prints the first blocks to run
 static void case_block_order() {
     int* x;
     cudaCheck(cudaMalloc((void**)&x, 65 * sizeof(int)));
     cudaCheck(cudaMemset(x, 0, 65 * sizeof(int)));
-    defect_block_chain_kernel<<<64, 32>>>(x);
+    block_order_kernel<<<64, 32>>>(x, x + 1);
     int h[65];
     cudaCheck(cudaMemcpy(h, x, sizeof(h), cudaMemcpyDeviceToHost));
-    printf("block chain: %d\n", h[64]);
+    printf("blocks ran in the order %d %d %d %d ...\n", h[1], h[2], h[3], h[4]);
     exit(0);
 }
 
@@ -329,6 +446,16 @@ static const DefectCase CASES[] = {
     {"shfl_not_self", case_shfl_not_self, "__shfl_xor_sync with the mask 0x0000ffff, which does not name the calling lane 16 (kernel defect_shfl_not_self_kernel, block (0, 0, 0), thread (16, 0, 0))"},
     {"shfl_source", case_shfl_source, "__shfl_xor_sync reads lane 16, which is not in its mask 0x0000ffff (kernel defect_shfl_source_kernel, block (0, 0, 0), thread (0, 0, 0))"},
     {"partial_barrier", case_partial_barrier, "__syncthreads() reached by 48 of the block's 64 threads: thread 48 has exited (kernel defect_partial_barrier_kernel, block (0, 0, 0), thread (0, 0, 0))"},
+    {"divergent_barrier", case_divergent_barrier, "__syncthreads() in divergent code: thread 0 waits at */defects.cu:*, thread 32 at */defects.cu:* (kernel defect_divergent_barrier_kernel, block (0, 0, 0), thread (0, 0, 0))"},
+    {"lane_waw", case_lane_waw, "shared-memory race between lanes of warp 0: write at shared address 0x0, which thread 0 (lane 0) wrote with no __syncwarp() between (write-after-write) (kernel defect_lane_waw_kernel, block (0, 0, 0), thread (1, 0, 0))"},
+    {"lane_raw", case_lane_raw, "shared-memory race between lanes of warp 0: read at shared address 0x0, which thread 0 (lane 0) wrote with no __syncwarp() between (read-after-write) (kernel defect_lane_raw_kernel, block (0, 0, 0), thread (1, 0, 0))"},
+    {"lane_war", case_lane_war, "shared-memory race between lanes of warp 0: write at shared address 0x4, which thread 0 (lane 0) read with no __syncwarp() between (write-after-read) (kernel defect_lane_war_kernel, block (0, 0, 0), thread (1, 0, 0))"},
+    {"lane_shuffle", case_lane_shuffle, "shared-memory race between lanes of warp 0: read at shared address 0x0, which thread 0 (lane 0) wrote with no __syncwarp() between (read-after-write) (kernel defect_lane_shuffle_kernel, block (0, 0, 0), thread (1, 0, 0))"},
+    {"lane_cp_async", case_lane_cp_async, "shared-memory race between lanes of warp 0: read at shared address 0x0, which thread 0 (lane 0) wrote with no __syncwarp() between (read-after-write) (kernel defect_lane_cp_async_kernel, block (0, 0, 0), thread (1, 0, 0))"},
+    {"global_blocks_waw", case_global_blocks_waw, "global-memory race: write at 0x*, which another block of this launch wrote (write-after-write; blocks run in any order) (kernel defect_global_blocks_waw_kernel, block (*, 0, 0), thread (0, 0, 0))"},
+    {"global_blocks_shift", case_global_blocks_shift, "global-memory race: * at 0x*, which another block of this launch * (*; blocks run in any order) (kernel defect_global_blocks_shift_kernel, block (*, 0, 0), thread (0, 0, 0))"},
+    {"global_warps_raw", case_global_warps_raw, "global-memory race: read at 0x*, which warp 0 of this block wrote with no __syncthreads() between (read-after-write) (kernel defect_global_warps_raw_kernel, block (0, 0, 0), thread (32, 0, 0))"},
+    {"global_warps_war", case_global_warps_war, "global-memory race: write at 0x*, which another warp of this block read with no __syncthreads() between (write-after-read) (kernel defect_global_warps_war_kernel, block (0, 0, 0), thread (32, 0, 0))"},
     {"global_past_end", case_global_past_end, "invalid global write of 4 bytes at 0x*: 4 bytes past the end of an allocation of 400 bytes at 0x* (kernel defect_write_kernel, block (0, 0, 0), thread (0, 0, 0))"},
     {"global_before_start", case_global_before_start, "invalid global read of 4 bytes at 0x*: 4 bytes before the start of the nearest allocation, 400 bytes at 0x* (kernel defect_read_kernel, block (0, 0, 0), thread (0, 0, 0))"},
     {"use_after_free", case_use_after_free, "invalid global write of 4 bytes at 0x*: inside an allocation of 400 bytes at 0x* that was freed (kernel defect_write_kernel, block (0, 0, 0), thread (0, 0, 0))"},
@@ -357,10 +484,23 @@ static const DefectCase CASES[] = {
     {"lt_trainer_aux_ld", case_lt_trainer_aux_ld, "emu: cublasLtMatmulAlgoGetHeuristic: no algorithm: AUX_LD below D's rows or not a multiple of 8*cuBLASLt has no algorithm for m=12 n=8 k=16"},
 };
 
+// the patterns of the cases above done right: the emulation must report nothing
+static const DefectCase CLEAN[] = {
+    {"clean_lanes", clean_lanes, ""},
+    {"clean_global", clean_global, ""},
+};
+
 int main(int argc, char** argv) {
     int n = (int)(sizeof(CASES) / sizeof(CASES[0]));
     if (argc == 2 && strcmp(argv[1], "--list") == 0) {
         for (int i = 0; i < n; i++) { printf("%s\t%s\n", CASES[i].name, CASES[i].expect); }
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--clean") == 0) {
+        for (const DefectCase& c : CLEAN) {
+            c.run();
+            printf("%s: no report\n", c.name);
+        }
         return 0;
     }
     if (argc == 2 && strcmp(argv[1], "block_order") == 0) { case_block_order(); }
@@ -372,6 +512,6 @@ int main(int argc, char** argv) {
             return 0;
         }
     }
-    fprintf(stderr, "usage: %s CASE | block_order | --list\n", argv[0]);
+    fprintf(stderr, "usage: %s CASE | block_order | --list | --clean\n", argv[0]);
     return 2;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The emulation's reports (make test-cuda-emulate):
 #  - every planted defect of defects.cu must end its run with a nonzero exit and its report
-#    (the expected text, * matching anything: kernel, block, thread and address)
+#    (the expected text, * matching anything: kernel, block, thread and address), and the
+#    same patterns done right (defects --clean) must run with none
 #  - the order of blocks shows: a kernel whose result depends on it gives another result in
 #    reverse order and in the default random order than in forward order
 #  - a machine without a usable GPU (EMU_DEVICES): the test programs skip (exit 0, their
@@ -25,6 +26,14 @@ while IFS=$'\t' read -r name expect; do
         fail "defect $name: NOT REPORTED (exit $rc, expected '$expect'): $out"
     fi
 done < <("$emu/defects" --list)
+
+out=$("$emu/defects" --clean 2>&1)
+rc=$?
+if [ $rc -eq 0 ] && ! grep -q "^emu:" <<< "$out"; then
+    echo "the same patterns done right: $(wc -l <<< "$out") kernels, no report"
+else
+    fail "clean kernels: exit $rc or a report: $out"
+fi
 
 forward=$(EMU_BLOCK_ORDER=forward "$emu/defects" block_order)
 reverse=$(EMU_BLOCK_ORDER=reverse "$emu/defects" block_order)

@@ -12,19 +12,26 @@ run in a seeded random order (cuda_runtime.h).
 Checks, each reported on one line naming the kernel, block, thread and address:
   - global memory (cuda_runtime.h): inside a live allocation, never host memory; the
     thread's own stack is its local memory, __constant__ memory is read-only
-  - shared memory, per byte: the last writer (thread, barrier interval), the last readers
-    of the interval, and whether a cp.async is in flight into it. A read of a byte another
-    warp wrote in the same barrier interval, a write of a byte another warp read or wrote
-    in it (racecheck's hazards in either order of the warps; the data of a cp.async counts
-    as written by its thread when it waits for it), a read or write of a cp.async
+  - shared memory, per byte: the last writer (thread, barrier interval, warp-sync time),
+    the last readers of the interval, and whether a cp.async is in flight into it. A read of
+    a byte another warp wrote in the same barrier interval, a write of a byte another warp
+    read or wrote in it (racecheck's hazards in either order of the warps; the data of a
+    cp.async counts as written by its thread when it waits for it); the same between two
+    lanes of one warp with no __syncwarp() both took part in between (shuffles, votes, mma
+    and ldmatrix order no memory: on a GPU they are no fences); a read or write of a cp.async
     destination before the wait that covers it, a read of bytes never written in this
     block (static and dynamic shared memory alike), and an access outside the block's
     shared memory
+  - global memory, per 2 bytes, within a launch: a read or write of what another block of
+    the launch wrote, a write of what another block read (seen in the order the blocks
+    run: the random order shows either), and the same between warps of one block in one
+    barrier interval; atomics race only with plain accesses
   - a shuffle or __syncwarp whose mask does not name the calling lane, names a lane that
     has exited, is not in the warp, waits at __syncthreads() or gives another mask, or
     reads a lane outside the mask; mma and ldmatrix need all 32 lanes
-  - __syncthreads() reached by only part of the block (others have exited), and lanes of a
-    warp that wait at different collectives forever
+  - __syncthreads() reached by only part of the block (others have exited), or at different
+    places in the code (divergent barriers), and lanes of a warp that wait at different
+    collectives forever
   - static shared memory above 48 KiB, or with the dynamic shared memory above the
     device's limit per block
 
@@ -83,6 +90,8 @@ struct EmuFiber {
 #endif
     int state;
     EmuLane* lane;               // while in F_WAIT_WARP
+    const char* bar_file;        // while in F_WAIT_BLOCK: where its __syncthreads() is
+    unsigned bar_line;
     EmuVec<EmuCopy> copies;      // cp.async not yet waited for
     int committed;               // cp.async groups committed so far
 };
@@ -103,7 +112,9 @@ static int emu_warp_base; // the first thread of the warp whose collective runs
 #define EMU_SMEM_CAP (228 * 1024)
 struct EmuShadow {
     uint32_t w_epoch, r_epoch;        // barrier intervals of the last write and the last reads
+    uint32_t w_sync, q_sync[2];       // the warp-sync time (emu_sync_time) of the last write, and of the reads of q_tid
     uint16_t w_tid, r_tid, r_tid2;    // the last writer; a reader of r_epoch, and one of another warp (r_multi)
+    uint16_t q_tid[2];                // the last two threads that read in r_epoch (lanes: their order by __syncwarp)
     uint16_t p_tid;                   // the thread whose cp.async is in flight into the byte
     uint8_t r_multi, pending;
 };
@@ -139,6 +150,25 @@ template<class T> EMU_NOCHECK static T* emu_shared(const void* key, size_t align
 EMU_NOCHECK static size_t emu_shared_addr(size_t off) {
     return off >= emu_static_lo ? off - emu_static_lo : off + emu_static_bytes;
 }
+// lanes of a warp: a __syncwarp() orders the accesses of the lanes of its mask before it with
+// theirs after it. Every __syncwarp() gets the next emu_sync_time; per warp, the time of the
+// last one with every lane (emu_sync_full), and per pair of lanes, of the last with both
+// (emu_sync_pair, for partial masks). An access at time t by lane a is ordered before the
+// lane b's at present if they met at a __syncwarp() later than t (or at a barrier: another
+// interval). Values from earlier blocks are older than any access of this one.
+static uint32_t emu_sync_time = 1;
+static uint32_t emu_sync_full[32];
+static uint32_t emu_sync_pair[32][32][32];
+EMU_NOCHECK static bool emu_lanes_ordered(int a, uint32_t t, int b) {
+    int w = a / 32;
+    return emu_sync_full[w] > t || emu_sync_pair[w][a % 32][b % 32] > t; // (std::max is instrumented: the kernel's access)
+}
+// a race between two threads of one warp in the interval: one line naming both
+[[noreturn]] EMU_NOCHECK static void emu_lane_race(int tid, const char* rw, size_t at, int other, const char* other_rw, const char* kind) {
+    emu_fail_thread(tid, "shared-memory race between lanes of warp %d: %s at shared address 0x%zx, which thread %d (lane %d) %s with no __syncwarp() "
+                    "between (%s)", tid / 32, rw, at, other, other % 32, other_rw, kind);
+}
+
 // an access of n bytes at offset `off` of the block's shared memory by thread tid
 EMU_NOCHECK static void emu_shared_access(size_t off, size_t n, bool write, int tid) {
     const char* rw = write ? "write" : "read";
@@ -156,6 +186,8 @@ EMU_NOCHECK static void emu_shared_access(size_t off, size_t n, bool write, int 
                             "before the cp.async.wait_group that covers it", rw, at, e.p_tid);
         }
         if (e.w_epoch < emu_epoch0) { unwritten++; }
+        // the last write by another lane of this warp, not ordered before this access
+        bool lane_w = e.w_epoch == emu_epoch && e.w_tid != tid && e.w_tid / 32 == warp && !emu_lanes_ordered(e.w_tid, e.w_sync, tid);
         if (write) {
             if (e.w_epoch == emu_epoch && e.w_tid / 32 != warp) {
                 emu_fail_thread(tid, "shared-memory race: write at shared address 0x%zx, which thread %d (warp %d) wrote with no __syncthreads() "
@@ -166,15 +198,30 @@ EMU_NOCHECK static void emu_shared_access(size_t off, size_t n, bool write, int 
                 emu_fail_thread(tid, "shared-memory race: write at shared address 0x%zx, which thread %d (warp %d) read with no __syncthreads() "
                                 "between (write-after-read)", at, other, other / 32);
             }
+            if (lane_w) { emu_lane_race(tid, "write", at, e.w_tid, "wrote", "write-after-write"); }
+            for (int q = 0; e.r_epoch == emu_epoch && q < 2; q++) {
+                int r = e.q_tid[q];
+                if (r != 0xffff && r != tid && r / 32 == warp && !emu_lanes_ordered(r, e.q_sync[q], tid)) {
+                    emu_lane_race(tid, "write", at, r, "read", "write-after-read");
+                }
+            }
             e.w_epoch = emu_epoch;
             e.w_tid = (uint16_t)tid;
+            e.w_sync = emu_sync_time;
         } else {
             if (e.w_epoch == emu_epoch && e.w_tid / 32 != warp) {
                 emu_fail_thread(tid, "shared-memory race: read at shared address 0x%zx, which thread %d (warp %d) wrote with no __syncthreads() "
                                 "between (read-after-write)", at, e.w_tid, e.w_tid / 32);
             }
-            if (e.r_epoch != emu_epoch) { e.r_epoch = emu_epoch; e.r_tid = (uint16_t)tid; e.r_multi = 0; }
-            else if (!e.r_multi && e.r_tid / 32 != warp) { e.r_multi = 1; e.r_tid2 = (uint16_t)tid; }
+            if (lane_w) { emu_lane_race(tid, "read", at, e.w_tid, "wrote", "read-after-write"); }
+            if (e.r_epoch != emu_epoch) {
+                e.r_epoch = emu_epoch; e.r_tid = (uint16_t)tid; e.r_multi = 0;
+                e.q_tid[0] = (uint16_t)tid; e.q_sync[0] = emu_sync_time; e.q_tid[1] = 0xffff;
+                continue;
+            }
+            if (!e.r_multi && e.r_tid / 32 != warp) { e.r_multi = 1; e.r_tid2 = (uint16_t)tid; }
+            if (e.q_tid[0] != tid) { e.q_tid[1] = e.q_tid[0]; e.q_sync[1] = e.q_sync[0]; e.q_tid[0] = (uint16_t)tid; }
+            e.q_sync[0] = emu_sync_time;
         }
     }
     // a read of bytes none of which this block has written yet: never written, or written
@@ -217,7 +264,68 @@ EMU_NOCHECK void __asan_after_dynamic_init() {}
 EMU_NOCHECK static void emu_check_atomic(uintptr_t a, size_t n) {
     if (!emu_k.active) { emu_fail("an atomic outside a kernel"); }
     if (a - (uintptr_t)emu_smem < EMU_SMEM_CAP) { emu_fail("a shared-memory atomic at %p: not emulated", (void*)a); }
-    emu_check_global(a, n, true);
+    emu_check_global(a, n, true, true);
+}
+
+// races in global memory within a launch. Per 2 bytes of an allocation (EmuAlloc::race), two
+// words: the last write (its barrier interval, counted from the launch's first, its warp, and
+// whether it was an atomic) and the last read (interval, warp, and whether another block read
+// it too (EMU_RACE_BLOCKS) or another warp in that interval (EMU_RACE_WARPS)). Blocks run one
+// after another, so an interval before the block's first belongs to another block of the launch.
+#define EMU_RACE_INTERVAL 0x1ffffffu
+#define EMU_RACE_ATOMIC (1u << 30)
+#define EMU_RACE_BLOCKS (1u << 30)
+#define EMU_RACE_WARPS (1u << 31)
+static uint32_t emu_launch_serial, emu_launch_epoch; // the running launch, and emu_epoch before its first block
+EMU_NOCHECK static void emu_global_race(EmuAlloc& al, uintptr_t a, size_t n, bool write, bool atomic) {
+    uint32_t now = emu_epoch - emu_launch_epoch, first = emu_epoch0 - emu_launch_epoch; // intervals of the launch, from 1
+    if (now > EMU_RACE_INTERVAL) { return; } // a launch of more than 2^25 intervals: not tracked
+    if (al.race == nullptr) {
+        void* m = mmap(nullptr, al.span * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) { emu_fail("no memory for the race checks of an allocation of %zu bytes", al.bytes); }
+        al.race = (uint32_t*)m;
+        al.race_launch = (uint32_t*)calloc(al.span / EMU_PAGE, sizeof(uint32_t));
+    }
+    int tid = emu_ctx.thread, warp = tid / 32;
+    size_t u0 = (a - al.base) / 2, u1 = (a + n - 1 - al.base) / 2;
+    for (size_t page = u0 * 2 / EMU_PAGE; page <= u1 * 2 / EMU_PAGE; page++) {
+        if (al.race_launch[page] != emu_launch_serial) { // the page's words are from an earlier launch
+            memset(al.race + page * EMU_PAGE, 0, EMU_PAGE * 4);
+            al.race_launch[page] = emu_launch_serial;
+        }
+    }
+    uint32_t mine = now | (uint32_t)warp << 25;
+    for (size_t u = u0; u <= u1; u++) {
+        uint32_t& w = al.race[2 * u];
+        uint32_t& r = al.race[2 * u + 1];
+        // the common case: this warp again, in the same interval, with nothing else since
+        if (write ? w == (mine | (atomic ? EMU_RACE_ATOMIC : 0)) && r == 0 : w == 0 && (r & ~(EMU_RACE_BLOCKS | EMU_RACE_WARPS)) == mine) { continue; }
+        uint32_t wi = w & EMU_RACE_INTERVAL, ri = r & EMU_RACE_INTERVAL;
+        const char* rw = write ? "write" : "read";
+        void* at = (void*)(al.base + 2 * u);
+        bool both_atomic = atomic && (w & EMU_RACE_ATOMIC);
+        if (wi != 0 && !both_atomic) {
+            const char* kind = write ? "write-after-write" : "read-after-write";
+            if (wi < first) { emu_fail("global-memory race: %s at %p, which another block of this launch wrote (%s; blocks run in any order)", rw, at, kind); }
+            if (wi == now && (int)(w >> 25 & 31) != warp) {
+                emu_fail("global-memory race: %s at %p, which warp %d of this block wrote with no __syncthreads() between (%s)", rw, at, (int)(w >> 25 & 31), kind);
+            }
+        }
+        if (write) {
+            if (ri != 0 && (ri < first || (r & EMU_RACE_BLOCKS))) {
+                emu_fail("global-memory race: write at %p, which another block of this launch read (write-after-read; blocks run in any order)", at);
+            }
+            if (ri == now && ((int)(r >> 25 & 31) != warp || (r & EMU_RACE_WARPS))) {
+                emu_fail("global-memory race: write at %p, which another warp of this block read with no __syncthreads() between (write-after-read)", at);
+            }
+            w = mine | (atomic ? EMU_RACE_ATOMIC : 0);
+        } else {
+            uint32_t flags = 0;
+            if (ri != 0 && (ri < first || (r & EMU_RACE_BLOCKS))) { flags |= EMU_RACE_BLOCKS; }
+            if (ri == now && ((int)(r >> 25 & 31) != warp || (r & EMU_RACE_WARPS))) { flags |= EMU_RACE_WARPS; }
+            r = mine | flags;
+        }
+    }
 }
 
 EMU_NOCHECK static void emu_yield(int state) {
@@ -266,8 +374,13 @@ EMU_NOCHECK static void emu_fiber_start(int t) {
 #endif
 }
 
-EMU_NOCHECK static inline void __syncthreads() {
+// __syncthreads() knows where it is called (the threads of a block must all wait at the same
+// one): the file and line are constants of the call, read by no instrumented code
+#define __syncthreads() emu_syncthreads(__FILE__, __LINE__)
+EMU_NOCHECK static inline void emu_syncthreads(const char* file, unsigned line) {
     if (!emu_k.active) { emu_fail("__syncthreads() outside a kernel"); }
+    emu_fibers[emu_ctx.thread].bar_file = file;
+    emu_fibers[emu_ctx.thread].bar_line = line;
     emu_yield(F_WAIT_BLOCK);
 }
 // a warp-collective operation: waits until every lane of its mask has arrived; the
@@ -313,8 +426,17 @@ template<class T> EMU_NOCHECK static T __shfl_xor_sync(unsigned mask, T v, int l
 template<class T> EMU_NOCHECK static T __shfl_up_sync(unsigned mask, T v, int delta, int width = 32) {
     return emu_shuffle(emu_shfl_up_op, "__shfl_up_sync", mask, v, delta, width);
 }
-// __syncwarp: the lanes of the mask meet, nothing is exchanged
-EMU_NOCHECK static void emu_syncwarp_op(EmuLane* const*, int) {}
+// __syncwarp: the lanes of the mask meet, nothing is exchanged; their accesses before it are
+// ordered before those after it (emu_lanes_ordered)
+EMU_NOCHECK static void emu_syncwarp_op(EmuLane* const* lanes, int n) {
+    uint32_t t = ++emu_sync_time, w = (uint32_t)emu_warp_base / 32;
+    bool all = true;
+    for (int l = 0; l < n; l++) { all = all && lanes[l] != nullptr; }
+    if (all) { emu_sync_full[w] = t; return; }
+    for (int a = 0; a < n; a++) {
+        for (int b = 0; b < n && lanes[a] != nullptr; b++) { if (lanes[b] != nullptr) { emu_sync_pair[w][a][b] = t; } }
+    }
+}
 EMU_NOCHECK static void __syncwarp(unsigned mask = 0xffffffffu) {
     EmuLane lane = {};
     lane.op = emu_syncwarp_op; lane.what = "__syncwarp"; lane.mask = mask;
@@ -390,6 +512,14 @@ EMU_NOCHECK static void emu_run_block(unsigned n) {
         if (exited >= 0) {
             emu_fail_thread(waiting, "__syncthreads() reached by %u of the block's %u threads: thread %d has exited", at_barrier, n, exited);
         }
+        for (unsigned t = 0; t < n; t++) {
+            const EmuFiber& a = emu_fibers[waiting];
+            const EmuFiber& b = emu_fibers[t];
+            if (b.bar_line != a.bar_line || strcmp(b.bar_file, a.bar_file) != 0) {
+                emu_fail_thread(waiting, "__syncthreads() in divergent code: thread %d waits at %s:%u, thread %u at %s:%u", waiting, a.bar_file, a.bar_line,
+                                t, b.bar_file, b.bar_line);
+            }
+        }
         ++emu_epoch;
         for (unsigned t = 0; t < n; t++) { emu_fibers[t].state = F_READY; }
     }
@@ -420,6 +550,8 @@ EMU_NOCHECK static void emu_run_kernel(const EmuLaunch& L) {
     emu_static_lo = EMU_SMEM_CAP;
     emu_static_bytes = 0;
     emu_sites.clear();
+    emu_launch_serial++;
+    emu_launch_epoch = emu_epoch;
     uint64_t blocks = (uint64_t)L.grid.x * L.grid.y * L.grid.z;
     std::vector<uint64_t> order(blocks);
     for (uint64_t i = 0; i < blocks; i++) { order[i] = i; }

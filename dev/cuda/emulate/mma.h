@@ -30,7 +30,7 @@ operation runs for all 32 lanes with the documented fragment layouts.
     its group (wait_group N: every group but the N most recently committed is complete)
     the destination is in flight: any access to it is reported (emu_kernel.h), and it
     holds 0xff bytes. At the wait the data counts as written by the issuing thread, so
-    another warp reads it only after a barrier.
+    another warp reads it only after a barrier, another lane of its warp after a __syncwarp().
 
 Each instruction is checked as the PTX ISA requires: all 32 lanes take part in mma and
 ldmatrix (.sync.aligned), ldmatrix reads 16-byte aligned rows of shared memory (as reads
@@ -147,6 +147,7 @@ EMU_NOCHECK static void emu_cp_async_wait(int pending) {
             e.pending = 0;
             e.w_epoch = emu_epoch;
             e.w_tid = (uint16_t)t;
+            e.w_sync = emu_sync_time;
         }
     }
     f.copies.resize(kept);
