@@ -7,35 +7,34 @@ kernels of llmc/attention_mma.cuh (the bf16 build); attention_forward/backward a
 pick the build's.
 
 The bias b(i, j) of query i and key j in head h comes from the positional encoding's
-hooks, found by argument-dependent lookup on the bias type PE (the trainer's PEBias, one
-per encoding, train_gpt2.cu "positional encodings"):
+hooks (the CUDA part of its file pe/<file>.h; docs/adding-an-encoding.md), found by
+argument-dependent lookup on the bias type PE (the encoding's PEBias):
 
-  PERow pe_bias_row(const PE& pb, int b, int h, int i)
+  PERow pe_bias_row(const PE* pb, int b, int h, int i)
       what the bias needs of query row i, computed once per row (a head's slope, r1 and
       r2, its row of the T5 table, CABLE's S_i and w_i); r.shift is a constant of the row
       left out of pe_bias because it cancels in the softmax (CABLE's w_i S_i, else 0): the
       kernels store lse_i = m_i + log(l_i) + r.shift, the true log-sum-exp, and subtract
       it again in the backward
-  float pe_bias(const PE& pb, const PERow& r, int j)
+  float pe_bias(const PE* pb, const PERow* r, int j)
       b(i, j) - r.shift
-  void pe_bias_backward(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds)
+  void pe_bias_backward(const PE* pb, PEGrad* g, int side, const PERow* r, int j, float ds)
       accumulates dL/dbias(i, j) = ds into the thread's accumulators g: side PE_SIDE_ROW is
       called by the thread that owns query i (the dq pass), side PE_SIDE_COL by the thread
       that owns key j (the dk/dv pass); each pair is seen once from each side
-  void pe_bias_backward_warp(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds, bool valid)
+  void pe_bias_backward_warp(const PE* pb, PEGrad* g, int side, const PERow* r, int j, float ds, bool valid)
       what the kernels call: pe_bias_backward of the pair where valid, called by every lane of
       a warp at once on the column side; an encoding whose column side reduces over the warp
-      (t5, fire) keeps the lane's share of the reduction in g and marks PE::Grad per_lane
-  void pe_bias_flush(const PE& pb, PE::Grad& g, int side, int b, int h, int t, bool valid, int slot)
+      (t5, fire) keeps the lane's share of the reduction in g and marks PEGrad per_lane
+  void pe_bias_flush(const PE* pb, PEGrad* g, int side, int b, int h, int t, bool valid, int slot)
       called once by every thread at the end of a backward kernel, with the sums of the
       pairs of its token t (valid: t is one, and < T): writes per-token gradients, or
       reduces parameter gradients over the block into a per-block partial (slot), summed
       later by the trainer (deterministic, no atomics)
 
-An encoding that writes its bias per pair, pe_bias(pb, b, h, i, j) as train_gpt2.c does,
-gets PERow = (b, h, i) from the trainer (no PE_ROW). PE::Grad is a struct of floats.
-With randomized positions (llmc/pe.h) the trainer hands the kernels PEPositions<PEBias>
-(below): the same hooks, called with the tokens' positions instead of their indices.
+PEGrad is a struct of floats (empty for a bias without gradients). With randomized
+positions (llmc/pe.h) the trainer hands the kernels PEPositions<PEBias> (below): the same
+hooks, called with the tokens' positions instead of their indices.
 
 Layouts: qkv (B, T, 3C) with q, k, v of head h at columns h*HS, C + h*HS, 2C + h*HS;
 out and dout (B, T, C); lse and D (B, NH, T) in fp32.
@@ -72,7 +71,7 @@ shared memory per block at most (HS = 128).
 #include <type_traits>
 #include "cuda_common.cuh"
 
-// whether a PE::Grad holds its lane's share of a warp's reduction (static constexpr bool
+// whether a PEGrad holds its lane's share of a warp's reduction (static constexpr bool
 // per_lane = true): the kernels then keep it with its lane
 template<class G, class = void> struct GradPerLane { static constexpr bool value = false; };
 template<class G> struct GradPerLane<G, std::void_t<decltype(G::per_lane)>> { static constexpr bool value = G::per_lane; };

@@ -9,10 +9,10 @@ this computes): for query row i, every head at once,
 with s = q.k / sqrt(HS) (after rope's rotation) and b the base encoding's bias, from the
 trainer's hooks as in llmc/attention_bias.cuh (the row form; b = pe_bias + r.shift, the
 row's constant that the plain kernels leave to the softmax):
-  PERow pe_bias_row(const PE& pb, int b, int h, int i)
-  float pe_bias(const PE& pb, const PERow& r, int j)
-  void pe_bias_backward_warp(const PE& pb, PE::Grad& g, int side, const PERow& r, int j, float ds, bool valid)
-  void pe_bias_flush(const PE& pb, PE::Grad& g, int side, int b, int h, int t, bool valid, int slot)
+  PERow pe_bias_row(const PE* pb, int b, int h, int i)
+  float pe_bias(const PE* pb, const PERow* r, int j)
+  void pe_bias_backward_warp(const PE* pb, PEGrad* g, int side, const PERow* r, int j, float ds, bool valid)
+  void pe_bias_flush(const PE* pb, PEGrad* g, int side, int b, int h, int t, bool valid, int slot)
 (only the PE_SIDE_COL side: DAPE's bases have parameter gradients, no per-token ones).
 
 Tiling: a block holds DAPE_BR query rows of one batch row with ALL their heads (the
@@ -62,7 +62,7 @@ __host__ __device__ inline int dape_num_params(const DapeParams& dp) {
     return dp.K * dp.Cin * dp.D + dp.D + dp.K * dp.D * dp.NH + dp.NH;
 }
 
-// floats of the base's gradient accumulators of one lane (PE::Grad; none when it is empty)
+// floats of the base's gradient accumulators of one lane (PEGrad; none when it is empty)
 template<class PE> __host__ __device__ constexpr int dape_grad_floats() {
     return std::is_empty<PEGradOf<PE>>::value ? 0 : (int)(sizeof(PEGradOf<PE>) / sizeof(float));
 }
@@ -85,7 +85,7 @@ __host__ __device__ inline size_t dape_smem_layout(DapeSmem* s, float* base, con
         kind == DAPE_BACKWARD_KV ? 0 : (size_t)DAPE_BR * C,             // acc: out / dq of the rows
         kind == DAPE_FORWARD ? (size_t)DAPE_BR * dp.NH : 0,             // corr: the softmax's rescale
         kind == DAPE_BACKWARD_Q ? (size_t)dape_num_params(dp) : 0,      // params: the block's partial
-        kind == DAPE_BACKWARD_Q ? (size_t)dp.NH * WARP_SIZE * dape_grad_floats<PE>() : 0, // pe: the base's PE::Grad per head and lane
+        kind == DAPE_BACKWARD_Q ? (size_t)dp.NH * WARP_SIZE * dape_grad_floats<PE>() : 0, // pe: the base's PEGrad per head and lane
     };
     float** ptrs[16] = {&s->w1, &s->b1, &s->w2, &s->b2, &s->x, &s->hid, &s->a, &s->da, &s->dz, &s->dx,
                         &s->row_a, &s->row_b, &s->acc, &s->corr, &s->params, &s->pe};

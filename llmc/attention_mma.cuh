@@ -81,7 +81,7 @@ template<int HS> struct MmaTiles {
     // registers) and spilled for cable_nw and cable_v1; 4 blocks allow 128 registers. At HS =
     // 64 an encoding may set one for its instance at randomized positions (RpFwdMinBlocks)
     template<class PE> static constexpr int fwd_min_blocks() { return HS == 32 ? 4 : HS == 64 ? RpFwdMinBlocks<PE>::value : 0; }
-    // the dk/dv pass's minimum for ptxas: at HS = 32 fire's (a per_lane PE::Grad) was capped
+    // the dk/dv pass's minimum for ptxas: at HS = 32 fire's (a per_lane PEGrad) was capped
     // at 168 registers (3 blocks) and spilled; 2 blocks allow 255
     template<class PE> static constexpr int kv_min_blocks() { return HS == 32 && GradPerLane<PEGradOf<PE>>::value ? 2 : 0; }
 };
@@ -186,8 +186,8 @@ __device__ __forceinline__ void store_rows(floatX* dst, const float (&acc)[N][4]
 
 // the per-row bias-gradient accumulators acc[r] (rows g, g + 8) summed over the quad that
 // shares the rows: lane tig 0 ends with row g's sum, tig 1 with row g + 8's, the others with
-// zeros, so that each thread flushes one token (PE::Grad is a struct of floats); a per_lane
-// PE::Grad stays with its lane
+// zeros, so that each thread flushes one token (PEGrad is a struct of floats); a per_lane
+// PEGrad stays with its lane
 template<class G>
 __device__ __forceinline__ G quad_gather(const G (&acc)[2], int tig) {
     constexpr int N = sizeof(G) / sizeof(float);

@@ -235,12 +235,13 @@ static void pe_layer_forward(GPT2* model, int l, int B, int T) {
     float* a = model->acts.pe_a + slot * model->pe_stride;
     float* S = model->acts.pe_s + slot * model->pe_stride;
     float* w = model->acts.pe_w + slot * model->pe_stride;
+    const floatX* bw = NULL; // cable's weight layer's bias (the others have none)
     matmul_cublaslt(a, 1, model->params.cable_wb + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
 #if PE_IS(CABLE)
     matmul_cublaslt(w, 1, model->params.cable_ww + (size_t)l * NH * C, ln1, NULL, NH, B * T, C, 1, 0, 0, NULL);
+    bw = model->params.cable_bw + (size_t)l * NH;
 #endif
-    cable_scan_forward_kernel<<<B * NH, CABLE_SCAN_THREADS, 0, ctx.stream>>>(a, S, w, model->params.cable_bb + (size_t)l * NH,
-        model->params.cable_bw + (size_t)l * NH, T, NH);
+    cable_scan_forward_kernel<<<B * NH, CABLE_SCAN_THREADS, 0, ctx.stream>>>(a, S, w, model->params.cable_bb + (size_t)l * NH, bw, T, NH);
     cudaCheckLaunch("cable_scan_forward_kernel");
 }
 
