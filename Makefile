@@ -62,7 +62,8 @@ endif
 HEADERS := $(wildcard llmc/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals
+.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals \
+        test-sanitize
 all: train_gpt2
 
 $(BUILD):
@@ -140,6 +141,18 @@ $(BUILD)/fuzz_%: dev/fuzz/fuzz.c train_gpt2.c data/tokenizer.c $(HEADERS) | $(BU
 test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h)) vocab
 	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
 
+# AddressSanitizer and UBSan on the CPU trainer (learned; plain loops, no OpenMP, no MPI)
+# and the tokenizer run as programs (tests/sanitize.sh): training, resume, every evaluation
+# suite, the tokenizer's commands; any report fails
+SAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -std=gnu11 -Wall -Wextra \
+              -Wno-unused-function
+$(BUILD)/asan_train_gpt2_learned: train_gpt2.c $(HEADERS) | $(BUILD)
+	clang $(SAN_CFLAGS) -Idev/no_openmp -Wno-unknown-pragmas -DPE_LEARNED -o $@ train_gpt2.c -lm
+$(BUILD)/asan_tokenizer: data/tokenizer.c llmc/utils.h | $(BUILD)
+	clang $(SAN_CFLAGS) -pthread -o $@ data/tokenizer.c -lpcre2-8
+test-sanitize: $(BUILD)/asan_train_gpt2_learned $(BUILD)/asan_tokenizer $(BUILD)/test_gpt2_learned gpt2_tokenizer.bin gpt2_passkey.bin
+	bash tests/sanitize.sh
+
 # the extrapolation experiment in its quick form: every expected row, finite numbers
 test-experiment: starter
 	bash dev/extrapolation.sh --quick $(BUILD)/extrapolation_quick
@@ -156,7 +169,7 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # builds of the longest lists come first, TEST_JOBS at a time (CI's 2 cores), then every
 # test, one after another.
 TEST_JOBS ?= 2
-TESTS := test-cpu test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
+TESTS := test-cpu test-data test-scripts test-evals test-sanitize test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
          test-cuda-resources test-cuda-emulate test-dape
 test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds
