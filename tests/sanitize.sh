@@ -74,6 +74,6 @@ run "evaluation alone: every suite, two sets, randomized positions and plain one
 [ "$(grep -c '^extrapolation:' "$DIR/out")" -eq 2 ] && grep -q '^passkey retrieval' "$DIR/out" && grep -q '^HellaSwag:' "$DIR/out" \
     || fail "the evaluation's tables are missing"
 LONG="$(printf './%.0s' $(seq 2100))pk_train_*.bin"
-refused "a 4200-character -i and two -E lengths" "no file matches the data pattern" "$BIN" -e init.bin -t 80 -b 4 -x 1 -i "$LONG" -E 40,80
+refused "a 4200-character -i and two -E lengths" "no file matches the data pattern './././" "$BIN" -e init.bin -t 80 -b 4 -x 1 -i "$LONG" -E 40,80 -j "pk_val_*.bin"
 refused "a test set name of 300 characters" "is longer than 64 characters" "$BIN" -e init.bin -x 0 -j "$(printf 'n%.0s' $(seq 300))=pk_val_*.bin"
 echo "sanitizers: no report"
