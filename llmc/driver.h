@@ -436,8 +436,8 @@ static void outlier_load(FILE* f, OutlierDetector* d, const char* path) {
 // the output directory: one trainer at a time, and a new run never over an old one
 
 // the flags a training run was started with (llm.c's argv without -o and -y, each one
-// NUL-terminated as /proc/<pid>/cmdline), written when it starts: a run killed before its
-// first checkpoint is started again with them (-y 1)
+// NUL-terminated as /proc/<pid>/cmdline), written when it starts: every resume (-y 1) takes
+// them (run_flags_resume), also that of a run killed before its first checkpoint
 #define RUN_FLAGS_FILE "cmdline"
 
 // Opens a file of the output directory that the trainer writes in place rather than by a
@@ -958,8 +958,9 @@ static double eval_rope_factor(const TrainArgs* a, int train_len) {
 // [0, K); sliding windows score [maxL - S, maxL - S + K) S at a time, so that even the
 // first scored token has the full L - S tokens of context at every length; last<N> windows
 // end at maxL, 2 maxL, ... (a length below N cannot score N tokens a window: its last<N>
-// row is n/a, not a row of fewer tokens). `suffix` is appended to the mode names (the evaluation variant
-// in effect, e.g. "+yarn"). Returns the number of rows, for the test set `set` of -j.
+// row is n/a, not a row of fewer tokens). `suffix` is appended to the mode names (the
+// evaluation variant in effect, e.g. "+yarn"). Returns the number of rows, for the test set
+// `set` of -j.
 static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, int set,
                              EvalRow* rows, const char* suffix) {
     int maxL = 0;
