@@ -1413,9 +1413,9 @@ static void test_atomic_files(void) {
 static void open_long_path(const void* arg) { fopen_check((const char*)arg, "rb"); }
 static void test_long_error(void) {
     printf("long error messages\n");
-    char path[3000];
-    int n = snprintf(path, sizeof(path), "%s", tmpdir);
-    while (n < 2000) { n += snprintf(path + n, sizeof(path) - n, "/missing"); }
+    char path[3000] = "";
+    append_format(path, sizeof(path), "%s", tmpdir);
+    while (strlen(path) < 2000) { append_format(path, sizeof(path), "/missing"); }
     expect_failure("a 2000-character path and the reason after it", open_long_path, path, "missing (No such file or directory)");
 }
 

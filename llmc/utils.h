@@ -306,6 +306,11 @@ static void atomic_commit(AtomicFile* af) {
 // table's header (another program's, or a table of an older format) is refused with one
 // line, never overwritten.
 
+// the path of the table <dir>/<name>
+static void csv_path(char* path, size_t size, const char* dir, const char* name) {
+    if (snprintf(path, size, "%s/%s", dir, name) >= (int)size) { fatal("path too long: %s/%s", dir, name); }
+}
+
 // the table at `path`, opened after its header line; NULL if there is none (or a symbolic
 // link, which the rename replaces)
 static FILE* csv_existing(const char* path, const char* header) {
@@ -342,7 +347,7 @@ static int csv_column(const char* header, const char* name) {
 // holds whose step is at most max_step (INT_MAX: all), ready for csv_row and atomic_commit.
 static void csv_open(AtomicFile* af, const char* dir, const char* name, const char* header, int max_step) {
     char path[PATH_MAX];
-    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) { fatal("path too long: %s/%s", dir, name); }
+    csv_path(path, sizeof(path), dir, name);
     FILE* old = csv_existing(path, header);
     atomic_open(af, path);
     atomic_write(af, header, 1, strlen(header));
@@ -372,7 +377,7 @@ static void csv_open(AtomicFile* af, const char* dir, const char* name, const ch
 // rows of the steps after it, which it makes again.
 static void csv_prepare(const char* dir, const char* name, const char* header, int max_step) {
     char path[PATH_MAX];
-    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) { fatal("path too long: %s/%s", dir, name); }
+    csv_path(path, sizeof(path), dir, name);
     FILE* old = csv_existing(path, header);
     if (old == NULL) { return; }
     fclose(old);
