@@ -91,6 +91,8 @@ awk -F, 'NR > 1 { n++; if ($7 == "n/a" || $7 < 0.6) bad++ } END { exit !(n == 3 
 awk -F, 'NR > 1 { n++; if ($7 != 0) bad++ } END { exit !(n == 3 && bad == 0) }' "$DIR/pk/before/passkey.csv" \
     || { cat "$DIR/pk/before/passkey.csv"; fail "the untrained model retrieves keys"; }
 ok "passkey: the trained model retrieves the key at every depth (accuracy >= 0.6), the untrained one never"
+# The fixture is 8/8 from step 200 on (of 1000) in both trajectories tried, OpenBLAS and plain
+# loops (7/8 at step 100), so the assertion does not hang on the trajectory.
 steps=$(grep -c '^step' "$DIR/pk/run.log")
 grep -q "^HellaSwag: 8/8 = 1.000000$" "$DIR/pk/run.log" && grep -q "^s:$steps eval:1.0000$" "$DIR/pk/run/main.log" \
     && [ "$(csv_field "$DIR/pk/run/hellaswag.csv" pe=learned acc)" = 1.000000 ] || fail "the trained model misses a HellaSwag fixture example"
