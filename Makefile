@@ -72,7 +72,8 @@ endif
 HEADERS := $(wildcard llmc/*.h pe/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-registry test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals
+.PHONY: all train_gpt2 test_gpt2 test clean test-registry test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment test-python test-dape \
+        test-dape-builds test-evals test-sanitize
 all: train_gpt2
 
 $(BUILD):
@@ -160,6 +161,18 @@ $(BUILD)/checkpoint_loss_%: tests/checkpoint_loss.c train_gpt2.c $(HEADERS) | $(
 test-checkpoints: $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 	bash tests/checkpoints.sh $(BUILD)
 
+# AddressSanitizer and UBSan on the CPU trainer (learned; plain loops, no OpenMP, no MPI)
+# and the tokenizer run as programs (tests/sanitize.sh): training, resume, every evaluation
+# suite, the tokenizer's commands; any report fails
+SAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -std=gnu11 -Wall -Wextra -Wno-unused-parameter \
+              -Wno-unused-function
+$(BUILD)/asan_train_gpt2_learned: train_gpt2.c $(HEADERS) | $(BUILD)
+	clang $(SAN_CFLAGS) -Idev/no_openmp -Wno-unknown-pragmas -DPE_LEARNED -o $@ train_gpt2.c -lm
+$(BUILD)/asan_tokenizer: data/tokenizer.c llmc/utils.h | $(BUILD)
+	clang $(SAN_CFLAGS) -pthread -o $@ data/tokenizer.c -lpcre2-8
+test-sanitize: $(BUILD)/asan_train_gpt2_learned $(BUILD)/asan_tokenizer $(BUILD)/test_gpt2_learned gpt2_tokenizer.bin gpt2_passkey.bin
+	bash tests/sanitize.sh
+
 # the extrapolation experiment in its quick form: every expected row, finite numbers
 test-experiment: starter
 	bash dev/extrapolation.sh --quick $(BUILD)/extrapolation_quick
@@ -181,8 +194,8 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # builds of the longest lists come first, TEST_JOBS at a time (CI's 2 cores), then every
 # test, one after another.
 TEST_JOBS ?= 2
-TESTS := test-registry test-cpu test-checkpoints test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags \
-         test-cuda-run test-cuda-resources test-cuda-emulate test-dape test-gpu-lease
+TESTS := test-registry test-cpu test-checkpoints test-data test-scripts test-evals test-sanitize test-fuzz test-experiment test-python \
+         test-cuda-flags test-cuda-run test-cuda-resources test-cuda-emulate test-dape test-gpu-lease
 test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 	$(MAKE) $(TESTS)

@@ -374,7 +374,7 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
             real maxv = -INFINITY;
             for (int v = 0; v < V; v++) { if (row[v] > maxv) { maxv = row[v]; } }
             real target_logit = row[target];
-            real sum = 0;
+            double sum = 0; // in double: a float sum of 50k terms, one at a time, is off by 1e-3 in the loss
             for (int v = 0; v < V; v++) { row[v] = exp(row[v] - maxv); sum += row[v]; } // one exp per entry
             losses[r0 + r] = maxv + log(sum) - target_logit;
             if (dloss != 0) {

@@ -5,7 +5,9 @@ tables (rows: encoding, columns: length), one per set and mode, and the context-
 (DAPE's Appendix A: loss of a window's last T tokens minus their loss alone) of the
 non-overlapping windows. Rows of an evaluation variant (mode "nonoverlap+yarn": RoPE
 scaling, xPos's "bca") are drawn as an encoding of their own, "rope+yarn". Files written
-before the `set` and `gap` columns existed are read as one set, "val", without gaps.
+before the `set` and `gap` columns existed are read as one set, "val", without gaps. A file
+holds the rows of every evaluation of a run (column `step`): each row is drawn from its
+latest evaluation (the last row of its encoding, set, length and mode).
 
 usage: plot_extrapolation.py CSV PNG MD "caption"
 """
@@ -27,7 +29,7 @@ pes = list(dict.fromkeys(r["pe"] for r in rows))
 sets = list(dict.fromkeys(r["set"] for r in rows))
 lengths = sorted({int(r["eval_len"]) for r in rows})
 modes = list(dict.fromkeys(r["mode"] for r in rows))
-ppl = {(r["set"], r["pe"], int(r["eval_len"]), r["mode"]): r["ppl"] for r in rows}
+ppl = {(r["set"], r["pe"], int(r["eval_len"]), r["mode"]): r["ppl"] for r in rows}  # a later row replaces an earlier one
 gap = {(r["set"], r["pe"], int(r["eval_len"]), r["mode"]): r["gap"] for r in rows}
 
 # 20 lines in tab20's distinct hues (dark shades first), then 20 more in tab20b's

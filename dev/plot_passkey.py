@@ -3,6 +3,8 @@ panel per encoding, evaluation length down, depth of the key across, the color t
 (greedy decoding gives the key back), each cell labelled with the accuracy and the mean
 log-probability of the key's tokens; n/a cells (a learned model beyond its positions) are
 grey. Also writes the grid as a markdown table (accuracy / mean log P(key)) if MD is given.
+A file holds the rows of every evaluation of a run (column `step`): each cell is drawn from
+its latest row.
 
 usage: plot_passkey.py CSV PNG "caption" [MD]
 """
@@ -22,7 +24,7 @@ if not rows:
 pes = list(dict.fromkeys(r["pe"] for r in rows))
 lengths = sorted({int(r["eval_len"]) for r in rows})
 depths = sorted({float(r["depth"]) for r in rows})
-cell = {(r["pe"], int(r["eval_len"]), float(r["depth"])): r for r in rows}
+cell = {(r["pe"], int(r["eval_len"]), float(r["depth"])): r for r in rows}  # a later row replaces an earlier one
 
 cols = min(len(pes), 3)
 nrows = math.ceil(len(pes) / cols)

@@ -8,7 +8,8 @@ usage: plot_positions.py CSV PNG "caption" [--mode nonoverlap|sliding|last<N>] [
 By default every encoding is drawn at the longest length it was evaluated at in the
 non-overlapping mode (an encoding that stops earlier, `learned` beyond its maxT, is drawn
 as far as it goes, its length in the legend), on the file's first test set. Files written
-before the `set` column existed hold one set.
+before the `set` column existed hold one set. A file holds the rows of every evaluation of a
+run (column `step`): each bucket is drawn from its latest row.
 """
 import argparse
 import csv
@@ -29,6 +30,8 @@ args = parser.parse_args()
 rows = list(csv.DictReader(open(args.csv)))
 for r in rows:
     r["set"] = r.get("set") or "val"
+latest = {(r["pe"], r["set"], r["eval_len"], r["mode"], r["pos_lo"]): r for r in rows}  # the last evaluation of each bucket
+rows = list(latest.values())
 test_set = args.set or (rows[0]["set"] if rows else "val")
 rows = [r for r in rows if r["mode"] == args.mode and r["set"] == test_set]
 if not rows:

@@ -131,6 +131,29 @@ static void dataloader_next_batch(DataLoader* dl) {
     dl->pos += global;
 }
 
+// reads every token of every shard and checks it against the vocabulary (the test sets are
+// checked whole when a run starts, so that a bad token stops it before it trains)
+static void dataloader_check_tokens(const DataLoader* dl) {
+    const int64_t chunk = 1 << 20;
+    uint16_t* buf = (uint16_t*)malloc_check((size_t)chunk * sizeof(uint16_t));
+    for (size_t s = 0; s < dl->num_shards; s++) {
+        const char* path = dl->glob.gl_pathv[s];
+        FILE* f = fopen_read_regular(path);
+        fseek_check(f, SHARD_HEADER_INTS * sizeof(int), SEEK_SET, path);
+        for (int64_t p = 0; p < dl->shard_ntok[s]; p += chunk) {
+            int64_t n = dl->shard_ntok[s] - p < chunk ? dl->shard_ntok[s] - p : chunk;
+            fread_check(buf, sizeof(uint16_t), (size_t)n, f, path);
+            for (int64_t i = 0; i < n; i++) {
+                if (buf[i] >= dl->vocab_size) {
+                    fatal("%s: token %d at position %lld is out of range (vocab size %d)", path, buf[i], (long long)(p + i), dl->vocab_size);
+                }
+            }
+        }
+        fclose(f);
+    }
+    free(buf);
+}
+
 // reads up to `max_tokens` consecutive tokens of all shards (in order) into a new array;
 // the evaluation uses this to cut long windows across shard boundaries
 static uint16_t* dataloader_read_all(DataLoader* dl, int64_t max_tokens, int64_t* out_n) {

@@ -187,10 +187,18 @@ static void parse_eval_lengths(TrainArgs* a, const char* s) {
 }
 
 // -j: one pattern (the set "val"), or named sets name=pattern,... (names of letters, digits,
-// '_', '.', '-'); validation uses the first
+// '_', '.', '-', at most MAX_SET_NAME of them); validation uses the first. The value is named
+// sets only if the text before its first '=' is such a name (a path holds a '/' or another
+// character: a plain pattern may hold '=').
+#define MAX_SET_NAME 64
+static int is_set_name(const char* s, size_t n) {
+    return n > 0 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") >= n;
+}
+
 static void parse_val_sets(TrainArgs* a, const char* s) {
     a->val_sets = s;
-    if (strchr(s, '=') == NULL) {
+    const char* first_eq = strchr(s, '=');
+    if (first_eq == NULL || !is_set_name(s, (size_t)(first_eq - s))) {
         a->num_sets = 1;
         a->set_names[0] = "val";
         a->set_patterns[0] = a->val_pattern = s;
@@ -204,9 +212,10 @@ static void parse_val_sets(TrainArgs* a, const char* s) {
         char* eq = strchr(items[k], '=');
         if (eq == NULL || eq == items[k] || eq[1] == '\0') { fatal("flag -j: '%s' is not name=pattern", items[k]); }
         *eq = '\0';
-        if (strspn(items[k], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(items[k])) {
+        if (!is_set_name(items[k], strlen(items[k]))) {
             fatal("flag -j: the set name '%s' may hold letters, digits, '_', '.' and '-' only", items[k]);
         }
+        if (strlen(items[k]) > MAX_SET_NAME) { fatal("flag -j: the set name '%.20s...' is longer than %d characters", items[k], MAX_SET_NAME); }
         for (int j = 0; j < k; j++) { if (strcmp(a->set_names[j], items[k]) == 0) { fatal("flag -j: the set '%s' is given twice", items[k]); } }
         a->set_names[k] = items[k];
         a->set_patterns[k] = eq + 1;
@@ -427,19 +436,24 @@ static void outlier_load(FILE* f, OutlierDetector* d, const char* path) {
 // the output directory: one trainer at a time, and a new run never over an old one
 
 // the flags a training run was started with (llm.c's argv without -o and -y, each one
-// NUL-terminated as /proc/<pid>/cmdline), written when it starts: a run killed before its
-// first checkpoint is started again with them (-y 1)
+// NUL-terminated as /proc/<pid>/cmdline), written when it starts: every resume (-y 1) takes
+// them (run_flags_resume), also that of a run killed before its first checkpoint
 #define RUN_FLAGS_FILE "cmdline"
 
-// The files of the output directory that the trainer writes in place (.lock, main.log)
-// rather than by a rename: a symbolic link there would make it write wherever the link
-// points, outside -o, so one is refused (the other files are replaced by a rename, which
-// replaces a link itself, never its target)
-static void refuse_symlink(const char* path) {
+// Opens a file of the output directory that the trainer writes in place rather than by a
+// rename (.lock, main.log): a regular file or none (created). A symbolic link there would
+// make it write wherever the link points, outside -o, and a FIFO or a device is not the
+// run's: both are refused (llmc/utils.h: refuse_special_file), also one made since the
+// check (O_NOFOLLOW; O_NONBLOCK, so that a FIFO cannot block the open before the check).
+static int open_in_place(const char* path, int flags) {
+    refuse_special_file(path, 0);
+    int fd = open(path, flags | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0 && errno == ELOOP) { refuse_special_file(path, 0); }
+    if (fd < 0) { fatal("cannot open %s (%s)", path, strerror(errno)); }
     struct stat st;
-    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
-        fatal("%s is a symbolic link: the trainer writes its files only inside the output directory (remove the link)", path);
-    }
+    if (fstat(fd, &st) != 0) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    if (!S_ISREG(st.st_mode)) { fatal("%s is %s, not a regular file: it is not written", path, file_kind(st.st_mode)); }
+    return fd;
 }
 
 // Takes an exclusive lock on <dir>/.lock for the life of the process (the system releases
@@ -449,10 +463,7 @@ static void refuse_symlink(const char* path) {
 static void output_dir_lock(const char* dir) {
     char path[PATH_MAX + 8];
     snprintf(path, sizeof(path), "%s/.lock", dir);
-    refuse_symlink(path);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
-    if (fd < 0 && errno == ELOOP) { refuse_symlink(path); } // a link made since the check
-    if (fd < 0) { fatal("cannot open %s (%s)", path, strerror(errno)); }
+    int fd = open_in_place(path, O_RDWR);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK) {
             fprintf(stderr, "warning: cannot lock %s (%s): a second trainer into %s would not be stopped\n", path, strerror(errno), dir);
@@ -540,7 +551,7 @@ static void logger_init(Logger* lg, const char* dir, int rank, int training, int
     lg->active = dir != NULL && rank == 0;
     if (!lg->active) { return; }
     snprintf(lg->path, sizeof(lg->path), "%s/main.log", dir);
-    refuse_symlink(lg->path);
+    refuse_special_file(lg->path, 0);
     if (!training) { return; }
     AtomicFile af;
     atomic_open(&af, lg->path);
@@ -560,16 +571,14 @@ static void logger_init(Logger* lg, const char* dir, int rank, int training, int
 
 static void logger_line(Logger* lg, const char* fmt, ...) {
     if (!lg->active) { return; }
-    int fd = open(lg->path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0644);
-    if (fd < 0 && errno == ELOOP) { refuse_symlink(lg->path); } // a link made since the start
-    FILE* f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    FILE* f = fdopen(open_in_place(lg->path, O_WRONLY | O_APPEND), "a");
     if (f == NULL) { fatal("cannot open %s (%s)", lg->path, strerror(errno)); }
     va_list ap;
     va_start(ap, fmt);
     vfprintf(f, fmt, ap);
     va_end(ap);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0 || ferror(f)) { fatal("cannot write %s (%s)", lg->path, strerror(errno)); }
-    fclose(f);
+    if (fclose(f) != 0) { fatal("cannot close %s (%s)", lg->path, strerror(errno)); }
 }
 
 // ----------------------------------------------------------------------------
@@ -627,7 +636,7 @@ static void resume_flags_apply(TrainArgs* a, TrainState* s, const char* path, co
         char was_text[32], now_text[32];
         resume_flag_text(f, s->flags[k], was_text, sizeof(was_text));
         if (!flag_given(a, f->flag)) {
-            if (value != s->flags[k]) { snprintf(taken + strlen(taken), sizeof(taken) - strlen(taken), " %s %s", f->flag, was_text); }
+            if (value != s->flags[k]) { append_format(taken, sizeof(taken), " %s %s", f->flag, was_text); }
             memcpy(field, &s->flags[k], 4);
             continue;
         }
@@ -877,8 +886,7 @@ typedef struct { int64_t first, spacing, windows; int scored; } WindowLayout;
 
 static WindowLayout window_layout(const TrainArgs* a, int mode, int L, int maxL, int stride) {
     WindowLayout w;
-    int last = a->eval_last < L ? a->eval_last : L;
-    w.scored = mode == 0 ? L : mode == 1 ? (stride < L ? stride : L) : last;
+    w.scored = mode == 0 ? L : mode == 1 ? (stride < L ? stride : L) : a->eval_last;
     w.first = mode == 0 ? 0 : maxL - (mode == 1 ? (stride < maxL ? stride : maxL) : w.scored);
     w.spacing = mode == 2 ? maxL : w.scored;
     w.windows = ((int64_t)a->eval_tokens + w.scored - 1) / w.scored;
@@ -949,8 +957,10 @@ static double eval_rope_factor(const TrainArgs* a, int train_len) {
 // Every length and mode scores the same tokens: non-overlapping windows tile tokens
 // [0, K); sliding windows score [maxL - S, maxL - S + K) S at a time, so that even the
 // first scored token has the full L - S tokens of context at every length; last<N> windows
-// end at maxL, 2 maxL, ... `suffix` is appended to the mode names (the evaluation variant
-// in effect, e.g. "+yarn"). Returns the number of rows, for the test set `set` of -j.
+// end at maxL, 2 maxL, ... (a length below N cannot score N tokens a window: its last<N>
+// row is n/a, not a row of fewer tokens). `suffix` is appended to the mode names (the
+// evaluation variant in effect, e.g. "+yarn"). Returns the number of rows, for the test set
+// `set` of -j.
 static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, int set,
                              EvalRow* rows, const char* suffix) {
     int maxL = 0;
@@ -960,7 +970,7 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
     int64_t need = 0; // tokens to read: the last target of every row's last window
     for (int k = 0; k < a->num_eval_lengths; k++) {
         for (int mode = 0; mode < modes; mode++) {
-            if (mode == 1 && stride == 0) { continue; }
+            if ((mode == 1 && stride == 0) || (mode == 2 && a->eval_last > a->eval_lengths[k])) { continue; }
             WindowLayout w = window_layout(a, mode, a->eval_lengths[k], maxL, stride);
             int64_t end = w.first + (w.windows - 1) * w.spacing + w.scored + 1;
             if (end > need) { need = end; }
@@ -980,9 +990,10 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
             memset(r, 0, sizeof(*r));
             r->set = a->set_names[set];
             r->eval_len = L;
-            WindowLayout w = window_layout(a, mode, L, maxL, stride);
             if (mode == 2) { snprintf(r->mode, sizeof(r->mode), "last%d%s", a->eval_last, suffix); }
             else { snprintf(r->mode, sizeof(r->mode), "%s%s", mode == 0 ? "nonoverlap" : "sliding", suffix); }
+            if (mode == 2 && a->eval_last > L) { r->note = "n/a: shorter than the -L tokens a window scores"; continue; }
+            WindowLayout w = window_layout(a, mode, L, maxL, stride);
             if (L > gpt2_max_length(model)) {
                 r->note = "n/a: " PE_LIMIT_NOTE;
                 continue;
@@ -1004,22 +1015,27 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
     return nrows;
 }
 
+// the tables of the extrapolation in the output directory (llmc/utils.h: each evaluation
+// appends its rows)
+#define EXTRAPOLATION_CSV "extrapolation.csv"
+#define EXTRAPOLATION_CSV_HEADER "pe,train_len,eval_len,mode,tokens,loss,ppl,set,gap,step\n"
+#define POSITIONS_CSV "positions.csv"
+#define POSITIONS_CSV_HEADER "pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss,set,step\n"
+
 // positions.csv: the mean loss in each position bucket of every evaluated row, the
-// buckets cut to the scored positions (pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss,set;
-// positions from 0, pos_hi excluded); rows without a number (n/a) have no buckets
-static void write_positions(const EvalRow* rows, int n, const char* dir, int train_len) {
+// buckets cut to the scored positions (positions from 0, pos_hi excluded); rows without a
+// number (n/a) have no buckets
+static void write_positions(const EvalRow* rows, int n, const char* dir, int train_len, int step) {
     AtomicFile af;
-    atomic_open_csv(&af, dir, "positions.csv", "pe,train_len,eval_len,mode,pos_lo,pos_hi,tokens,loss,set\n");
-    char line[256];
+    csv_open(&af, dir, POSITIONS_CSV, POSITIONS_CSV_HEADER, INT_MAX);
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
         for (int k = 0; k < MAX_POS_BUCKETS && r->tokens > 0; k++) {
             if (r->pos_tokens[k] == 0) { continue; }
             int lo = bucket_lo(k) > r->first_pos ? bucket_lo(k) : r->first_pos;
             int hi = bucket_hi(k) < r->eval_len ? bucket_hi(k) : r->eval_len;
-            int len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%d,%d,%lld,%.6f,%s\n", run_pe_label, train_len, r->eval_len,
-                           r->mode, lo, hi, (long long)r->pos_tokens[k], r->pos_loss[k], r->set);
-            atomic_write(&af, line, 1, len);
+            csv_row(&af, "%s,%d,%d,%s,%d,%d,%lld,%.6f,%s,%d\n", run_pe_label, train_len, r->eval_len, r->mode, lo, hi,
+                    (long long)r->pos_tokens[k], r->pos_loss[k], r->set, step);
         }
     }
     atomic_commit(&af);
@@ -1047,8 +1063,8 @@ static void extrapolation_summary(const EvalRow* rows, int n, const char* set, i
 }
 
 // one table per test set (the gap column: the context-use gap, "-" up to the training
-// length), then extrapolation.csv (pe,train_len,eval_len,mode,tokens,loss,ppl,set,gap) and
-// positions.csv in the output directory
+// length), then the rows appended to extrapolation.csv and positions.csv in the output
+// directory
 static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a, int train_len, int step, int stride) {
     char modes[64] = "non-overlapping windows only";
     if (stride > 0) { snprintf(modes, sizeof(modes), "sliding stride %d", stride); }
@@ -1076,18 +1092,17 @@ static void report_extrapolation(const EvalRow* rows, int n, const TrainArgs* a,
     }
     if (a->output_dir == NULL) { return; }
     AtomicFile af;
-    atomic_open_csv(&af, a->output_dir, "extrapolation.csv", "pe,train_len,eval_len,mode,tokens,loss,ppl,set,gap\n");
+    csv_open(&af, a->output_dir, EXTRAPOLATION_CSV, EXTRAPOLATION_CSV_HEADER, INT_MAX);
     for (int i = 0; i < n; i++) {
         const EvalRow* r = &rows[i];
-        char line[256], gap[32] = "n/a";
-        int len;
+        if (r->tokens == 0) { csv_row(&af, "%s,%d,%d,%s,0,n/a,n/a,%s,n/a,%d\n", run_pe_label, train_len, r->eval_len, r->mode, r->set, step); continue; }
+        char gap[32] = "n/a";
         if (r->gap_tokens > 0) { snprintf(gap, sizeof(gap), "%.6f", r->gap); }
-        if (r->tokens == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,0,n/a,n/a,%s,n/a\n", run_pe_label, train_len, r->eval_len, r->mode, r->set); }
-        else { len = snprintf(line, sizeof(line), "%s,%d,%d,%s,%lld,%.6f,%.6f,%s,%s\n", run_pe_label, train_len, r->eval_len, r->mode, (long long)r->tokens, r->loss, exp(r->loss), r->set, gap); }
-        atomic_write(&af, line, 1, len);
+        csv_row(&af, "%s,%d,%d,%s,%lld,%.6f,%.6f,%s,%s,%d\n", run_pe_label, train_len, r->eval_len, r->mode, (long long)r->tokens,
+                r->loss, exp(r->loss), r->set, gap, step);
     }
     atomic_commit(&af);
-    write_positions(rows, n, a->output_dir, train_len);
+    write_positions(rows, n, a->output_dir, train_len, step);
 }
 
 static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* mp, int train_len, int step) {
@@ -1109,8 +1124,9 @@ static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* m
     free(rows);
 }
 
-// the test files of -H and -P, read and checked once at the start, and the shards of -j's
-// other sets checked (a malformed or missing one stops the run before it trains)
+// the test files of -H and -P, read and checked once at the start, and every shard of every
+// set of -j checked, headers and tokens (a malformed or missing one stops the run before it
+// trains)
 typedef struct {
     EvalFile hellaswag;
     PasskeyTokens passkey;
@@ -1118,9 +1134,10 @@ typedef struct {
 
 static void eval_data_load(EvalData* ed, const TrainArgs* a, GPT2* model) {
     memset(ed, 0, sizeof(*ed));
-    for (int set = 1; set < a->num_sets; set++) {
+    for (int set = 0; set < a->num_sets; set++) {
         DataLoader dl;
         dataloader_init(&dl, a->set_patterns[set], 1, 1, 0, 1, model->config.vocab_size);
+        dataloader_check_tokens(&dl);
         dataloader_free(&dl);
     }
     if (a->hellaswag != NULL) { evalfile_load(&ed->hellaswag, a->hellaswag, model->config.vocab_size, gpt2_max_length(model)); }
@@ -1133,23 +1150,23 @@ static void eval_data_free(EvalData* ed) {
 }
 
 // HellaSwag (-H): llm.c's line (acc_norm), the acc line, main.log's "s:<step> eval:<acc_norm>"
-// (llm.c's), and hellaswag.csv (pe,train_len,step,examples,correct,acc,correct_norm,acc_norm,cut)
+// (llm.c's), and a row appended to hellaswag.csv
+#define HELLASWAG_CSV "hellaswag.csv"
+#define HELLASWAG_CSV_HEADER "pe,train_len,step,examples,correct,acc,correct_norm,acc_norm,cut\n"
 static void hellaswag(GPT2* model, const TrainArgs* a, const MultiProcess* mp, const EvalFile* ef, Logger* logger,
                       int train_len, int step) {
     EvalResult r = evalfile_score(model, ef, a->B, mp);
     if (mp->rank != 0) { return; }
     double acc = (double)r.correct / r.examples, acc_norm = (double)r.correct_norm / r.examples;
-    printf("HellaSwag: %d/%d = %.4f\n", r.correct_norm, r.examples, acc_norm);
-    printf("HellaSwag acc (lowest summed loss): %d/%d = %.4f; acc_norm (lowest mean loss per token) above\n", r.correct, r.examples, acc);
+    printf("HellaSwag: %d/%d = %f\n", r.correct_norm, r.examples, acc_norm);
+    printf("HellaSwag acc (lowest summed loss): %d/%d = %f; acc_norm (lowest mean loss per token) above\n", r.correct, r.examples, acc);
     if (r.cut > 0) { printf("note: %d of %d examples had their context cut from the left to the model's %d positions\n", r.cut, r.examples, gpt2_max_length(model)); }
     logger_line(logger, "s:%d eval:%.4f\n", step, acc_norm);
     if (a->output_dir == NULL) { return; }
-    char line[512];
     AtomicFile af;
-    atomic_open_csv(&af, a->output_dir, "hellaswag.csv", "pe,train_len,step,examples,correct,acc,correct_norm,acc_norm,cut\n");
-    int len = snprintf(line, sizeof(line), "%s,%d,%d,%d,%d,%.6f,%d,%.6f,%d\n", run_pe_label, train_len, step,
-                       r.examples, r.correct, acc, r.correct_norm, acc_norm, r.cut);
-    atomic_write(&af, line, 1, len);
+    csv_open(&af, a->output_dir, HELLASWAG_CSV, HELLASWAG_CSV_HEADER, INT_MAX);
+    csv_row(&af, "%s,%d,%d,%d,%d,%.6f,%d,%.6f,%d\n", run_pe_label, train_len, step, r.examples, r.correct, acc, r.correct_norm,
+            acc_norm, r.cut);
     atomic_commit(&af);
 }
 
@@ -1165,6 +1182,21 @@ static void passkey(GPT2* model, const TrainArgs* a, const MultiProcess* mp, con
                        run_pe_label, train_len, step, a->output_dir);
     }
     free(cells);
+}
+
+// Before a run evaluates: the tables it appends to (llmc/utils.h) must be absent or its own,
+// and a resumed training run drops their rows of the steps after the one it resumes from
+// (resume_step; -1: none), which it evaluates again, as main.log drops those steps' lines
+static void eval_tables_prepare(const TrainArgs* a, int resume_step) {
+    struct { int written; const char* name; const char* header; } tables[] = {
+        {a->num_eval_lengths > 0, EXTRAPOLATION_CSV, EXTRAPOLATION_CSV_HEADER},
+        {a->num_eval_lengths > 0, POSITIONS_CSV, POSITIONS_CSV_HEADER},
+        {a->hellaswag != NULL, HELLASWAG_CSV, HELLASWAG_CSV_HEADER},
+        {a->passkey_trials > 0, PASSKEY_CSV, PASSKEY_CSV_HEADER},
+    };
+    for (size_t k = 0; k < sizeof(tables) / sizeof(tables[0]); k++) {
+        if (tables[k].written) { csv_prepare(a->output_dir, tables[k].name, tables[k].header, resume_step >= 0 ? resume_step : INT_MAX); }
+    }
 }
 
 // every evaluation of a run: the extrapolation tables, HellaSwag (-H), passkey retrieval (-P)
@@ -1205,14 +1237,18 @@ static void run_flags_save(const TrainArgs* a) {
     atomic_commit(&af);
 }
 
-// A resume (-y 1) of a run without a complete checkpoint (`run` names a file it left: it was
-// killed before its first): the run starts again at step 0 with the flags it was started
-// with (RUN_FLAGS_FILE), the flags given now in place of theirs. The command line is parsed
-// again as the recorded flags followed by the given ones (kept for the whole run).
-static void run_flags_restart(TrainArgs* a, const MultiProcess* mp, const char* run) {
+// A training run resumed (-y 1) continues as it was started: its command line is parsed
+// again as the flags it was started with (RUN_FLAGS_FILE), followed by the flags given now,
+// which take their place (the state file then checks the ones that define the run:
+// resume_flags_apply). `latest` is the latest complete checkpoint (-1: the run was killed
+// before its first, and starts again at step 0), `run` a file that shows the run. A run
+// with a checkpoint but no RUN_FLAGS_FILE (written before it was recorded) takes the flags
+// its state file records; one with neither is refused.
+static void run_flags_resume(TrainArgs* a, const MultiProcess* mp, int latest, const char* run) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/" RUN_FLAGS_FILE, a->output_dir);
     if (!file_exists(path)) {
+        if (latest >= 0) { return; }
         fatal("resume: %s holds a run (%s) but neither a complete checkpoint nor the flags it was started with (%s): "
               "nothing to resume; start a new run in another directory", a->output_dir, run, path);
     }
@@ -1228,7 +1264,7 @@ static void run_flags_restart(TrainArgs* a, const MultiProcess* mp, const char* 
     char** argv = (char**)malloc_check((size_t)(1 + n + a->argc) * sizeof(char*));
     int argc = 0;
     argv[argc++] = a->argv[0];
-    char taken[2048] = "";
+    char taken[2048] = ""; // the flags taken, for the message (cut to fit)
     for (char* p = buf; p < buf + size;) {
         char* flag = p;
         p += strlen(p) + 1;
@@ -1237,14 +1273,13 @@ static void run_flags_restart(TrainArgs* a, const MultiProcess* mp, const char* 
         if (flag_given(a, flag)) { continue; }
         argv[argc++] = flag;
         argv[argc++] = value;
-        size_t used = strlen(taken);
-        snprintf(taken + used, sizeof(taken) - used, " %s %s", flag, value);
+        append_format(taken, sizeof(taken), " %s %s", flag, value);
     }
     for (int i = 1; i < a->argc; i++) { argv[argc++] = a->argv[i]; }
-    parse_args(a, argc, argv);
-    if (mp->rank == 0) {
-        printf("resume: no complete checkpoint in %s: the run starts again at step 0 with its flags, from %s:%s\n", a->output_dir, path, taken);
-    }
+    parse_args(a, argc, argv); // argv and buf are kept for the whole run
+    if (mp->rank != 0) { return; }
+    if (latest < 0) { printf("resume: no complete checkpoint in %s: the run starts again at step 0 with its flags, from %s:%s\n", a->output_dir, path, taken); }
+    else { printf("resume: the run's flags, from %s:%s\n", path, taken); }
 }
 
 static int train_main(int argc, char** argv) {
@@ -1255,18 +1290,18 @@ static int train_main(int argc, char** argv) {
     mp_check_same(build, "build", 1);
     TrainArgs a;
     parse_args(&a, argc, argv);
-    char desc[4096]; // every flag, so that ranks started differently are caught at once
-    snprintf(desc, sizeof(desc), "%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d",
+    char lists[512] = ""; // -E, then -rs/-xb's variants: at most 32 and 8 short items
+    for (int k = 0; k < a.num_eval_lengths; k++) { append_format(lists, sizeof(lists), " E%d", a.eval_lengths[k]); }
+    for (int k = 0; k < a.num_eval_variants; k++) { append_format(lists, sizeof(lists), " V%d", a.eval_variants[k]); }
+    // every flag, whole (paths of any length), so that ranks started differently are caught at once
+    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rp%d L%d P%d %d %d|%s",
              a.train_pattern, a.val_sets, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
-             (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every);
-    size_t used = strlen(desc); // the lists: -E, then -rs/-xb's variants and -rf
-    for (int k = 0; k < a.num_eval_lengths; k++) { used += snprintf(desc + used, sizeof(desc) - used, " E%d", a.eval_lengths[k]); }
-    for (int k = 0; k < a.num_eval_variants; k++) { used += snprintf(desc + used, sizeof(desc) - used, " V%d", a.eval_variants[k]); }
-    snprintf(desc + used, sizeof(desc) - used, " rf%g rp%d L%d P%d %d %d|%s", a.rope_factor, a.rand_pos, a.eval_last, a.passkey_trials,
-             a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "");
+             (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every, lists, a.rope_factor,
+             a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "");
     mp_check_same(desc, "configuration (flags)", 0);
+    free(desc);
 
     // the output directory: locked for the whole run (its stale temporary files removed);
     // a new training run refuses a directory that holds another run
@@ -1287,8 +1322,8 @@ static int train_main(int argc, char** argv) {
         }
         if (latest < 0) { fatal("-x 0 -y 1: %s holds no complete checkpoint to evaluate", a.output_dir); }
     }
-    if (a.resume && latest < 0 && a.max_steps != 0) {
-        if (run[0] != '\0') { run_flags_restart(&a, &mp, run); }
+    if (a.resume && a.max_steps != 0) { // a training run resumed: as it was started
+        if (latest >= 0 || run[0] != '\0') { run_flags_resume(&a, &mp, latest, run); }
         else if (mp.rank == 0) { printf("no complete checkpoint in %s: a new run starts\n", a.output_dir); }
     }
     int resume_step = a.resume ? latest : -1;
@@ -1340,7 +1375,7 @@ static int train_main(int argc, char** argv) {
         }
     }
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
-    if (cfg->rp_len > 0) { snprintf(run_pe_label + strlen(run_pe_label), sizeof(run_pe_label) - strlen(run_pe_label), "_rp%d", cfg->rp_len); }
+    if (cfg->rp_len > 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rp%d", cfg->rp_len); }
     char shape[MP_SHOW_BYTES]; // the same build may have read different files on different ranks
     snprintf(shape, sizeof(shape), "L=%d NH=%d C=%d maxT=%d V=%d Vp=%d DAPE width %d, %zu parameters, rp %d seed %d", cfg->num_layers,
              cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size, cfg->dape_width,
@@ -1353,7 +1388,15 @@ static int train_main(int argc, char** argv) {
         if (mp.rank == 0) { printf("validation at T = %d, the model's maxT (-t %d is beyond its positions)\n", gpt2_max_length(&model), a.T); }
         a.T = gpt2_max_length(&model);
     }
-    int train_len = training ? a.T : cfg->max_seq_len; // what the extrapolation is measured against
+    // the training length, what the extrapolation is measured against: -t when training (and
+    // recorded in the checkpoints), the checkpoint's when evaluating (a checkpoint of an older
+    // trainer does not record it: maxT stands for it, which for learned is the table's length)
+    if (training) { cfg->train_len = a.T; }
+    int train_len = cfg->train_len > 0 ? cfg->train_len : cfg->max_seq_len;
+    if (cfg->train_len == 0 && PE_ID == PE_ID_LEARNED && mp.rank == 0) {
+        printf("note: the checkpoint does not record its training length (an older trainer's, or llm.c's): taken as its maxT = %d\n",
+               cfg->max_seq_len);
+    }
     default_eval_lengths(&a, train_len);
     // every product of flags in 64 bits: a micro-step's tokens must fit an int
     int64_t tokens_per_micro = (int64_t)a.B * a.T * mp.world;
@@ -1444,6 +1487,7 @@ static int train_main(int argc, char** argv) {
     }
     Logger logger;
     logger_init(&logger, a.output_dir, mp.rank, training, resume_step >= 0 ? resume_step : 0);
+    if (a.output_dir != NULL && mp.rank == 0) { eval_tables_prepare(&a, training ? resume_step : -1); }
     if (training && resume_step < 0 && a.output_dir != NULL && mp.rank == 0) { run_flags_save(&a); }
     if (training && a.overfit) { dataloader_reset(&train); dataloader_next_batch(&train); } // the first batch, resumed or not
 

@@ -28,6 +28,7 @@ gpt2_token_losses and gpt2_max_length.
 #ifndef LLMC_HELLASWAG_H
 #define LLMC_HELLASWAG_H
 
+#include <math.h>
 #include <stdint.h>
 #include "utils.h"
 #include "model.h"
@@ -191,6 +192,7 @@ static EvalResult evalfile_score(GPT2* model, const EvalFile* ef, int batch_rows
                 cut |= ex->cut[c] > 0;
                 double sum = 0;
                 for (int t = ctx - 1; t < ctx - 1 + ex->completion_len[c]; t++) { sum += losses[(size_t)r * T + t]; }
+                if (!isfinite(sum)) { fatal("HellaSwag: example %d: the loss is not finite (the model has diverged)", i + k); }
                 double mean = sum / ex->completion_len[c];
                 if (c == 0 || sum < best_sum) { best_sum = sum; pred = c; }
                 if (c == 0 || mean < best_mean) { best_mean = mean; pred_norm = c; }

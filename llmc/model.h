@@ -7,8 +7,9 @@ initialization, and the checkpoint header.
 
 Checkpoint: int32 header[256] = {20240326, version (3 = fp32, 5 = bf16), maxT, V, L,
 NH, C, Vp, PE id, DAPE variant, DAPE width, revision of the PE's definition (pe_revision),
-randomized positions' range L (0: none) and seed (llmc/pe.h), 0...}, then every parameter
-tensor in the order below. A tensor
+randomized positions' range L (0: none) and seed (llmc/pe.h), the training length T (0 in
+files written before it was recorded, and in llm.c's: then maxT is taken for it), 0...},
+then every parameter tensor in the order below. A tensor
 that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
@@ -47,6 +48,7 @@ typedef struct {
     int dape_width;        // DAPE's hidden width D (0 without DAPE)
     int rp_len;            // randomized positions (-rp): drawn from [0, rp_len); 0: positions 0..T-1
     int rp_seed;           // the seed of those draws (the run's -R)
+    int train_len;         // the training length T (0: not recorded; maxT then stands for it)
 } GPT2Config;
 
 // initialization helpers, on the host into fp32 (both trainers initialize the same way)
@@ -191,6 +193,9 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
         fatal("%s: DAPE on PE '%s' (DAPE runs on %s)", what, pe_name(c->pe), pe_names_dape());
     }
     if (c->rp_len < 0 || c->rp_len > (1 << 24)) { fatal("%s: bad range of randomized positions %d", what, c->rp_len); }
+    if (c->train_len < 0 || c->train_len > (1 << 24) || (c->pe == PE_ID_LEARNED && c->train_len > c->max_seq_len)) {
+        fatal("%s: bad training length %d (learned: at most maxT = %d)", what, c->train_len, c->max_seq_len);
+    }
     if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
@@ -239,6 +244,7 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
     gpt2_config_set_dape(c);
     c->rp_len = 0;
     c->rp_seed = 0;
+    c->train_len = T;
     return 1;
 }
 
@@ -282,6 +288,7 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[10] = cfg->dape_width;
     header[12] = cfg->rp_len;
     header[13] = cfg->rp_seed;
+    header[14] = cfg->train_len;
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -308,6 +315,7 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->dape_width = header[10];
     cfg->rp_len = header[12];
     cfg->rp_seed = header[13];
+    cfg->train_len = header[14];
     gpt2_config_check(cfg, path);
     if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
         fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s%s%s)",

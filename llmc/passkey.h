@@ -282,9 +282,12 @@ static void passkey_grid(GPT2* model, const PasskeyTokens* pk, const int* length
     free(sums);
 }
 
+// the table of the grid in the output directory (llmc/utils.h: each evaluation appends its rows)
+#define PASSKEY_CSV "passkey.csv"
+#define PASSKEY_CSV_HEADER "pe,train_len,eval_len,depth,trials,correct,accuracy,key_logprob,step\n"
+
 // prints the grid (rows: lengths, columns: depths; accuracy and the mean log-probability of
-// the key) and writes passkey.csv (pe,train_len,eval_len,depth,trials,correct,accuracy,
-// key_logprob) into dir, if given
+// the key) and appends its cells to passkey.csv in dir, if given
 static void passkey_report(const PasskeyCell* cells, int num_lengths, int depths, int trials, uint64_t seed, const char* label,
                            int train_len, int step, const char* dir) {
     printf("passkey retrieval: pe %s, trained at T=%d, step %d (%d keys per cell, seed %llu): accuracy, mean log P(key)\n",
@@ -306,17 +309,14 @@ static void passkey_report(const PasskeyCell* cells, int num_lengths, int depths
     }
     if (dir == NULL) { return; }
     AtomicFile af;
-    atomic_open_csv(&af, dir, "passkey.csv", "pe,train_len,eval_len,depth,trials,correct,accuracy,key_logprob\n");
+    csv_open(&af, dir, PASSKEY_CSV, PASSKEY_CSV_HEADER, INT_MAX);
     for (int i = 0; i < num_lengths * depths; i++) {
-        char line[256];
-        int len;
         const PasskeyCell* c = &cells[i];
-        if (c->trials == 0) { len = snprintf(line, sizeof(line), "%s,%d,%d,%.4f,0,0,n/a,n/a\n", label, train_len, c->eval_len, c->depth); }
+        if (c->trials == 0) { csv_row(&af, "%s,%d,%d,%.4f,0,0,n/a,n/a,%d\n", label, train_len, c->eval_len, c->depth, step); }
         else {
-            len = snprintf(line, sizeof(line), "%s,%d,%d,%.4f,%d,%.0f,%.6f,%.6f\n", label, train_len, c->eval_len, c->depth, c->trials,
-                           c->correct, c->correct / c->trials, c->logprob / c->trials);
+            csv_row(&af, "%s,%d,%d,%.4f,%d,%.0f,%.6f,%.6f,%d\n", label, train_len, c->eval_len, c->depth, c->trials,
+                    c->correct, c->correct / c->trials, c->logprob / c->trials, step);
         }
-        atomic_write(&af, line, 1, len);
     }
     atomic_commit(&af);
 }

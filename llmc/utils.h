@@ -125,6 +125,50 @@ static int file_exists(const char* path) {
     return stat(path, &st) == 0;
 }
 
+// what kind of file a mode is, for the message that refuses it
+static const char* file_kind(mode_t mode) {
+    return S_ISLNK(mode) ? "a symbolic link" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISDIR(mode) ? "a directory" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+// The programs write regular files only: a path they are about to write must be a regular
+// file or not exist yet. A FIFO, a device node, a directory or a socket there is not theirs,
+// and is refused with one line, never replaced or written into. A symbolic link is refused
+// too where the file is written in place (link_ok 0: a log, a lock); a crash-safe write
+// (link_ok 1) replaces the link itself by its rename, never its target.
+static void refuse_special_file(const char* path, int link_ok) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode) || (link_ok && S_ISLNK(st.st_mode))) { return; }
+    fatal("%s is %s, not a regular file: it is not written (remove it, or write elsewhere)", path, file_kind(st.st_mode));
+}
+
+// appends formatted text to the string in buf (`size` bytes in all), cut to what fits:
+// never a byte past the end, whatever vsnprintf would have written
+__attribute__((format(printf, 3, 4)))
+static void append_format(char* buf, size_t size, const char* fmt, ...) {
+    size_t used = strnlen(buf, size);
+    if (used + 1 >= size) { return; }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, size - used, fmt, ap);
+    va_end(ap);
+}
+
+// formatted text of any length in a new allocation (free it)
+__attribute__((format(printf, 1, 2)))
+static char* format_alloc(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) { fatal("cannot format '%s'", fmt); }
+    char* s = (char*)malloc_check((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 // creates a directory (one level) if missing and checks that it is writable
 static void ensure_dir_writable(const char* dir) {
     struct stat st;
@@ -214,6 +258,7 @@ static int pending_tmp_slot(const char* tmp) {
 static void atomic_open(AtomicFile* af, const char* path) {
     static unsigned counter = 0; // writes of this process so far
     if (strlen(path) >= PATH_MAX) { fatal("path too long: %s", path); }
+    refuse_special_file(path, 1);
     strcpy(af->path, path);
     const char* slash = strrchr(path, '/');
     int dir_len = slash == NULL ? 0 : (int)(slash - path + 1); // the directory, with its slash
@@ -239,6 +284,7 @@ static void atomic_commit(AtomicFile* af) {
     if (fclose(af->f) != 0) { fatal("cannot close %s (%s)", af->tmp_path, strerror(errno)); }
     af->f = NULL;
     atomic_slow_write_hook();
+    refuse_special_file(af->path, 1); // a FIFO or device made there since the open
     if (rename(af->tmp_path, af->path) != 0) {
         fatal("cannot rename %s to %s (%s)", af->tmp_path, af->path, strerror(errno));
     }
@@ -252,13 +298,103 @@ static void atomic_commit(AtomicFile* af) {
     if (fd >= 0) { fsync(fd); close(fd); }
 }
 
-// opens <dir>/<name> for a crash-safe write and writes its first line, a CSV header (the
-// evaluations' tables: extrapolation.csv, positions.csv, hellaswag.csv, passkey.csv)
-static void atomic_open_csv(AtomicFile* af, const char* dir, const char* name, const char* header) {
+// ----------------------------------------------------------------------------
+// the evaluations' tables (extrapolation.csv, positions.csv, hellaswag.csv, passkey.csv):
+// each evaluation appends its rows, every row with the step it was made at (column `step`),
+// so a run keeps the rows of all its evaluations. An append is a crash-safe rewrite: the
+// header, the rows the file holds, the new rows. A file there whose first line is not the
+// table's header (another program's, or a table of an older format) is refused with one
+// line, never overwritten.
+
+// the path of the table <dir>/<name>
+static void csv_path(char* path, size_t size, const char* dir, const char* name) {
+    if (snprintf(path, size, "%s/%s", dir, name) >= (int)size) { fatal("path too long: %s/%s", dir, name); }
+}
+
+// the table at `path`, opened after its header line; NULL if there is none (or a symbolic
+// link, which the rename replaces)
+static FILE* csv_existing(const char* path, const char* header) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        refuse_special_file(path, 1);
+        return NULL;
+    }
+    FILE* f = fopen_read_regular(path);
+    char* line = NULL;
+    size_t cap = 0;
+    if (getline(&line, &cap, f) < 0 || strcmp(line, header) != 0) {
+        fatal("%s is not this program's table (its first line is not '%.*s'; a file of another program, or of an "
+              "older format): move it away, it is not overwritten", path, (int)strlen(header) - 1, header);
+    }
+    free(line);
+    return f;
+}
+
+// the number of the column `name` in a header line (from 0)
+static int csv_column(const char* header, const char* name) {
+    size_t n = strlen(name);
+    int col = 0;
+    for (const char* p = header; *p != '\0'; col++) {
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\n')) { return col; }
+        p = strchr(p, ',');
+        if (p == NULL) { break; }
+        p++;
+    }
+    fatal("the header '%s' has no column '%s'", header, name);
+}
+
+// Opens the table <dir>/<name> for an append: `af` gets the header and the rows the file
+// holds whose step is at most max_step (INT_MAX: all), ready for csv_row and atomic_commit.
+static void csv_open(AtomicFile* af, const char* dir, const char* name, const char* header, int max_step) {
     char path[PATH_MAX];
-    if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) { fatal("path too long: %s/%s", dir, name); }
+    csv_path(path, sizeof(path), dir, name);
+    FILE* old = csv_existing(path, header);
     atomic_open(af, path);
     atomic_write(af, header, 1, strlen(header));
+    if (old == NULL) { return; }
+    int col = csv_column(header, "step");
+    char* line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, old)) > 0) {
+        if (max_step < INT_MAX) {
+            const char* p = line;
+            for (int k = 0; k < col && p != NULL; k++) { p = strchr(p, ','); p = p != NULL ? p + 1 : NULL; }
+            char* end = NULL;
+            long step = p != NULL ? strtol(p, &end, 10) : 0;
+            if (p == NULL || end == p || (*end != ',' && *end != '\n')) { fatal("%s: a row without a step: %.80s", path, line); }
+            if (step > max_step) { continue; }
+        }
+        atomic_write(af, line, 1, (size_t)n);
+    }
+    if (ferror(old)) { fatal("read error in %s (%s)", path, strerror(errno)); }
+    free(line);
+    fclose(old);
+}
+
+// Before a run evaluates: the table <dir>/<name> must be absent or this table, and a
+// resumed training run (max_step: the step it resumes from; INT_MAX otherwise) drops the
+// rows of the steps after it, which it makes again.
+static void csv_prepare(const char* dir, const char* name, const char* header, int max_step) {
+    char path[PATH_MAX];
+    csv_path(path, sizeof(path), dir, name);
+    FILE* old = csv_existing(path, header);
+    if (old == NULL) { return; }
+    fclose(old);
+    if (max_step == INT_MAX) { return; }
+    AtomicFile af;
+    csv_open(&af, dir, name, header, max_step);
+    atomic_commit(&af);
+}
+
+// one row of a table
+__attribute__((format(printf, 2, 3)))
+static void csv_row(AtomicFile* af, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vfprintf(af->f, fmt, ap);
+    va_end(ap);
+    if (n < 0) { fatal("write error in %s (%s)", af->tmp_path, strerror(errno)); }
 }
 
 // ----------------------------------------------------------------------------

@@ -60,8 +60,9 @@ CHECKPOINT_BF16 = 5
 # (Encoding.revision), which must be the one implemented here
 HEADER_WORDS_ZERO = {9: "DAPE variant", 10: "DAPE width"}
 HEADER_PE_REVISION = 11
-# words 12 and 13: randomized positions' range L (0: none) and seed (Config.rp_len, rp_seed)
-HEADER_RP_LEN, HEADER_RP_SEED = 12, 13
+# words 12 and 13: randomized positions' range L (0: none) and seed (Config.rp_len, rp_seed);
+# word 14: the training length (Config.train_len; 0 in older files: maxT stands for it)
+HEADER_RP_LEN, HEADER_RP_SEED, HEADER_TRAIN_LEN = 12, 13, 14
 # the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
@@ -96,14 +97,14 @@ class Config:
     pe: str                 # one of PE_NAMES
     rp_len: int = 0         # randomized positions: drawn from [0, rp_len) (0: none)
     rp_seed: int = 0        # and the seed of their draws
+    train_len: int = 0      # the training length T (0: not recorded, maxT stands for it)
 
 
 @dataclass
 class PEEval:
     """An evaluation variant (llmc/pe.h; the driver's -rs, -rf, -xb), never used in training:
     variant one of PE_EVAL_NAMES, rope_factor the static RoPE factor s, train_len the training
-    length L (0: the checkpoint's maxT, which is the training length of every model but
-    `learned`'s)."""
+    length L (0: the checkpoint's, header word 14, or its maxT where that is 0)."""
     variant: str = "plain"
     rope_factor: float = 1.0
     train_len: int = 0
@@ -152,6 +153,9 @@ def check_config(cfg, where):
             (cfg.pe == "learned" and cfg.rp_len > cfg.max_seq_len):
         raise ValueError("%s: randomized positions from [0, %d) on PE '%s' with maxT %d (header word %d)"
                          % (where, cfg.rp_len, cfg.pe, cfg.max_seq_len, HEADER_RP_LEN))
+    if cfg.train_len < 0 or cfg.train_len > (1 << 24) or (cfg.pe == "learned" and cfg.train_len > cfg.max_seq_len):
+        raise ValueError("%s: bad training length %d (header word %d; learned: at most maxT = %d)"
+                         % (where, cfg.train_len, HEADER_TRAIN_LEN, cfg.max_seq_len))
 
 
 def check_finite(tensors, where):
@@ -227,7 +231,8 @@ def read_checkpoint(path):
                              % (path, word, what, header[word]))
     cfg = Config(max_seq_len=int(header[2]), vocab_size=int(header[3]), num_layers=int(header[4]),
                  num_heads=int(header[5]), channels=int(header[6]), padded_vocab_size=int(header[7]),
-                 pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]))
+                 pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]),
+                 train_len=int(header[HEADER_TRAIN_LEN]))
     check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
@@ -261,7 +266,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
     header[:9] = [CHECKPOINT_MAGIC, version, cfg.max_seq_len, cfg.vocab_size, cfg.num_layers,
                   cfg.num_heads, cfg.channels, cfg.padded_vocab_size, PE_NAMES.index(cfg.pe)]
     header[HEADER_PE_REVISION] = ENCODINGS[cfg.pe].revision
-    header[HEADER_RP_LEN], header[HEADER_RP_SEED] = cfg.rp_len, cfg.rp_seed
+    header[HEADER_RP_LEN], header[HEADER_RP_SEED], header[HEADER_TRAIN_LEN] = cfg.rp_len, cfg.rp_seed, cfg.train_len
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
         u = flat.view(np.uint32).astype(np.uint64)
@@ -806,7 +811,7 @@ class GPT(nn.Module):
         ev = pe_eval or PEEval()
         if ev.variant not in self.pe.eval_variants:
             raise ValueError("no evaluation variant '%s' for PE '%s' (it has: %s)" % (ev.variant, cfg.pe, ", ".join(self.pe.eval_variants)))
-        ev = PEEval(ev.variant, ev.rope_factor, ev.train_len or cfg.max_seq_len)
+        ev = PEEval(ev.variant, ev.rope_factor, ev.train_len or cfg.train_len or cfg.max_seq_len)
         if ev.train_len < 2 or ev.rope_factor < 1:
             raise ValueError("evaluation variant: training length %d (at least 2) and RoPE factor %g (at least 1)"
                              % (ev.train_len, ev.rope_factor))

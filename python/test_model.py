@@ -22,7 +22,8 @@ trainer, for every encoding, in float64 (make test-python):
      exported folder, loaded through its own copy of model.py, must too;
   6. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
      and 10, another revision of the encoding's definition in word 11, randomized positions
-     on an encoding without them in word 12) and variants the encoding does not have are
+     on an encoding without them in word 12, a negative training length in word 14) and
+     variants the encoding does not have are
      refused with a clear message;
   7. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
      a NaN and a FIFO (one line on stderr naming the file, exit status 1, within seconds);
@@ -300,6 +301,7 @@ def test_bad_files(good, tmp, pe, all_cases):
     expect_error("bad file: unknown PE id", variant("pe.bin", with_word(8, 99)), "unknown positional encoding")
     expect_error("bad file: a DAPE model (word 9)", variant("dape.bin", with_word(9, 1)), "header word 9 (DAPE variant) is 1")
     expect_error("bad file: DAPE width (word 10)", variant("dape_w.bin", with_word(10, 32)), "header word 10 (DAPE width) is 32")
+    expect_error("bad file: a negative training length (word 14)", variant("tl.bin", with_word(14, -5)), "bad training length -5")
 
 
 def expect_cli_error(what, args, fragment):

@@ -54,7 +54,10 @@ LONG="$DIR$(printf '/missing%.0s' $(seq 1 150)).bin" # 1200 characters: the reas
 expect "a long path does not hide the reason" "missing.bin (No such file or directory)" "${OK[@]}" -e "$LONG"
 expect "-j item without a pattern" "flag -j: 'a=' is not name=pattern" "${OK[@]}" -j "a=$VAL,a="
 expect "-j set given twice" "the set 'a' is given twice" "${OK[@]}" -j "a=$VAL,a=$VAL"
-expect "-j set name with a slash" "may hold letters, digits" "${OK[@]}" -j "x/y=$VAL"
+expect "-j set name with a character of a path" "may hold letters, digits" "${OK[@]}" -j "a=$VAL,x y=$VAL"
+expect "-j set name of 300 characters" "is longer than 64 characters" "${OK[@]}" -j "$(printf 'n%.0s' $(seq 300))=$VAL"
+# a pattern whose text before its first '=' is no set name (a '/' in it) is one plain pattern
+expect "-j pattern with '=' in a directory, no shard" "no file matches the data pattern 'x/y=" "${OK[@]}" -j "x/y=$VAL"
 expect "-j set without shards" "no file matches" "${OK[@]}" -j "a=$VAL,b=$DIR/none_*.bin"
 expect "-L below 0" "flag -L must be in" "${OK[@]}" -L -1
 expect "-Pd of one depth" "flag -Pd must be in" "${OK[@]}" -P 1 -Pd 1
@@ -70,7 +73,53 @@ expect "a FIFO as a shard" "fifo_000000.bin is not a regular file" "${OK[@]}" -i
 mkdir -p "$DIR/done"
 touch "$DIR/done/DONE_99999999999"
 expect "a checkpoint marker beyond int" "DONE_99999999999: a checkpoint marker whose step is beyond" "${OK[@]}" -o "$DIR/done" -y 1
+# every shard of every test set is read whole before the first step: a token outside the
+# vocabulary in the second shard of a set stops the run before it trains
+mkdir -p "$DIR/badset"
+python3 - "$DIR/badset" <<'PY'
+import struct, sys
+for k, bad in ((0, None), (1, 5000)):
+    toks = [(11 * i) % 50000 for i in range(8000)]
+    if bad is not None:
+        toks[bad] = 60000
+    with open("%s/bad_%06d.bin" % (sys.argv[1], k), "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, len(toks), *[0] * 253))
+        f.write(struct.pack("<%dH" % len(toks), *toks))
+PY
+expect "-j set with a token outside the vocabulary" "bad_000001.bin: token 60000 at position 5000 is out of range" \
+    "${OK[@]}" -E 32 -K 64 -j "val=$VAL,bad=$DIR/badset/bad_*.bin" -o "$DIR/badrun"
+if grep -q "^step" "$DIR/out" || [ -e "$DIR/badrun/main.log" ]; then
+    echo "  FAIL  -j set with a bad token: the run trained before the check"; failures=$((failures + 1))
+fi
+# a file the trainer writes that is a FIFO is refused (never replaced or written into)
+mkdir -p "$DIR/fifo_log" "$DIR/fifo_csv"
+mkfifo "$DIR/fifo_log/main.log" "$DIR/fifo_csv/extrapolation.csv"
+expect "main.log that is a FIFO" "fifo_log/main.log is a FIFO, not a regular file" "${OK[@]}" -o "$DIR/fifo_log"
 (cd "$DIR" && "$BIN" "${OK[@]}" -o "$DIR/ck" > /dev/null 2>&1)
+expect "extrapolation.csv that is a FIFO" "fifo_csv/extrapolation.csv is a FIFO, not a regular file" \
+    -e "$DIR/ck/model_00000002.bin" -x 0 -m 1 -E 32 -K 64 -j "$VAL" -o "$DIR/fifo_csv"
+if [ -p "$DIR/fifo_log/main.log" ] && [ -p "$DIR/fifo_csv/extrapolation.csv" ]; then echo "  ok    the FIFOs are left as they were"
+else echo "  FAIL  a FIFO was replaced"; failures=$((failures + 1)); fi
+# a plain -j path whose directory holds '=' is one pattern, the set val
+mkdir -p "$DIR/a=b"
+cp "$(realpath data/starter)/starter_val_000000.bin" "$DIR/a=b/"
+if (cd "$DIR" && "$BIN" -e "$DIR/ck/model_00000002.bin" -x 0 -m 1 -E 32 -K 64 -j "$DIR/a=b/starter_val_*.bin" > "$DIR/out" 2> "$DIR/err") \
+    && grep -q "test set val ($DIR/a=b/starter_val_\*.bin)" "$DIR/out"; then
+    echo "  ok    a -j path with '=' in its directory is the set val"
+else echo "  FAIL  a -j path with '=' in its directory: $(cat "$DIR/err")"; failures=$((failures + 1)); fi
+# a set name of 64 characters, the longest, is written whole in every row of the CSVs
+NAME64=$(printf 's%.0s' $(seq 64))
+(cd "$DIR" && "$BIN" -e "$DIR/ck/model_00000002.bin" -x 0 -m 1 -E 32 -K 64 -j "$NAME64=$VAL" -o "$DIR/long" > /dev/null 2>&1)
+if [ "$(tail -n +2 "$DIR/long/extrapolation.csv" | awk -F, -v n=$NAME64 'NF == 10 && $8 == n' | wc -l)" -eq 2 ] \
+    && [ "$(tail -n +2 "$DIR/long/positions.csv" | awk -F, -v n=$NAME64 'NF != 10 || $9 != n' | wc -l)" -eq 0 ]; then
+    echo "  ok    a set name of 64 characters, whole in every CSV row"
+else echo "  FAIL  a set name of 64 characters in the CSVs"; cat "$DIR/long/extrapolation.csv"; failures=$((failures + 1)); fi
+# last<N> scores N tokens a window at every length, or is n/a: -L 24 at -E 16 is n/a
+(cd "$DIR" && "$BIN" -e "$DIR/ck/model_00000002.bin" -x 0 -m 1 -E 16,32 -K 48 -W -1 -L 24 -j "$VAL" -o "$DIR/lastn" > /dev/null 2>&1)
+if [[ "$(awk -F, '$4 == "last24" { print $3 ":" $5 ":" $6 }' "$DIR/lastn/extrapolation.csv" | tr '\n' ' ')" == "16:0:n/a 32:48:"* ]] \
+    && ! awk -F, '$4 == "last24" && $3 == 16' "$DIR/lastn/positions.csv" | grep -q .; then
+    echo "  ok    -L 24: the row at length 16 is n/a, the one at 32 scores 2 x 24 tokens"
+else echo "  FAIL  -L beyond an -E length"; cat "$DIR/lastn/extrapolation.csv"; failures=$((failures + 1)); fi
 # evaluation only: the default -E lengths and sliding stride both follow the checkpoint's
 # training length (maxT = 32), not -t
 (cd "$DIR" && "$BIN" -e "$DIR/ck/model_00000002.bin" -x 0 -t 16 -b 2 -m 1 -K 64 -j "$VAL" > "$DIR/out" 2> /dev/null)
@@ -85,6 +134,20 @@ if [ "$PE" = learned ]; then
     expect "learned: -rp beyond maxT of a checkpoint" "need as many rows of wpe" -e "$DIR/ck/model_00000002.bin" -x 0 -E none -rp 64 -j "$VAL"
     expect "-rp smaller than -t" "is more than the 16 randomized positions" "${OK[@]}" -rp 16
     expect "-ra without randomized positions" "flag -ra: the model has no randomized positions" "${OK[@]}" -ra 1
+    # the training length is the checkpoint's (word 14), not maxT: a model trained at -t 32
+    # with positions drawn from [0, 64) has maxT 64 and is evaluated against T = 32 (the gap at 64)
+    (cd "$DIR" && "$BIN" "${OK[@]}" -x 1 -rp 64 -o "$DIR/rp" > /dev/null 2>&1)
+    (cd "$DIR" && "$BIN" -e "$DIR/rp/model_00000001.bin" -x 0 -m 1 -E 32,64 -K 64 -W -1 -j "$VAL" -o "$DIR/rp_eval" > "$DIR/out" 2>&1)
+    if grep -q "trained at T=32," "$DIR/out" && [ "$(awk -F, '$3 == 64 { print $9 }' "$DIR/rp_eval/extrapolation.csv")" != n/a ]; then
+        echo "  ok    learned -rp 64 -t 32 evaluated alone: trained at T=32, a gap at 64"
+    else echo "  FAIL  learned -rp 64 -t 32 evaluated alone: $(grep -o 'trained at T=[0-9]*' "$DIR/out")"; failures=$((failures + 1)); fi
+    # a checkpoint without the word (an older trainer's) falls back to maxT, and says so
+    cp "$DIR/rp/model_00000001.bin" "$DIR/old.bin"
+    printf '\0\0\0\0' | dd of="$DIR/old.bin" bs=1 seek=56 conv=notrunc status=none
+    (cd "$DIR" && "$BIN" -e "$DIR/old.bin" -x 0 -m 1 -E 32,64 -K 64 -W -1 -j "$VAL" > "$DIR/out" 2>&1)
+    if grep -q "note: the checkpoint does not record its training length .*: taken as its maxT = 64" "$DIR/out" && grep -q "trained at T=64," "$DIR/out"; then
+        echo "  ok    a checkpoint without its training length: maxT = 64 stands for it, and a note says so"
+    else echo "  FAIL  a checkpoint without its training length"; cat "$DIR/out"; failures=$((failures + 1)); fi
     (cd "$DIR" && "$BIN" "${OK[@]}" -x 1 -s 1 -g 100 > "$DIR/out" 2> /dev/null)
     if grep -q "note: samples are cut at 31 tokens (-g 100): the learned positions end at maxT = 32" "$DIR/out"; then
         echo "  ok    learned: -g beyond maxT - 1 is cut, and says so"

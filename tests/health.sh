@@ -3,7 +3,8 @@
 # reported; five in a row stop the run with a message that names the last complete
 # checkpoint, and no checkpoint of the failed state is written. Non-finite values never get
 # into a complete checkpoint: a NaN in a state file stops the resume, a model that becomes
-# non-finite is not saved; a diverged checkpoint evaluated alone is an error, not NaN rows.
+# non-finite is not saved; a diverged checkpoint evaluated alone is an error, not NaN rows or
+# a HellaSwag score.
 set -euo pipefail
 PE=${1:-cable}
 BIN=build/train_gpt2_$PE
@@ -48,6 +49,13 @@ refused "a diverged checkpoint evaluated alone" "validation: the loss is not fin
     "$BIN" -e "$DIR/poisoned.bin" -x 0 -E 32 -K 64 -j "data/starter/starter_val_*.bin"
 refused "a diverged checkpoint evaluated at one length" "evaluation at length 32: the loss is not finite" \
     "$BIN" -e "$DIR/poisoned.bin" -x 0 -E 32 -K 64 -m 0 -j "data/starter/starter_val_*.bin"
+# HellaSwag: NaN losses would make the first completion of every example the choice (2/2
+# here, both labels 0)
+doc() { printf '%d\n%s' "$(printf %s "$1" | wc -c)" "$1"; }
+{ printf '0 2\n'; doc "The grass is"; doc " green."; doc " blue."; printf '0 2\n'; doc "The sky is"; doc " blue."; doc " green."; } \
+    | ./tokenizer eval "$DIR/hellaswag.bin" > /dev/null
+refused "a diverged checkpoint on HellaSwag" "HellaSwag: example 0: the loss is not finite" \
+    "$BIN" -e "$DIR/poisoned.bin" -x 0 -E none -m 0 -H "$DIR/hellaswag.bin" -j "data/starter/starter_val_*.bin"
 
 # a NaN in v of a state file: the resume stops at once, naming the file
 mkdir -p "$DIR/nanv"

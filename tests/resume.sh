@@ -15,7 +15,10 @@
 #     resume of a run with no checkpoint and no record of its flags; an evaluation-only run
 #     into the directory leaves main.log's lines as they are;
 #  6. a run killed before its first checkpoint, resumed with `-o DIR -y 1` alone, starts
-#     again from step 0 with its own flags and ends bit-identical to an uninterrupted run;
+#     again from step 0 with its own flags and ends bit-identical to an uninterrupted run; a
+#     run with every evaluation flag (-j sets, -n, -v, -V, -E, -K, -W, -L, -H, -P, -s 0) killed
+#     after a checkpoint and resumed with `-o DIR -y 1` alone ends with the main.log, the four
+#     evaluation tables and the checkpoints of an uninterrupted run;
 #  7. a trainer removes only the temporary files whose writer is gone: a user's files and a
 #     tokenizer writing into the directory at the same time are left alone;
 #  8. a resume with another number of OpenMP threads (not bit-exact) says so in a warning.
@@ -203,6 +206,32 @@ grep -q "the run starts again at step 0 with its flags" "$DIR/killed.log" || { c
 "$TEST" compare "$DIR/r/model_00000006.bin" "$DIR/killed/model_00000006.bin" 0 > /dev/null || fail "the restarted run's checkpoint differs"
 cmp "$DIR/r.main.log" "$DIR/killed/main.log" || fail "the restarted run's main.log differs"
 echo "ok: started again from step 0 with the run's flags: checkpoint and main.log bit-identical to an uninterrupted run"
+
+echo "=== $PE: a run with every evaluation flag, killed after a checkpoint, resumed with -o DIR -y 1 alone"
+doc() { printf '%d\n%s' "$(printf %s "$1" | wc -c)" "$1"; }
+{ printf '0 2\n'; doc "The grass is"; doc " green."; doc " blue."; printf '1 2\n'; doc "The sky is"; doc " green."; doc " blue."; } \
+    | ./tokenizer eval "$DIR/hellaswag.bin" > /dev/null
+FLAGS=(-e nano -b 2 -t 32 -x 6 -n 2 -v 2 -m 1 -s 0 -V 3 -E 32,80 -K 64 -W 16 -L 16 -H "$DIR/hellaswag.bin" -P 1 -Pd 2
+       -l 2e-3 -u 2 -i "data/starter/starter_train_*.bin" -j "val=data/starter/starter_val_*.bin,tr=data/starter/starter_train_*.bin")
+TABLES="extrapolation.csv positions.csv hellaswag.csv passkey.csv"
+"$BIN" "${FLAGS[@]}" -o "$DIR/full" > /dev/null
+# the run killed after the evaluation at step 3 and before the checkpoint of step 4: its
+# checkpoint of step 2, its flags, and main.log and the tables as far as it got (here: to the end)
+mkdir -p "$DIR/full2"
+cp "$DIR"/full/{model_00000002.bin,state_00000002_00000.bin,DONE_00000002,cmdline,main.log} "$DIR/full2/"
+for f in $TABLES; do cp "$DIR/full/$f" "$DIR/full2/"; done
+"$BIN" -o "$DIR/full2" -y 1 > "$DIR/full2.log"
+grep -q "resumed from step 2" "$DIR/full2.log" || fail "did not resume from step 2"
+! grep -q "^generating:" "$DIR/full2.log" || fail "the resumed run samples (its -s 0 was lost)"
+cmp "$DIR/full/main.log" "$DIR/full2/main.log" || { diff "$DIR/full/main.log" "$DIR/full2/main.log"; fail "main.log differs"; }
+for f in $TABLES; do
+    [ "$(cut -d, -f1 --complement "$DIR/full/$f" | awk -F, 'NR > 1' | wc -l)" -gt 0 ] || fail "$f is empty"
+    cmp "$DIR/full/$f" "$DIR/full2/$f" || { diff "$DIR/full/$f" "$DIR/full2/$f" | head; fail "$f differs"; }
+done
+[ "$(ls "$DIR/full" | grep -c '^DONE_')" -eq 3 ] && diff <(ls "$DIR/full" | grep '^DONE_') <(ls "$DIR/full2" | grep '^DONE_') \
+    || fail "the checkpoints differ: $(ls "$DIR/full2" | grep '^DONE_' | tr '\n' ' ')"
+"$TEST" compare "$DIR/full/model_00000006.bin" "$DIR/full2/model_00000006.bin" 0 > /dev/null || fail "the resumed run's checkpoint differs"
+echo "ok: resumed with its own flags: main.log, $TABLES and checkpoints 2, 4, 6 of the uninterrupted run"
 
 echo "=== $PE: only temporary files whose writer is gone are removed"
 [ -x ./tokenizer ] || fail "./tokenizer is not built (make tokenizer)"

@@ -290,6 +290,13 @@ fails_cleanly "info to a full disk" "write error" bash -c "$TOK info '$T/sh2/y_t
 mkfifo "$T/fifo.bin"
 fails_cleanly "info of a FIFO (not a regular file) is refused, not waited on" "not a regular file" timeout 10 $TOK info "$T/fifo.bin"
 fails_cleanly "dump a file that is not a shard" "not a token shard" $TOK dump data/gpt2/vocab.bpe
+# a writer writes regular files only: a FIFO (or a device node) in its place is refused and
+# left as it is, never replaced by the new file
+fails_cleanly "write-bin onto a FIFO is refused" "fifo.bin is a FIFO, not a regular file" $TOK write-bin "$T/fifo.bin"
+fails_cleanly "write-passkey onto a FIFO is refused" "fifo.bin is a FIFO, not a regular file" $TOK write-passkey "$T/fifo.bin"
+fails_cleanly "eval onto a FIFO is refused" "fifo.bin is a FIFO, not a regular file" $TOK eval "$T/fifo.bin" < <(printf '0 1\n1\na1\nb')
+[ -p "$T/fifo.bin" ] && [ -z "$(ls -A "$T" | grep '^\.llmc-tmp\.')" ] && ok "the FIFO is left, and no temporary file" \
+    || bad "the FIFO is left, and no temporary file" "$(ls -lA "$T" | grep 'fifo\|llmc-tmp')"
 head -c 1100 "$T/sh2/y_test_000000.bin" > "$T/short.bin"
 fails_cleanly "info of a truncated shard" "header says" $TOK info "$T/short.bin"
 fails_cleanly "zero threads" "flag -t" $TOK -t 0 encode "$MOBY"
