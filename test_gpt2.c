@@ -8,8 +8,10 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          invariance, BLAS vs plain-loop matmuls, learned's maxT limit,
                          checkpoint round trip and bad files, crash-safe writes,
                          overfitting one batch, memory at long sequence lengths
-  ./gradcheck gradcheck  fp64: every parameter tensor's analytic gradient against
-                         central finite differences
+  ./gradcheck gradcheck [masked]
+                         fp64: every parameter tensor's analytic gradient against
+                         central finite differences; masked: of the loss on a third of
+                         the targets only (answer-only data), whose value is checked too
   ./test_gpt2 compare A.bin B.bin TOL
                          compares two checkpoints tensor by tensor (exit 1 if any
                          element differs by more than TOL; 0 asks for bit equality)
@@ -17,8 +19,8 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          writes the reference that test_gpt2cu compares the CUDA
                          path against (llmc/debug_state.h), optionally under an
                          evaluation variant (rope: pi, ntk, yarn, dynamic-pi,
-                         dynamic-ntk, dynamic-yarn; xpos: bca) or with randomized
-                         positions (rp)
+                         dynamic-ntk, dynamic-yarn; xpos: bca), with randomized
+                         positions (rp) or with two thirds of the targets unscored (mask)
   ./test_gpt2 debug-state-tiny PREFIX [VARIANT]
                          the same for a tiny model, small enough for the CUDA path's
                          CPU emulation (dev/cuda/Makefile) to run in seconds
@@ -1899,16 +1901,17 @@ static double dape_min_preactivation(GPT2* model, int B, int T) {
 
 // edge_exact: DAPE's edge rule (llmc/dape.h) for the run; rp: under one draw of
 // randomized positions from [0, 3T), checking the tensors the positions reach first (wpe,
-// qkvw, the encoding's own)
-static void test_gradients(int edge_exact, int rp) {
+// qkvw, the encoding's own); masked: the loss of answer-only data, on a third of the
+// targets (the others TARGET_UNSCORED), which must also be their mean loss in an unmasked pass
+static void test_gradients(int edge_exact, int rp, int masked) {
 #ifndef REAL_DOUBLE
     printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
-    (void)edge_exact; (void)rp;
+    (void)edge_exact; (void)rp; (void)masked;
     failures++;
 #else
-    printf("gradient checks against central finite differences (%s, fp64%s%s)\n", model_label(PE_ID, DAPE_ID),
+    printf("gradient checks against central finite differences (%s, fp64%s%s%s)\n", model_label(PE_ID, DAPE_ID),
            DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "",
-           rp ? ", randomized positions" : "");
+           rp ? ", randomized positions" : "", masked ? ", a third of the targets scored" : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
 #if defined(PE_COPE)
@@ -1935,6 +1938,17 @@ static void test_gradients(int edge_exact, int rp) {
     int x[48], y[48];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
+    if (masked) { // positions 2, 5, 8, ... scored: their mean loss in a pass that scores every target
+        gpt2_forward(&model, x, y, B, T, 0);
+        double sum = 0;
+        int n = 0;
+        for (int i = 0; i < B * T; i++) {
+            if (i % 3 == 2) { sum += model.acts.t.losses[i]; n++; } else { y[i] = TARGET_UNSCORED; }
+        }
+        gpt2_forward(&model, x, y, B, T, 0);
+        double err = fabs(model.mean_loss - sum / n);
+        check(err <= 1e-14, "masked loss = the mean of the scored targets' losses", err, 1e-14);
+    }
     gpt2_zero_grad(&model);
     gpt2_forward(&model, x, y, B, T, 1);
     gpt2_backward(&model);
@@ -2019,7 +2033,9 @@ static void test_gradients(int edge_exact, int rp) {
 // runs under, forward, backward and steps: a RoPE scaling method at s = 2 (a static factor
 // of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2; or "rp":
 // randomized positions from [0, 2T) (the checkpoint's words 12, 13), one fixed draw (its
-// key in the state's words 12-13) for the batch and every step.
+// key in the state's words 12-13) for the batch and every step; or "mask": the targets of
+// answer-only data, two of every three TARGET_UNSCORED (and the first ten), the loss the
+// mean of the others.
 // tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
 // (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full)
 static void write_debug_state(const char* prefix, const char* variant, int tiny) {
@@ -2036,6 +2052,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
 #endif
     gpt2_config_set_dape(&cfg);
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
+    int masked = variant != NULL && strcmp(variant, "mask") == 0;
     if (rp && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no randomized positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
     if (rp) {
         cfg.rp_len = 2 * T; cfg.rp_seed = 77;
@@ -2053,7 +2070,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     for (int l = 0; l < cfg.num_layers; l++) { model.params.fire_L[l] = 1.3f; } // L = 41.6 of T = 64: both sides of max(L, i)
 #endif
     PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
-    while (variant != NULL && !rp && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && !masked && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
     if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     model.pe_eval = e;
@@ -2065,6 +2082,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     int* y = (int*)malloc_check((size_t)B * T * sizeof(int));
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
+    for (int i = 0; i < B * T && masked; i++) { if (i % 3 != 0 || i < 10) { y[i] = TARGET_UNSCORED; } }
     // logits, loss and gradients of the batch
     gpt2_zero_grad(&model);
     gpt2_forward(&model, x, y, B, T, 1);
@@ -2104,7 +2122,8 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : PE_EVAL_NAMES[e.variant], loss, losses[0], losses[DEBUG_STEPS - 1]);
+           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : masked ? "a third of the targets scored" : PE_EVAL_NAMES[e.variant],
+           loss, losses[0], losses[DEBUG_STEPS - 1]);
     free(x); free(y); free(logits); free(grads);
     gpt2_free(&model);
 }
@@ -2620,9 +2639,13 @@ int main(int argc, char** argv) {
         else { fatal("usage: test_gpt2 passkey gpt2_passkey.bin"); }
         mp_finalize();
     } else if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
-        test_gradients(1, 0);
-        if (DAPE_ID > 1) { test_gradients(0, 0); } // the last k/2 rows by the other edge rule
-        if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, 1); }
+        if (argc > 2 && strcmp(argv[2], "masked") == 0) {
+            test_gradients(1, 0, 1);
+        } else {
+            test_gradients(1, 0, 0);
+            if (DAPE_ID > 1) { test_gradients(0, 0, 0); } // the last k/2 rows by the other edge rule
+            if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, 1, 0); }
+        }
     } else {
         test_reference_forward(0);
         if (rp_supported(PE_ID) && DAPE_ID == 0) { test_reference_forward(1); }

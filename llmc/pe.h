@@ -330,6 +330,7 @@ static double rope_frequencies(double* inv_freq, int hs, const PEEval* e, int T)
 #define RP_STREAM_GAP 6     // the context-use gap's windows of T tokens (with the window's length and mode)
 #define RP_STREAM_HELLASWAG 7 // a batch of HellaSwag examples
 #define RP_STREAM_PASSKEY 8 // a batch of passkey prompts
+#define RP_STREAM_TASKS 9   // a batch of a task file's examples (with its row length)
 
 // the encodings that have a position to randomize (not nope, the CABLE family, whose
 // increments are learned per token, txl, or a DAPE build: refused with one line)
