@@ -62,7 +62,7 @@ endif
 HEADERS := $(wildcard llmc/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals
+.PHONY: all train_gpt2 test_gpt2 test clean pe-list test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals
 all: train_gpt2
 
 $(BUILD):
@@ -161,6 +161,10 @@ TESTS := test-cpu test-data test-scripts test-evals test-fuzz test-experiment te
 test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds
 	$(MAKE) $(TESTS)
+
+# the encodings, one line (scripts take the list from here: dev/tasks.sh)
+pe-list:
+	@echo $(PE_LIST)
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
