@@ -95,5 +95,5 @@ echo "$runs runs in $(( $(date +%s) - start ))s"
 PY=python3
 $PY -c "import matplotlib" 2> /dev/null || PY=/usr/bin/python3
 $PY dev/plot_tasks.py "$OUT/tasks.csv" "$OUT/tasks.png" "$OUT/tasks.md" $N \
-    "task model (2 layers, 4 heads, 64 channels), trained on lengths 1..$N for $STEPS steps of $B examples; mean of seeds $SEEDS"
+    "task model (2 layers, 2 heads of 32), trained on lengths 1..$N for $STEPS steps of $B examples; mean of seeds $SEEDS"
 echo "wrote $OUT/tasks.csv, $OUT/tasks.md, $OUT/tasks.png"

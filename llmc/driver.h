@@ -108,7 +108,7 @@ static void usage(void) {
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin), or named test sets\n"
         "              name=glob,name=glob,... each evaluated at every -E length (validation: the first)\n"
         "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
-        "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c, task (2L 4H 64)\n"
+        "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c, task (2L 2H 64)\n"
         "              (default cpu)\n"
         "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv, the run's flags\n"
         "              (cmdline) (default none); one trainer at a time (a lock); a new run only into a directory\n"
