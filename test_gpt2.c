@@ -1294,6 +1294,58 @@ static void test_files_and_errors(void) {
 }
 
 // ----------------------------------------------------------------------------
+// masked shards (llmc/dataloader.h, answer-only data): the targets of unscored tokens are
+// TARGET_UNSCORED and the others the next tokens, each batch counts its scored targets, and
+// the look-ahead count of a step's batches (dataloader_scored) is the sum of theirs, across
+// the end of a shard and the wrap to the first
+
+static void test_masked_shards(void) {
+    printf("masked shards: targets, scored counts, the look-ahead count\n");
+    enum { R = 4, V = 10 };
+    const int rows[2] = {5, 3};
+    uint16_t tok[2][8 * R + 1];
+    uint8_t mask[2][8 * R + 1];
+    char pattern[600];
+    for (int s = 0; s < 2; s++) {
+        int ntok = rows[s] * R + 1;
+        for (int i = 0; i < ntok; i++) {
+            tok[s][i] = (uint16_t)((7 * i + 3 * s) % V);
+            mask[s][i] = i % R != 0 && i % R <= 1 + (i / R + s) % 3; // 1 to 3 scored targets a row
+        }
+        char path[600];
+        snprintf(path, sizeof(path), "%s/masked_%03d.bin", tmpdir, s);
+        FILE* f = fopen_check(path, "wb");
+        int header[256] = {SHARD_MAGIC, SHARD_VERSION_MASKED, ntok, R, V};
+        fwrite(header, sizeof(int), 256, f);
+        fwrite(tok[s], sizeof(uint16_t), ntok, f);
+        fwrite(mask[s], 1, ntok, f);
+        fclose(f);
+    }
+    snprintf(pattern, sizeof(pattern), "%s/masked_*.bin", tmpdir);
+    // B = 2 rows of R: shard 0 gives batches at tokens 0 and 8, shard 1 at 0, then it all again
+    const int shard_of[3] = {0, 0, 1}, start_of[3] = {0, 8, 0};
+    int64_t batch_scored[3] = {0};
+    for (int k = 0; k < 3; k++) { for (int i = 1; i <= 2 * R; i++) { batch_scored[k] += mask[shard_of[k]][start_of[k] + i]; } }
+    DataLoader dl;
+    dataloader_init(&dl, pattern, 2, R, 0, 1, V);
+    int bad_targets = 0, bad_counts = 0;
+    for (int b = 0; b < 5; b++) {
+        int64_t ahead = dataloader_scored(&dl, dl.shard_idx, dl.pos, 3);
+        bad_counts += ahead != batch_scored[b % 3] + batch_scored[(b + 1) % 3] + batch_scored[(b + 2) % 3];
+        dataloader_next_batch(&dl);
+        const uint16_t* t = tok[shard_of[b % 3]] + start_of[b % 3];
+        const uint8_t* m = mask[shard_of[b % 3]] + start_of[b % 3];
+        for (int i = 0; i < 2 * R; i++) {
+            bad_targets += dl.inputs[i] != t[i] || dl.targets[i] != (m[i + 1] ? t[i + 1] : TARGET_UNSCORED);
+        }
+        bad_counts += dl.scored != batch_scored[b % 3];
+    }
+    check(bad_targets == 0, "5 batches: inputs, and targets unscored where the mask is 0", bad_targets, 0);
+    check(bad_counts == 0, "each batch's scored count, and the look-ahead of 3 batches", bad_counts, 0);
+    dataloader_free(&dl);
+}
+
+// ----------------------------------------------------------------------------
 // crash-safe writes (llmc/utils.h: AtomicFile): every write has its own temporary file, so
 // that two writers of one file never share one, and a failed write leaves none behind
 
@@ -2654,6 +2706,7 @@ int main(int argc, char** argv) {
         test_permutation();
         test_matmul();
         test_files_and_errors();
+        test_masked_shards();
         test_atomic_files();
         test_long_error();
         test_overfit();

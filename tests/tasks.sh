@@ -11,7 +11,9 @@
 #      rows in one micro-batch, in two (-d), and over two processes (mpirun) give the same
 #      losses and the same model
 #   4. a tiny model trained on copy (lengths 1..5) answers its training lengths (exact match,
-#      greedy) where the untrained one never does; learned is n/a beyond its positions;
+#      greedy) where the untrained one never does; the evaluation's count is the one greedy
+#      decoding token by token gives (tests/greedy.py, the PyTorch model; skipped without
+#      PyTorch); learned is n/a beyond its positions;
 #      tasks.csv gains rows with each evaluation's step; the CUDA trainer in the CPU emulation
 #      trains the same steps and scores the same answers
 set -euo pipefail
@@ -140,32 +142,46 @@ for r in "${runs[@]}"; do
 done
 
 echo "=== a tiny model trained on copy (lengths 1..5)"
-# 500 steps of 32 examples: exact match 0.81 to 1.0 at length 5 in the trajectories tried
-# (seeds, OpenBLAS and plain loops, 1 and 2 threads, this and other machines' rounding, which
-# changes the trajectory); the threshold 0.6 leaves that margin, the untrained model scores 0
-"$BIN" -e task -b 32 -x 500 -l 6e-3 -u 30 -v 0 -R 1 -i "$T/train.bin" -j "$T/val.bin" -A "$T/test_*.bin" -o "$DIR/copy" > "$DIR/copy.log"
-acc() { awk -F, -v len=$2 -v step=$3 '$6 == len && $3 == step { print $9 }' "$1"; }
-a5=$(acc "$DIR/copy/tasks.csv" 5 500)
-awk -v a=$a5 'BEGIN { exit !(a >= 0.6) }' && ok "trained: exact match $a5 at length 5 (threshold 0.6); $(grep -m1 '  copy 5:' "$DIR/copy.log" | sed 's/^ *//')" \
-    || bad "trained: exact match $a5 at length 5, below 0.6"
-[ "$(acc "$DIR/copy/tasks.csv" 10 500)" = "n/a" ] && ok "learned: length 10 (rows of 23 tokens, maxT 13) is n/a" || bad "learned at length 10 should be n/a"
-"$BIN" -e "$DIR/copy/model_00000500.bin" -x 0 -j "$T/val.bin" -A "$T/test_*.bin" -o "$DIR/copy" > /dev/null
-[ "$(grep -c ',copy,5,5,' "$DIR/copy/tasks.csv")" -eq 2 ] && [ "$(acc "$DIR/copy/tasks.csv" 5 0)" = "$a5" ] \
+# 800 steps of 32 examples: exact match 0.976 to 0.996 on the training lengths (the val
+# file, 1..5) in the trajectories tried: seeds 1, 2, 3, OpenBLAS and plain loops (NO_BLAS=1),
+# 1 and 2 threads; another processor's rounding changes the trajectory as those do. The
+# threshold 0.8 holds with that margin (500 steps, a slower trajectory, gave 0.91 to 0.95);
+# the untrained model scores 0 (1 in 43^2 at best for one answer).
+mkdir -p "$DIR/eval"; cp "$T/val.bin" "$T/test_0005.bin" "$T/test_0010.bin" "$DIR/eval/"
+"$BIN" -e task -b 32 -x 800 -l 6e-3 -u 30 -v 0 -R 1 -i "$T/train.bin" -j "$T/val.bin" -A "$DIR/eval/*.bin" -o "$DIR/copy" > "$DIR/copy.log"
+# acc FILE MIN_LEN MAX_LEN STEP [COLUMN]: the exact match (or another column) of that row
+acc() { awk -F, -v lo=$2 -v hi=$3 -v step=$4 -v col=${5:-9} '$5 == lo && $6 == hi && $3 == step { print $col }' "$1"; }
+a=$(acc "$DIR/copy/tasks.csv" 1 5 800)
+awk -v a=$a 'BEGIN { exit !(a >= 0.8) }' && ok "trained: exact match $a on lengths 1..5 (threshold 0.8), $(acc "$DIR/copy/tasks.csv" 5 5 800) at 5; $(grep -m1 '  copy 5:' "$DIR/copy.log" | sed 's/^ *//')" \
+    || bad "trained: exact match $a on lengths 1..5, below 0.8"
+[ "$(acc "$DIR/copy/tasks.csv" 10 10 800)" = "n/a" ] && ok "learned: length 10 (rows of 23 tokens, maxT 13) is n/a" || bad "learned at length 10 should be n/a"
+"$BIN" -e "$DIR/copy/model_00000800.bin" -x 0 -j "$T/val.bin" -A "$DIR/eval/*.bin" -o "$DIR/copy" > /dev/null
+[ "$(grep -c ',copy,1,5,' "$DIR/copy/tasks.csv")" -eq 2 ] && [ "$(acc "$DIR/copy/tasks.csv" 1 5 0)" = "$a" ] \
     && ok "tasks.csv: an evaluation-only run appends its rows (step 0), the same accuracy" || bad "tasks.csv after a second evaluation: $(cat "$DIR/copy/tasks.csv")"
-"$BIN" -e task -x 0 -j "$T/val.bin" -A "$T/test_0005.bin" -o "$DIR/untrained" > /dev/null
-[ "$(acc "$DIR/untrained/tasks.csv" 5 0)" = "0.000000" ] && ok "untrained: exact match 0" || bad "untrained: $(cat "$DIR/untrained/tasks.csv")"
+PY=python3
+$PY -c "import torch" 2> /dev/null || PY=/usr/bin/python3
+if $PY -c "import torch" 2> /dev/null; then # greedy decoding token by token, by the PyTorch model
+    read -r rows exact <<< "$($PY tests/greedy.py "$DIR/copy/model_00000800.bin" "$T/test_0005.bin")"
+    c5=$(acc "$DIR/copy/tasks.csv" 5 5 800 8)
+    [ $((exact - c5)) -ge -1 ] && [ $((exact - c5)) -le 1 ] && ok "greedy decoding, token by token (python/model.py): $exact of $rows exact at 5, the trainer's $c5" \
+        || bad "greedy decoding gives $exact of $rows exact, the trainer's evaluation $c5"
+else
+    echo "  (PyTorch not found: the check against greedy decoding is skipped)"
+fi
+"$BIN" -e task -x 0 -j "$T/val.bin" -A "$DIR/eval/*.bin" -o "$DIR/untrained" > /dev/null
+[ "$(acc "$DIR/untrained/tasks.csv" 1 5 0)" = "0.000000" ] && ok "untrained: exact match 0" || bad "untrained: $(cat "$DIR/untrained/tasks.csv")"
 
 echo "=== the CUDA trainer in the CPU emulation: the same training steps and answers"
 (cd "$DIR" && "$CUDA" "${ARGS[@]}" -b 8 -d $((16 * 13)) -o "$DIR/cuda_d2" > "$DIR/cuda_d2.log")
 paste <(grep "^step" "$DIR/d2.log" | awk '{print $5}') <(grep "^step" "$DIR/cuda_d2.log" | awk '{print $5}') > "$DIR/losses"
 [ "$(wc -l < "$DIR/losses")" -eq 4 ] && awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { exit !(m <= 1e-4) }' "$DIR/losses" \
     && ok "two micro-batches of masked rows: the CPU trainer's 4 step losses (within 1e-4)" || bad "CUDA losses: $(tr '\n\t' ' /' < "$DIR/losses")"
-(cd "$DIR" && "$CUDA" -e "$DIR/copy/model_00000500.bin" -x 0 -j "$T/val.bin" -A "$T/test_*.bin" -o "$DIR/cuda_eval" > /dev/null)
+(cd "$DIR" && "$CUDA" -e "$DIR/copy/model_00000800.bin" -x 0 -j "$T/val.bin" -A "$DIR/eval/*.bin" -o "$DIR/cuda_eval" > /dev/null)
 # the same answers but for an argmax that rounding may tip: at most one token in either count
-awk -F, 'NR == FNR { if (FNR > 1 && $3 == 500) { c[$6] = $8; t[$6] = $11 } next }
-    FNR > 1 { d = c[$6] - $8; e = t[$6] - $11; if (d < -1 || d > 1 || e < -1 || e > 1) bad = 1; n++ }
-    END { exit bad || n != 2 }' "$DIR/copy/tasks.csv" "$DIR/cuda_eval/tasks.csv" \
-    && ok "the trained model's answers as on the CPU: $(awk -F, '$6 == 5 {print $8 " of " $7 " exact, " $11 " of " $10 " tokens"}' "$DIR/cuda_eval/tasks.csv") at length 5" \
+awk -F, 'NR == FNR { if (FNR > 1 && $3 == 800) { c[$5 "-" $6] = $8; t[$5 "-" $6] = $11 } next }
+    FNR > 1 { k = $5 "-" $6; d = c[k] - $8; e = t[k] - $11; if (!(k in c) || d < -1 || d > 1 || e < -1 || e > 1) bad = 1; n++ }
+    END { exit bad || n != 3 }' "$DIR/copy/tasks.csv" "$DIR/cuda_eval/tasks.csv" \
+    && ok "the trained model's answers as on the CPU: $(awk -F, '$5 == 1 {print $8 " of " $7 " exact, " $11 " of " $10 " tokens"}' "$DIR/cuda_eval/tasks.csv") on lengths 1..5" \
     || bad "CUDA scores: $(cat "$DIR/cuda_eval/tasks.csv")"
 
 [ $failures -eq 0 ] || { echo "$failures FAILURES"; exit 1; }
