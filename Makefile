@@ -17,7 +17,14 @@
 # of the one named by PE and DAPE. Options: NO_BLAS=1 (plain loops), NO_MPI=1, NO_OPENMP=1.
 
 PE ?= learned
-PE_LIST := learned sinusoidal rope nope alibi t5 kerple fire cable cable_nw cable_v1 kcable xpos sandwich kerple_power cope txl
+open_paren := (
+# the registry's names (llmc/pe_list.h: the lines X(id, NAME, name, file, kind, rp, dape, rev)),
+# and the bases of DAPE among them (dape = 1)
+pe_registry = $(shell sed -n 's/^ *X[$(open_paren)] *[0-9]*, *[A-Z0-9_]*, *\([a-z0-9_]*\), *[a-z0-9_]*, *[A-Z]*, *[01], *\([01]\),.*/\1 \2/p' llmc/pe_list.h)
+PE_LIST := $(strip $(foreach e,$(pe_registry),$(if $(filter-out 0 1,$(e)),$(e))))
+ifeq ($(PE_LIST),)
+$(error no encodings read from llmc/pe_list.h)
+endif
 ifeq ($(filter $(PE),$(PE_LIST)),)
 $(error unknown PE '$(PE)'; valid names: $(PE_LIST))
 endif
@@ -62,7 +69,7 @@ endif
 HEADERS := $(wildcard llmc/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean pe-list test-cpu test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals test-tasks
+.PHONY: all train_gpt2 test_gpt2 test clean pe-list test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment test-python test-dape test-dape-builds test-evals test-tasks
 all: train_gpt2
 
 $(BUILD):
@@ -147,6 +154,16 @@ $(BUILD)/fuzz_%: dev/fuzz/fuzz.c train_gpt2.c data/tokenizer.c $(HEADERS) | $(BU
 test-fuzz: $(foreach h,$(FUZZ_HARNESSES),$(BUILD)/fuzz_$(h)) vocab
 	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
 
+# the checkpoints of tests/checkpoints/ give the numbers recorded when they were written, bit
+# for bit (tests/checkpoints.sh): tests/checkpoint_loss.c for every stem, without OpenBLAS and
+# for x86-64-v3, so that every machine computes the same bits
+CHECKPOINT_STEMS := $(PE_LIST) $(DAPE_TESTS)
+$(BUILD)/checkpoint_loss_%: tests/checkpoint_loss.c train_gpt2.c $(HEADERS) | $(BUILD)
+	gcc -O3 -march=x86-64-v3 -std=gnu11 -Wall -Wno-unused-function -fopenmp -I. $(call stem_flags,$*) -o $@ tests/checkpoint_loss.c -lm
+
+test-checkpoints: $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
+	bash tests/checkpoints.sh $(BUILD)
+
 # the extrapolation experiment in its quick form: every expected row, finite numbers
 test-experiment: starter
 	bash dev/extrapolation.sh --quick $(BUILD)/extrapolation_quick
@@ -163,10 +180,10 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # builds of the longest lists come first, TEST_JOBS at a time (CI's 2 cores), then every
 # test, one after another.
 TEST_JOBS ?= 2
-TESTS := test-cpu test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
+TESTS := test-cpu test-checkpoints test-data test-scripts test-evals test-fuzz test-experiment test-python test-cuda-flags test-cuda-run \
          test-cuda-resources test-cuda-emulate test-dape test-tasks
 test:
-	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds
+	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 	$(MAKE) $(TESTS)
 
 # the encodings, one line (scripts take the list from here: dev/tasks.sh)

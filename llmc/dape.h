@@ -34,8 +34,9 @@ checkpoint.
 
 #ifdef DAPE_KERNEL
 #define DAPE_ID DAPE_KERNEL
-#if !(defined(PE_NOPE) || defined(PE_ROPE) || defined(PE_ALIBI) || defined(PE_KERPLE) || defined(PE_FIRE))
-#error "DAPE runs on the bases nope, rope, alibi, kerple and fire"
+#define PE_DAPE_TERM_(id, NAME, name, file, kind, rp, dape, ...) + PE_IS(NAME) * dape
+#if !(0 PE_REGISTRY(PE_DAPE_TERM_))
+#error "DAPE runs on the bases of llmc/pe_list.h whose dape column is 1"
 #endif
 #if DAPE_KERNEL != 1 && DAPE_KERNEL != 3 && DAPE_KERNEL != 5 && DAPE_KERNEL != 7
 #error "DAPE_KERNEL must be 1 (mlp), 3, 5 or 7"
@@ -56,13 +57,9 @@ checkpoint.
 
 static inline int dape_variant_known(int k) { return k == 0 || k == 1 || k == 3 || k == 5 || k == 7; }
 
-// the bases DAPE runs on; those with a bias feed it as H more input channels
-static inline int dape_base_supported(int pe) {
-    return pe == PE_ID_NOPE || pe == PE_ID_ROPE || pe == PE_ID_ALIBI || pe == PE_ID_KERPLE || pe == PE_ID_FIRE;
-}
-static inline int dape_in_channels(int pe, int NH) {
-    return (pe == PE_ID_ALIBI || pe == PE_ID_KERPLE || pe == PE_ID_FIRE ? 2 : 1) * NH;
-}
+// the bases DAPE runs on (llmc/pe_list.h); those with a bias feed it as H more input channels
+static inline int dape_base_supported(int pe) { return pe >= 0 && pe < PE_NUM_IDS && PE_INFO[pe].dape; }
+static inline int dape_in_channels(int pe, int NH) { return (PE_INFO[pe].kind == PE_KIND_BIAS ? 2 : 1) * NH; }
 
 // the value of make's DAPE= for a variant: "mlp", "1x3", ...
 static inline const char* dape_make_name(int k) {

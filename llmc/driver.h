@@ -143,9 +143,9 @@ static void usage(void) {
         "  -rf <float> static RoPE scaling factor of -rs pi, ntk, yarn, >= 1 (default: longest -E length /\n"
         "              training length)\n"
         "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n"
-        "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T; for learned,\n"
-        "              sinusoidal, rope, xpos, alibi, sandwich, kerple, kerple_power, fire, t5 (default: the\n"
-        "              checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
+        "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T, for\n"
+        "              %s\n"
+        "              (default: the checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
         "  -ra <int>   randomized positions: also evaluate with plain positions 0..T-1 (rows +plainpos) (default 0)\n"
         "  -L <int>    also score only the last N tokens of each window, DAPE's protocol (default 0: off)\n"
         "  -H <file>   HellaSwag in llm.c's eval file format (make hellaswag) (default none)\n"
@@ -155,7 +155,7 @@ static void usage(void) {
         "  -Ps <int>   passkey seed (default 1)\n"
         "  -A <glob>   algorithmic tasks: task files of ./tasks, each scored by exact match (greedy) and token\n"
         "              accuracy at every evaluation, into tasks.csv (default none)\n",
-        MAX_GEN_TOKENS);
+        MAX_GEN_TOKENS, pe_names_rp());
     exit(0);
 }
 
@@ -325,8 +325,8 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-rp")) {
             a->rand_pos = (int)parse_long(f, v, 0, 1 << 24);
             if (a->rand_pos > 0 && (!rp_supported(PE_ID) || DAPE_ID != 0)) {
-                fatal("flag -rp: randomized positions exist for learned, sinusoidal, rope, xpos, alibi, sandwich, kerple, "
-                      "kerple_power, fire and t5; this binary is PE '%s'", model_label(PE_ID, DAPE_ID));
+                fatal("flag -rp: randomized positions exist for %s (not with DAPE); this binary is PE '%s'", pe_names_rp(),
+                      model_label(PE_ID, DAPE_ID));
             }
         }
         else if (!strcmp(f, "-ra")) {

@@ -180,12 +180,11 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
         fatal("%s: bad DAPE width %d (1..%d)", what, c->dape_width, DAPE_MAX_WIDTH);
     }
     if (c->dape != 0 && !dape_base_supported(c->pe)) {
-        fatal("%s: DAPE on PE '%s' (DAPE runs on nope, rope, alibi, kerple, fire)", what, pe_name(c->pe));
+        fatal("%s: DAPE on PE '%s' (DAPE runs on %s)", what, pe_name(c->pe), pe_names_dape());
     }
     if (c->rp_len < 0 || c->rp_len > (1 << 24)) { fatal("%s: bad range of randomized positions %d", what, c->rp_len); }
     if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
-        fatal("%s: randomized positions on PE '%s' (they exist for learned, sinusoidal, rope, xpos, alibi, sandwich, "
-              "kerple, kerple_power, fire, t5)", what, model_label(c->pe, c->dape));
+        fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
     if (c->pe == PE_ID_LEARNED && c->rp_len > c->max_seq_len) {
         fatal("%s: randomized positions from [0, %d) need as many rows of wpe, it has maxT = %d", what, c->rp_len, c->max_seq_len);

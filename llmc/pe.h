@@ -1,33 +1,23 @@
 /*
-The positional encoding (PE) is chosen at compile time with -DPE_<NAME>
-(`make train_gpt2 PE=<name>`). This header turns that flag into a numeric id and a
-name, and holds the constants both trainers share: ALiBi slopes, T5 buckets, and the
-few fixed hyperparameters of each encoding. The definitions themselves (forward and
-backward) live in one marked section of each trainer.
+The positional encoding (PE) is chosen at compile time with -DPE_<NAME> (`make train_gpt2
+PE=<name>`), a name of the registry (llmc/pe_list.h). This header turns the switch into the
+encoding's id, name and kind, includes the encoding's file (pe/<file>.h) and holds what
+every encoding shares: the evaluation variants, RoPE's scaled frequencies, and randomized
+positions.
 
-  id  name        where       learned parameters per layer
-   0  learned     embedding   wpe [maxT, C] (once, not per layer)
-   1  sinusoidal  embedding   none
-   2  rope        q, k        none
-   3  nope        none        none
-   4  alibi       bias        none
-   5  t5          bias        table [NH, 32]
-   6  kerple      bias        r1 [NH], r2 [NH]
-   7  fire        bias        MLP 1->32->NH, c, L
-   8  cable_v1    bias        W_b [NH, C], b_b [NH]
-   9  cable_nw    bias        W_b [NH, C], b_b [NH]
-  10  cable       bias        W_b, b_b, W_w [NH, C], b_w [NH]
-  11  kcable      bias        W_b [NH, C], b_b [NH]
-  12  xpos        q, k        none
-  13  sandwich    bias        none
-  14  kerple_power bias       a [NH], p [NH]
-  15  cope        bias (context) E [P, hs], P = maxT + 1 (the positions' embeddings)
-  16  txl         q, bias     W_r [C, C], r_w [NH, hs], r_r [NH, hs]
+An encoding's file has four parts, each included where it is needed (PE_PART):
+  PE_PART_DEFINITION  its definition as a comment, its constants, the formulas both paths
+                      share (host and device functions), its parameter tensors and their
+                      initialization: included here, so llmc/model.h and both trainers see it
+  PE_PART_CPU         the CPU path's hooks (train_gpt2.c), the readable reference
+  PE_PART_CUDA        the CUDA path's hooks and kernels (train_gpt2.cu)
+  PE_PART_TEST        an independent reference in double precision, for the tests
+docs/adding-an-encoding.md says what each hook does and which may be left out.
 
-The id is stored in word 8 of the checkpoint header; 0 = learned, so llm.c's
-checkpoints (which have 0 there) load as `learned`. Word 11 holds the revision of the
-encoding's definition (pe_revision below), so that a checkpoint trained under an older
-definition of the same encoding is refused instead of silently evaluated with the new one.
+The id is stored in word 8 of the checkpoint header; 0 = learned, so llm.c's checkpoints
+(which have 0 there) load as `learned`. Word 11 holds the revision of the encoding's
+definition, so that a checkpoint trained under an older definition of the same encoding is
+refused instead of silently evaluated with the new one.
 
 Evaluation variants (runtime flags of the driver, never used in training): the RoPE
 scaling methods of a `rope` model (PI, NTK-aware, YaRN, each static or dynamic),
@@ -44,97 +34,109 @@ of 0..T-1; rp_draw makes them, bit for bit the same in both trainers.
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include "rand.h"
+#include "pe_list.h"
 
-#define PE_ID_LEARNED 0
-#define PE_ID_SINUSOIDAL 1
-#define PE_ID_ROPE 2
-#define PE_ID_NOPE 3
-#define PE_ID_ALIBI 4
-#define PE_ID_T5 5
-#define PE_ID_KERPLE 6
-#define PE_ID_FIRE 7
-#define PE_ID_CABLE_V1 8
-#define PE_ID_CABLE_NW 9
-#define PE_ID_CABLE 10
-#define PE_ID_KCABLE 11
-#define PE_ID_XPOS 12
-#define PE_ID_SANDWICH 13
-#define PE_ID_KERPLE_POWER 14
-#define PE_ID_COPE 15
-#define PE_ID_TXL 16
-#define PE_NUM_IDS 17
+// ----------------------------------------------------------------------------
+// the registry, as ids, names and the compile-time selection
 
-#if defined(PE_SINUSOIDAL)
-#define PE_ID PE_ID_SINUSOIDAL
-#elif defined(PE_ROPE)
-#define PE_ID PE_ID_ROPE
-#elif defined(PE_NOPE)
-#define PE_ID PE_ID_NOPE
-#elif defined(PE_ALIBI)
-#define PE_ID PE_ID_ALIBI
-#elif defined(PE_T5)
-#define PE_ID PE_ID_T5
-#elif defined(PE_KERPLE)
-#define PE_ID PE_ID_KERPLE
-#elif defined(PE_FIRE)
-#define PE_ID PE_ID_FIRE
-#elif defined(PE_CABLE_V1)
-#define PE_ID PE_ID_CABLE_V1
-#elif defined(PE_CABLE_NW)
-#define PE_ID PE_ID_CABLE_NW
-#elif defined(PE_CABLE)
-#define PE_ID PE_ID_CABLE
-#elif defined(PE_KCABLE)
-#define PE_ID PE_ID_KCABLE
-#elif defined(PE_XPOS)
-#define PE_ID PE_ID_XPOS
-#elif defined(PE_SANDWICH)
-#define PE_ID PE_ID_SANDWICH
-#elif defined(PE_KERPLE_POWER)
-#define PE_ID PE_ID_KERPLE_POWER
-#elif defined(PE_COPE)
-#define PE_ID PE_ID_COPE
-#elif defined(PE_TXL)
-#define PE_ID PE_ID_TXL
-#else
-#ifndef PE_LEARNED
-#define PE_LEARNED
+// the kinds of llmc/pe_list.h, numbered for the preprocessor
+#define PE_KIND_NONE 0
+#define PE_KIND_EMBED 1
+#define PE_KIND_QK 2
+#define PE_KIND_BIAS 3
+#define PE_KIND_ATTN 4
+
+// ids as enum constants: PE_ID_LEARNED = 0, ...; PE_NUM_IDS one past the last
+#define PE_ENUM_(id, NAME, ...) PE_ID_##NAME = id,
+enum { PE_REGISTRY(PE_ENUM_) PE_NUM_IDS };
+// the ids must be 0, 1, 2, ... in the order of the lines (a table below is indexed by them)
+#define PE_ORDER_(id, NAME, ...) PE_ORDER_##NAME,
+enum { PE_REGISTRY(PE_ORDER_) PE_ORDER_END };
+#define PE_ORDER_CHECK_(id, NAME, ...) typedef char pe_id_in_order_##NAME[id == PE_ORDER_##NAME ? 1 : -1];
+PE_REGISTRY(PE_ORDER_CHECK_)
+
+typedef struct {
+    const char* name;
+    int kind;      // PE_KIND_*
+    int rp;        // takes randomized positions
+    int dape;      // a base of DAPE
+    int revision;  // of its definition (checkpoint word 11)
+} PEInfo;
+#define PE_INFO_(id, NAME, name, file, kind, rp, dape, rev) { #name, PE_KIND_##kind, rp, dape, rev },
+static const PEInfo PE_INFO[PE_NUM_IDS] = { PE_REGISTRY(PE_INFO_) };
+
+static inline const char* pe_name(int id) { return id >= 0 && id < PE_NUM_IDS ? PE_INFO[id].name : "unknown"; }
+static inline int pe_revision(int id) { return PE_INFO[id].revision; }
+// the encodings that have a position to randomize (not nope, the CABLE family, whose
+// increments are learned per token, CoPE's positions of the context, txl; nor a DAPE
+// build: the driver refuses those with one line)
+static inline int rp_supported(int id) { return id >= 0 && id < PE_NUM_IDS && PE_INFO[id].rp; }
+
+// the names of the encodings with rp (field 0) or dape (field 1) set, as "a, b, c"
+static inline const char* pe_names_with(int field) {
+    static char buf[2][512];
+    char* out = buf[field];
+    if (out[0] == '\0') {
+        size_t used = 0;
+        for (int id = 0; id < PE_NUM_IDS; id++) {
+            if (!(field == 0 ? PE_INFO[id].rp : PE_INFO[id].dape)) { continue; }
+            int n = snprintf(out + used, sizeof(buf[0]) - used, "%s%s", used > 0 ? ", " : "", PE_INFO[id].name);
+            if (n < 0 || (size_t)n >= sizeof(buf[0]) - used) { break; }
+            used += (size_t)n;
+        }
+    }
+    return out;
+}
+static inline const char* pe_names_rp(void) { return pe_names_with(0); }
+static inline const char* pe_names_dape(void) { return pe_names_with(1); }
+
+// The selection. PE_IS(NAME) is 1 when the build says -DPE_<NAME> (defined as 1, as -D
+// defines it), else 0, usable in #if (the registry's lines expand to a sum). Exactly one
+// registered name must be given: an unknown or unregistered name is an error, never a
+// fallback to another encoding.
+#define PE_PLACEHOLDER_1 0,
+#define PE_SECOND_(ignored, value, ...) value
+#define PE_SECOND(...) PE_SECOND_(__VA_ARGS__)
+#define PE_IS_ONE_(arg) PE_SECOND(arg 1, 0)
+#define PE_IS_ONE__(value) PE_IS_ONE_(PE_PLACEHOLDER_##value)
+#define PE_IS_ONE(x) PE_IS_ONE__(x)
+#define PE_IS(NAME) PE_IS_ONE(PE_##NAME)
+#define PE_COUNT_(id, NAME, ...) + PE_IS(NAME)
+#if (0 PE_REGISTRY(PE_COUNT_)) != 1
+#error "build with exactly one encoding of llmc/pe_list.h: -DPE_<NAME> (make ... PE=<name>)"
 #endif
-#define PE_ID PE_ID_LEARNED
-#endif
+// the selected encoding's id, kind, and whether it takes randomized positions (#if-able)
+#define PE_ID_TERM_(id, NAME, ...) + PE_IS(NAME) * id
+#define PE_ID (0 PE_REGISTRY(PE_ID_TERM_))
+#define PE_KIND_TERM_(id, NAME, name, file, kind, ...) + PE_IS(NAME) * PE_KIND_##kind
+#define PE_KIND (0 PE_REGISTRY(PE_KIND_TERM_))
+#define PE_RP_TERM_(id, NAME, name, file, kind, rp, ...) + PE_IS(NAME) * rp
+#define PE_RP (0 PE_REGISTRY(PE_RP_TERM_))
+// its file, "../pe/<file>.h" (relative to this header)
+#define PE_CAT_(a, b) a##b
+#define PE_CAT(a, b) PE_CAT_(a, b)
+#define PE_IF_1(then, otherwise) then
+#define PE_IF_0(then, otherwise) otherwise
+#define PE_IF(c) PE_CAT(PE_IF_, c)
+#define PE_STR_(x) #x
+#define PE_STR(x) PE_STR_(x)
+#define PE_COMMA ,
+#define PE_FILE_OF_(id, NAME, name, file, ...) PE_IF(PE_IS(NAME))(PE_STR(../pe/file.h) PE_COMMA, )
+#define PE_FIRST_(first, ...) first
+#define PE_FIRST(...) PE_FIRST_(__VA_ARGS__)
+#define PE_FILE PE_FIRST(PE_REGISTRY(PE_FILE_OF_))
 
-// the encodings whose attention bias is a function of the positions, and so of a draw of
-// randomized positions (-rp; rp_supported below: the others enter by the embedding or q, k)
-#if defined(PE_ALIBI) || defined(PE_SANDWICH) || defined(PE_KERPLE) || defined(PE_KERPLE_POWER) || defined(PE_FIRE) || defined(PE_T5)
-#define PE_BIAS_OF_POSITIONS
-#endif
+// the bias encodings whose bias is a function of the positions, and so of a draw of
+// randomized positions (the others enter by the embedding or q, k)
+#define PE_BIAS_OF_POSITIONS (PE_KIND == PE_KIND_BIAS && PE_RP)
 
-// the CABLE family shares one implementation: a per-token increment from a linear
-// layer on x, its cumulative sum S over positions, and a bias made of S
-#if defined(PE_CABLE_V1) || defined(PE_CABLE_NW) || defined(PE_CABLE) || defined(PE_KCABLE)
+// the CABLE family shares one implementation (its variants differ in two functions)
+#if PE_IS(CABLE_V1) || PE_IS(CABLE_NW) || PE_IS(CABLE) || PE_IS(KCABLE)
 #define PE_CABLE_FAMILY
 #endif
-
-static const char* const PE_NAMES[PE_NUM_IDS] = {
-    "learned", "sinusoidal", "rope", "nope", "alibi", "t5",
-    "kerple", "fire", "cable_v1", "cable_nw", "cable", "kcable",
-    "xpos", "sandwich", "kerple_power", "cope", "txl",
-};
-
-static inline const char* pe_name(int id) {
-    return (id >= 0 && id < PE_NUM_IDS) ? PE_NAMES[id] : "unknown";
-}
-
-// Revision of an encoding's definition, written to checkpoint header word 11. Revision 1
-// of fire: psi(max(L, i)) with i counted from 0, L = |l| * L0 with l learned (starts at 1)
-// and L0 = maxT // 2 fixed (revision 0: psi(max(L, i + 1)), L learned in tokens).
-// Revision 1 of sinusoidal: fairseq's embeddings (token embeddings times sqrt(C),
-// [sin | cos] halves, frequencies 10000^(-k / (C/2 - 1)), positions from 2); revision 0
-// added interleaved sinusoids to unscaled embeddings. Every other encoding: 0.
-static inline int pe_revision(int id) {
-    return id == PE_ID_FIRE || id == PE_ID_SINUSOIDAL ? 1 : 0;
-}
 
 // ----------------------------------------------------------------------------
 // constants of the encodings
@@ -332,16 +334,9 @@ static double rope_frequencies(double* inv_freq, int hs, const PEEval* e, int T)
 #define RP_STREAM_PASSKEY 8 // a batch of passkey prompts
 #define RP_STREAM_TASKS 9   // a batch of a task file's examples (with its row length)
 
-// the encodings that have a position to randomize (not nope, the CABLE family, whose
-// increments are learned per token, txl, or a DAPE build: refused with one line)
-static inline int rp_supported(int pe) {
-    return pe == PE_ID_LEARNED || pe == PE_ID_SINUSOIDAL || pe == PE_ID_ROPE || pe == PE_ID_XPOS || pe == PE_ID_ALIBI
-        || pe == PE_ID_SANDWICH || pe == PE_ID_KERPLE || pe == PE_ID_KERPLE_POWER || pe == PE_ID_FIRE || pe == PE_ID_T5;
-}
-
 // one draw per layer (rotations, biases) or one per forward pass (the embeddings)
 static inline int rp_draws(int pe, int num_layers) {
-    return pe == PE_ID_LEARNED || pe == PE_ID_SINUSOIDAL ? 1 : num_layers;
+    return PE_INFO[pe].kind == PE_KIND_EMBED ? 1 : num_layers;
 }
 
 // the key of a forward pass: its stream (RP_STREAM_*) and up to two numbers within it
