@@ -44,7 +44,6 @@ typedef struct {
     int B, T;
     int vocab_size;        // every token must be below this
     int row_len;           // masked shards: their row length R (= T); 0: plain shards
-    int shard_vocab;       // masked shards: the vocabulary they are written in (header word 4)
     glob_t glob;
     size_t num_shards;
     int64_t* shard_ntok;   // tokens in each shard
@@ -144,7 +143,8 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, i
     dl->num_shards = dl->glob.gl_pathc;
     dl->shard_ntok = (int64_t*)malloc_check(dl->num_shards * sizeof(int64_t));
     int64_t need = (int64_t)world * B * T + 1;
-    dl->row_len = shard_pattern_rows(pattern, &dl->shard_vocab);
+    int shard_vocab;
+    dl->row_len = shard_pattern_rows(pattern, &shard_vocab);
     if (dl->row_len > 0 && T != dl->row_len) {
         fatal("%s holds one example per row of %d tokens (masked shards): they are read in windows of exactly one row (-t %d), not %d",
               pattern, dl->row_len, dl->row_len, T);

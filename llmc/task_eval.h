@@ -33,7 +33,6 @@ gpt2_logits_row and gpt2_max_length.
 #include "tasks.h"
 
 typedef struct {
-    char* path;
     int task, min_len, max_len;
     int R, rows;        // rows of R tokens, one example each
     uint16_t* tokens;   // rows * R + 1
@@ -55,8 +54,6 @@ static void task_sets_load(TaskSets* ts, const char* pattern, int V) {
     for (int k = 0; k < ts->num; k++) {
         TaskSet* s = &ts->sets[k];
         const char* path = g.gl_pathv[k];
-        s->path = (char*)malloc_check(strlen(path) + 1);
-        strcpy(s->path, path);
         int h[SHARD_HEADER_INTS];
         FILE* f = fopen_read_regular(path);
         int64_t ntok = shard_read_header(path, f, h);
@@ -83,7 +80,7 @@ static void task_sets_load(TaskSets* ts, const char* pattern, int V) {
 }
 
 static void task_sets_free(TaskSets* ts) {
-    for (int k = 0; k < ts->num; k++) { free(ts->sets[k].path); free(ts->sets[k].tokens); free(ts->sets[k].mask); }
+    for (int k = 0; k < ts->num; k++) { free(ts->sets[k].tokens); free(ts->sets[k].mask); }
     free(ts->sets);
     ts->sets = NULL;
     ts->num = 0;
@@ -94,6 +91,11 @@ typedef struct {
     double tokens, tokens_right; // the answers' tokens (EOS not counted), and those right
     const char* note;            // why a file has no score (n/a)
 } TaskScore;
+
+// a file's lengths as text: "20", or "1-20" for a file of the training lengths
+static void task_lengths_text(const TaskSet* s, char* out, size_t n) {
+    if (s->min_len == s->max_len) { snprintf(out, n, "%d", s->max_len); } else { snprintf(out, n, "%d-%d", s->min_len, s->max_len); }
+}
 
 // the most likely token of the V real ones (the first of equals, as greedy decoding)
 static int task_argmax(const float* logits, int V) {
@@ -147,7 +149,9 @@ static void task_set_score(GPT2* model, const TaskSet* s, int64_t batch_tokens, 
     out->tokens = sums[2];
     out->tokens_right = sums[3];
     if (mp->rank == 0) {
-        printf("  %s %d: ", TASK_NAMES[s->task], s->max_len);
+        char lengths[32];
+        task_lengths_text(s, lengths, sizeof(lengths));
+        printf("  %s %s: ", TASK_NAMES[s->task], lengths);
         for (int t = 0; t < R && s->tokens[t] != TOK_PAD; t++) { putchar(task_token_char(s->tokens[t])); }
         printf("  greedy: %.*s%s\n", shown_len, shown, shown_right ? "" : " (wrong)");
     }
@@ -198,8 +202,7 @@ static void task_eval(GPT2* model, const TaskSets* ts, int64_t batch_tokens, con
         for (int k = 0; k < ts->num; k++) {
             const TaskSet* s = &ts->sets[k];
             char lengths[32];
-            if (s->min_len == s->max_len) { snprintf(lengths, sizeof(lengths), "%d", s->max_len); }
-            else { snprintf(lengths, sizeof(lengths), "%d-%d", s->min_len, s->max_len); }
+            task_lengths_text(s, lengths, sizeof(lengths));
             if (sc[k].note != NULL) {
                 printf("| %-8s | %9s | %8d | %11s | %14s | %s\n", TASK_NAMES[s->task], lengths, s->rows, "n/a", "n/a", sc[k].note);
                 used += snprintf(lines + used, cap - used, "%s,%d,%d,%s,%d,%d,%d,0,n/a,0,0,n/a\n", label, train_len, step,
