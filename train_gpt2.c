@@ -414,9 +414,10 @@ void residual_backward(real* da, real* db, const real* dout, size_t N) {
 // fused_classifier: logits = lnf @ wte^T, softmax over the V real tokens, cross-entropy
 // against the targets; when training (dloss != 0) the logits' gradient
 // (softmax - onehot) * dloss / scored goes straight back into dlnf and dwte. A target
-// TARGET_UNSCORED (answer-only data) gets no loss and no gradient; `scored` rows have
-// another (all N for plain shards). Rows go in chunks, so only CLASSIFIER_CHUNK x Vp logits
-// ever exist (a 16k-token evaluation would otherwise need 3 GiB of logits).
+// TARGET_UNSCORED (answer-only data) gets no loss and no gradient; `scored` of the N rows
+// have a target (all of them on a plain shard). Rows go in chunks, so only
+// CLASSIFIER_CHUNK x Vp logits ever exist (a 16k-token evaluation would otherwise need
+// 3 GiB of logits).
 void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const real* lnf, const real* wte,
                       const int* targets, real dloss, int N, int scored, int V, int Vp, int C) {
     for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK) {
