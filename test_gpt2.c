@@ -2195,6 +2195,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
 // BCA masks, and a static RoPE factor of 4, other than the dynamic one.
 // The variant "rp" instead: randomized positions from [0, 2T) (a new model's checkpoint
 // words 12, 13; learned with 2T rows of wpe), one fixed draw, written after the gradients.
+// The variant "mask": two of every three targets TARGET_UNSCORED (answer-only data).
 // int32 header[256] = {TORCH_REF_MAGIC, 1, B, T, PE id, sizeof(real), variant, L, 0...}
 // (num_params as uint64 at word 8, the RoPE factor as a double at word 10, the draws' key
 // as uint64 at word 12, their number (0: plain positions) at word 14), then int32
@@ -2204,8 +2205,9 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     char path[1024];
     int B = TORCH_REF_B, T = TORCH_REF_T;
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
+    int masked = variant != NULL && strcmp(variant, "mask") == 0;
     PEEval e = {PE_EVAL_PLAIN, 4.0, T / 2};
-    while (variant != NULL && !rp && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && !masked && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = e.variant == PE_EVAL_PLAIN || (PE_ID == PE_ID_ROPE && e.variant <= PE_EVAL_DYN_YARN) || (PE_ID == PE_ID_XPOS && e.variant == PE_EVAL_BCA);
     if (!ok || (rp && (!rp_supported(PE_ID) || DAPE_ID != 0))) { fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     if (checkpoint == NULL) {
@@ -2246,6 +2248,7 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     uint64_t rng = random_seed(11);
     random_tokens(x, B * T, V, &rng);
     random_tokens(y, B * T, V, &rng);
+    for (int i = 0; i < B * T && masked; i++) { if (i % 3 != 0) { y[i] = TARGET_UNSCORED; } }
     gpt2_zero_grad(&model);
     gpt2_forward(&model, x, y, B, T, 1);
     gpt2_backward(&model);

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """The CPU trainer against a PyTorch model of it (python/model.py), side by side: the same
-model (the `task` preset, learned positions), the same starting weights (a checkpoint of the
-trainer), the same batches of a task file (answer-only loss), the same optimizer (AdamW,
+model (a preset, `task` by default, learned positions), the same starting weights (a
+checkpoint of the trainer), the same batches of a task file (answer-only loss), the same optimizer (AdamW,
 betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the matrices, gradients clipped at norm 1,
 constant learning rate), on the same number of threads. Rounds alternate the two; each
 gives the median time of its steps after the first. Prints tokens per second (every token
 of the B x T window, as the trainer's step line counts them) and the losses of the first
 steps of both, which must agree (the same computation).
 
-    /usr/bin/python3 dev/bench_torch.py [--threads 1,2] [--steps 60] [--rounds 3] [--task copy] [-n 10] [-b 32]
+    /usr/bin/python3 dev/bench_torch.py [--model task] [--threads 1,2] [--steps 60] [--rounds 3] [--task copy] [-n 10] [-b 32]
 
 Needs ./tasks and build/train_gpt2_learned (make tasks build/train_gpt2_learned), and PyTorch.
 """
@@ -78,6 +78,7 @@ def run_torch(checkpoint, tokens, mask, B, steps, lr, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="task", help="the trainer's preset (task, nano, cpu, ...)")
     ap.add_argument("--threads", default="1", help="comma list of thread counts")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=3)
@@ -92,13 +93,15 @@ def main():
                         "-x", "8", "-l", str(args.n), data, args.task], check=True, capture_output=True)
         train, val = os.path.join(data, args.task, "train.bin"), os.path.join(data, args.task, "val.bin")
         # the starting weights: the trainer's initialization, one step in (a checkpoint both read)
-        subprocess.run([TRAINER, "-e", "task", "-i", val, "-j", val, "-b", "8", "-x", "1", "-v", "0", "-s", "0",
+        subprocess.run([TRAINER, "-e", args.model, "-i", val, "-j", val, "-b", "8", "-x", "1", "-v", "0", "-s", "0",
                         "-o", os.path.join(tmp, "init")], check=True, capture_output=True)
         checkpoint = os.path.join(tmp, "init", "model_00000001.bin")
         tokens, mask, R = read_masked_shard(train)
-        print("task model (2 layers, 2 heads of 32, 64 channels, learned positions), %s rows of T = %d tokens, B = %d: "
-              "%d tokens a step; %d steps a run, median of steps 2..%d; %d rounds alternating"
-              % (args.task, R, args.b, args.b * R, args.steps, args.steps, args.rounds))
+        cfg = GPT.from_checkpoint(checkpoint).cfg
+        print("%s model (%d layers, %d heads, %d channels, learned positions), %s rows of T = %d tokens, B = %d: "
+              "%d tokens a step; %d steps a run, median of steps 2..%d; %d rounds alternating; load average %.1f"
+              % (args.model, cfg.num_layers, cfg.num_heads, cfg.channels, args.task, R, args.b, args.b * R, args.steps,
+                 args.steps, args.rounds, os.getloadavg()[0]))
         print("torch %s, %s" % (torch.__version__, os.environ.get("OPENBLAS_CORETYPE", "OpenBLAS's own kernel choice")))
         print("| threads | C trainer tok/s | PyTorch tok/s | ratio | rounds (C ms/step, PyTorch ms/step) |")
         print("|---:|---:|---:|---:|---|")
