@@ -10,7 +10,11 @@ cannot run (n/a: learned beyond its positions) counts as accuracy 0, the model g
 
 tasks.md: for exact match and token accuracy, the mean over the unseen lengths (> N) of each
 encoding on each task, mean and spread (standard deviation) over the seeds, the same at the
-training lengths, and the mean by length of each task. tasks.png: exact match (top row) and
+training lengths, and the mean by length of each task; then the two studies' comparisons:
+Kazemnejad et al.'s mean reciprocal rank of their five encodings (NoPE, T5, ALiBi, RoPE and
+their APE, sinusoidal) over every (task, seed) column, ranked by exact match on the unseen
+lengths (ties share the mean of their ranks), and Ruoss et al.'s randomized positions against
+plain ones (token accuracy on the unseen lengths, the mean over tasks and seeds). tasks.png: exact match (top row) and
 token accuracy (bottom row) against length, one panel per task, one line per encoding (mean
 over seeds); randomized positions dashed, in their encoding's colour.
 """
@@ -75,6 +79,47 @@ def summary_table(acc, pes, tasks, lengths, metric, unseen, n):
     return what, out
 
 
+KAZEMNEJAD = ["nope", "t5", "alibi", "rope", "sinusoidal"]  # their order: NoPE, T5, ALiBi, Rotary, APE
+
+
+def mrr_table(acc, pes, tasks, lengths, n):
+    """Kazemnejad et al.'s aggregate: the mean over (task, seed) of 1 / rank among their five"""
+    five = [pe for pe in KAZEMNEJAD if pe in pes]
+    rr = defaultdict(list)
+    for task in tasks:
+        lens = [L for L in lengths[task] if L > n]
+        for i, seed in enumerate(sorted(acc[("exact", five[0], task, lens[0])])):
+            score = {pe: per_seed_mean(acc, "exact", pe, task, lens)[i] for pe in five}
+            for pe in five:
+                better = sum(score[q] > score[pe] for q in five)
+                equal = sum(score[q] == score[pe] for q in five)
+                rr[pe].append(1.0 / (better + (equal + 1) / 2))
+    out = ["| encoding | mean reciprocal rank | the paper's (Fig. 1) |", "|---|---:|---:|"]
+    paper = {"nope": 0.69, "t5": 0.55, "alibi": 0.50, "rope": 0.33, "sinusoidal": 0.22}
+    for pe in sorted(five, key=lambda p: -sum(rr[p]) / len(rr[p])):
+        out.append("| `%s` | %.2f | %.2f |" % (pe, sum(rr[pe]) / len(rr[pe]), paper[pe]))
+    return out
+
+
+def rp_table(acc, pes, tasks, lengths, n):
+    """Ruoss et al.'s comparison: each encoding with randomized positions against without"""
+    out = ["| encoding | plain | randomized positions | difference |", "|---|---:|---:|---:|"]
+    diffs = []
+    for pe in pes:
+        rps = [q for q in pes if q.startswith(pe + "_rp")]
+        if not rps:
+            continue
+        means = []
+        for q in (pe, rps[0]):
+            vals = [v for task in tasks for v in per_seed_mean(acc, "token", q, task, [L for L in lengths[task] if L > n])]
+            means.append(sum(vals) / len(vals))
+        diffs.append(means[1] - means[0])
+        out.append("| `%s` / `%s` | %.3f | %.3f | %+.3f |" % (pe, rps[0], means[0], means[1], means[1] - means[0]))
+    if diffs:
+        out.append("| mean | | | %+.3f |" % (sum(diffs) / len(diffs)))
+    return out
+
+
 def length_table(acc, pes, task, lens, metric):
     out = ["| encoding | " + " | ".join(str(L) for L in lens) + " |", "|---|" + "---:|" * len(lens)]
     for pe in pes:
@@ -98,6 +143,12 @@ def main():
         for unseen in (True, False):
             what, table = summary_table(acc, pes, tasks, lengths, metric, unseen, n)
             lines += ["## %s, %s: mean and spread over seeds" % (names[metric], what), ""] + table + [""]
+    if all(pe in pes for pe in KAZEMNEJAD):
+        lines += ["## Kazemnejad et al.'s five encodings: mean reciprocal rank, exact match on the unseen lengths", ""]
+        lines += mrr_table(acc, pes, tasks, lengths, n) + [""]
+    if any("_rp" in pe for pe in pes):
+        lines += ["## Randomized positions (Ruoss et al.): token accuracy on the unseen lengths, mean over tasks and seeds", ""]
+        lines += rp_table(acc, pes, tasks, lengths, n) + [""]
     for metric in ("exact", "token"):
         for task in tasks:
             lines += ["## %s: %s by length (mean over seeds)" % (task, names[metric]), ""]
