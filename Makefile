@@ -72,8 +72,8 @@ endif
 HEADERS := $(wildcard llmc/*.h pe/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean test-registry test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment test-python test-dape \
-        test-dape-builds test-evals test-sanitize
+.PHONY: all train_gpt2 test_gpt2 test clean pe-list test-registry test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment \
+        test-python test-dape test-dape-builds test-evals test-sanitize test-tasks
 all: train_gpt2
 
 $(BUILD):
@@ -141,6 +141,13 @@ test-evals: $(foreach pe,learned cable,$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_g
             tokenizer gpt2_passkey.bin
 	bash tests/evals.sh
 
+# the algorithmic tasks and answer-only training (tests/tasks.sh): the masked loss's fp64
+# gradient check, data/tasks.c's files, masked shards in the trainer, the loss of a split
+# batch, a tiny model trained on copy, the CUDA trainer in the CPU emulation
+test-tasks: tasks starter $(foreach b,train_gpt2 test_gpt2 gradcheck,$(BUILD)/$(b)_learned) $(BUILD)/emulate/train_gpt2cu_learned_fp32
+	$(BUILD)/gradcheck_learned gradcheck masked
+	bash tests/tasks.sh
+
 # fuzzing the readers of untrusted files (clang's libFuzzer, AddressSanitizer, UBSan)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -Idev/no_openmp -Wno-unknown-pragmas
 FUZZ_HARNESSES := checkpoint shard tokenizer_bin bpe
@@ -195,10 +202,14 @@ test-python: $(foreach pe,$(PE_LIST),$(BUILD)/gradcheck_$(pe))
 # test, one after another.
 TEST_JOBS ?= 2
 TESTS := test-registry test-cpu test-checkpoints test-data test-scripts test-evals test-sanitize test-fuzz test-experiment test-python \
-         test-cuda-flags test-cuda-run test-cuda-resources test-cuda-emulate test-dape test-gpu-lease
+         test-cuda-flags test-cuda-run test-cuda-resources test-cuda-emulate test-dape test-tasks test-gpu-lease
 test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 	$(MAKE) $(TESTS)
+
+# the encodings, one line (scripts take the list from here: dev/tasks.sh)
+pe-list:
+	@echo $(PE_LIST)
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

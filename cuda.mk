@@ -15,7 +15,8 @@
 #                            comparison with the CPU path in fp32 and bf16, the attention
 #                            kernels (minutes)
 #   make emulate-tiny PE=<name> [DAPE=<variant>]   the comparison alone, fp32, tiny model
-#                            (VARIANT=rp for both: under a draw of randomized positions)
+#                            (VARIANT=rp for both: under a draw of randomized positions;
+#                            VARIANT=mask: two thirds of the targets unscored, answer-only data)
 #
 # Binaries: build/train_gpt2cu_<pe> (bf16) and build/train_gpt2cu_<pe>_fp32, the same for
 # test_gpt2cu (<pe>: the Makefile's stem, with DAPE e.g. kerple_dape1x3). bf16 builds use
@@ -192,7 +193,8 @@ test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(
 # (dev/cuda/emulate/defects.sh), then the mutants; then the whole CUDA path against the CPU
 # path (emulate-tiny) for CoPE and txl (their attention is no bias of the kernels the others
 # share) and at randomized positions for rope (a table per layer) and kerple (the fp32
-# kernels' bias at the positions, and its parameters' gradients)
+# kernels' bias at the positions, and its parameters' gradients), and kerple with two thirds
+# of the targets unscored (the classifier's mask: answer-only data)
 test-cuda-emulate-builds: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
                           $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 \
                           $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32
@@ -215,6 +217,8 @@ test-cuda-emulate: test-cuda-emulate-builds
 	@echo "=== rope, kerple at randomized positions: the same ==="
 	$(MAKE) emulate-tiny PE=rope VARIANT=rp
 	$(MAKE) emulate-tiny PE=kerple VARIANT=rp
+	@echo "=== kerple with unscored targets (answer-only data): the same ==="
+	$(MAKE) emulate-tiny PE=kerple VARIANT=mask
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every

@@ -8,8 +8,10 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          invariance, BLAS vs plain-loop matmuls, learned's maxT limit,
                          checkpoint round trip and bad files, crash-safe writes,
                          overfitting one batch, memory at long sequence lengths
-  ./gradcheck gradcheck  fp64: every parameter tensor's analytic gradient against
-                         central finite differences
+  ./gradcheck gradcheck [masked]
+                         fp64: every parameter tensor's analytic gradient against
+                         central finite differences; masked: of the loss on a third of
+                         the targets only (answer-only data), whose value is checked too
   ./test_gpt2 compare A.bin B.bin TOL
                          compares two checkpoints tensor by tensor (exit 1 if any
                          element differs by more than TOL; 0 asks for bit equality)
@@ -17,8 +19,8 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          writes the reference that test_gpt2cu compares the CUDA
                          path against (llmc/debug_state.h), optionally under an
                          evaluation variant (rope: pi, ntk, yarn, dynamic-pi,
-                         dynamic-ntk, dynamic-yarn; xpos: bca) or with randomized
-                         positions (rp)
+                         dynamic-ntk, dynamic-yarn; xpos: bca), with randomized
+                         positions (rp) or with two thirds of the targets unscored (mask)
   ./test_gpt2 debug-state-tiny PREFIX [VARIANT]
                          the same for a tiny model, small enough for the CUDA path's
                          CPU emulation (dev/cuda/Makefile) to run in seconds
@@ -781,6 +783,58 @@ static void test_files_and_errors(void) {
 }
 
 // ----------------------------------------------------------------------------
+// masked shards (llmc/dataloader.h, answer-only data): the targets of unscored tokens are
+// TARGET_UNSCORED and the others the next tokens, each batch counts its scored targets, and
+// the look-ahead count of a step's batches (dataloader_scored) is the sum of theirs, across
+// the end of a shard and the wrap to the first
+
+static void test_masked_shards(void) {
+    printf("masked shards: targets, scored counts, the look-ahead count\n");
+    enum { R = 4, V = 10 };
+    const int rows[2] = {5, 3};
+    uint16_t tok[2][8 * R + 1];
+    uint8_t mask[2][8 * R + 1];
+    char pattern[600];
+    for (int s = 0; s < 2; s++) {
+        int ntok = rows[s] * R + 1;
+        for (int i = 0; i < ntok; i++) {
+            tok[s][i] = (uint16_t)((7 * i + 3 * s) % V);
+            mask[s][i] = i % R != 0 && i % R <= 1 + (i / R + s) % 3; // 1 to 3 scored targets a row
+        }
+        char path[600];
+        snprintf(path, sizeof(path), "%s/masked_%03d.bin", tmpdir, s);
+        FILE* f = fopen_check(path, "wb");
+        int header[256] = {SHARD_MAGIC, SHARD_VERSION_MASKED, ntok, R, V};
+        fwrite(header, sizeof(int), 256, f);
+        fwrite(tok[s], sizeof(uint16_t), ntok, f);
+        fwrite(mask[s], 1, ntok, f);
+        fclose(f);
+    }
+    snprintf(pattern, sizeof(pattern), "%s/masked_*.bin", tmpdir);
+    // B = 2 rows of R: shard 0 gives batches at tokens 0 and 8, shard 1 at 0, then it all again
+    const int shard_of[3] = {0, 0, 1}, start_of[3] = {0, 8, 0};
+    int64_t batch_scored[3] = {0};
+    for (int k = 0; k < 3; k++) { for (int i = 1; i <= 2 * R; i++) { batch_scored[k] += mask[shard_of[k]][start_of[k] + i]; } }
+    DataLoader dl;
+    dataloader_init(&dl, pattern, 2, R, 0, 1, V);
+    int bad_targets = 0, bad_counts = 0;
+    for (int b = 0; b < 5; b++) {
+        int64_t ahead = dataloader_scored(&dl, dl.shard_idx, dl.pos, 3);
+        bad_counts += ahead != batch_scored[b % 3] + batch_scored[(b + 1) % 3] + batch_scored[(b + 2) % 3];
+        dataloader_next_batch(&dl);
+        const uint16_t* t = tok[shard_of[b % 3]] + start_of[b % 3];
+        const uint8_t* m = mask[shard_of[b % 3]] + start_of[b % 3];
+        for (int i = 0; i < 2 * R; i++) {
+            bad_targets += dl.inputs[i] != t[i] || dl.targets[i] != (m[i + 1] ? t[i + 1] : TARGET_UNSCORED);
+        }
+        bad_counts += dl.scored != batch_scored[b % 3];
+    }
+    check(bad_targets == 0, "5 batches: inputs, and targets unscored where the mask is 0", bad_targets, 0);
+    check(bad_counts == 0, "each batch's scored count, and the look-ahead of 3 batches", bad_counts, 0);
+    dataloader_free(&dl);
+}
+
+// ----------------------------------------------------------------------------
 // crash-safe writes (llmc/utils.h: AtomicFile): every write has its own temporary file, so
 // that two writers of one file never share one, and a failed write leaves none behind
 
@@ -1352,16 +1406,17 @@ static double dape_min_preactivation(GPT2* model, int B, int T) {
 
 // edge_exact: DAPE's edge rule (pe/dape.h) for the run; rp: under one draw of
 // randomized positions from [0, 3T), checking the tensors the positions reach first (wpe,
-// qkvw, the encoding's own)
-static void test_gradients(int edge_exact, int rp) {
+// qkvw, the encoding's own); masked: the loss of answer-only data, on a third of the
+// targets (the others TARGET_UNSCORED), which must also be their mean loss in an unmasked pass
+static void test_gradients(int edge_exact, int rp, int masked) {
 #ifndef REAL_DOUBLE
     printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
-    (void)edge_exact; (void)rp;
+    (void)edge_exact; (void)rp; (void)masked;
     failures++;
 #else
-    printf("gradient checks against central finite differences (%s, fp64%s%s)\n", model_label(PE_ID, DAPE_ID),
+    printf("gradient checks against central finite differences (%s, fp64%s%s%s)\n", model_label(PE_ID, DAPE_ID),
            DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "",
-           rp ? ", randomized positions" : "");
+           rp ? ", randomized positions" : "", masked ? ", a third of the targets scored" : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
     if (rp) { cfg.rp_len = 3 * T; cfg.rp_seed = 8; }
@@ -1377,6 +1432,17 @@ static void test_gradients(int edge_exact, int rp) {
     int x[48], y[48];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
+    if (masked) { // positions 2, 5, 8, ... scored: their mean loss in a pass that scores every target
+        gpt2_forward(&model, x, y, B, T, 0);
+        double sum = 0;
+        int n = 0;
+        for (int i = 0; i < B * T; i++) {
+            if (i % 3 == 2) { sum += model.acts.t.losses[i]; n++; } else { y[i] = TARGET_UNSCORED; }
+        }
+        gpt2_forward(&model, x, y, B, T, 0);
+        double err = fabs(model.mean_loss - sum / n);
+        check(err <= 1e-14, "masked loss = the mean of the scored targets' losses", err, 1e-14);
+    }
     gpt2_zero_grad(&model);
     gpt2_forward(&model, x, y, B, T, 1);
     gpt2_backward(&model);
@@ -1438,7 +1504,9 @@ static void test_gradients(int edge_exact, int rp) {
 // runs under, forward, backward and steps: a RoPE scaling method at s = 2 (a static factor
 // of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2; or "rp":
 // randomized positions from [0, 2T) (the checkpoint's words 12, 13), one fixed draw (its
-// key in the state's words 12-13) for the batch and every step.
+// key in the state's words 12-13) for the batch and every step; or "mask": the targets of
+// answer-only data, two of every three TARGET_UNSCORED (and the first ten), the loss the
+// mean of the others.
 // tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
 // (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full)
 static void write_debug_state(const char* prefix, const char* variant, int tiny) {
@@ -1452,6 +1520,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     }
     gpt2_config_set_dape(&cfg);
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
+    int masked = variant != NULL && strcmp(variant, "mask") == 0;
     if (rp && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no randomized positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
     if (rp) { cfg.rp_len = 2 * T; cfg.rp_seed = 77; }
     pe_test_config(&cfg);
@@ -1462,7 +1531,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     perturb_parameters(&model, 0.02f, &rng);
     pe_test_params(&model, &rng);
     PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
-    while (variant != NULL && !rp && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && !masked && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = pe_has_eval_variant(e.variant);
     if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     model.pe_eval = e;
@@ -1474,6 +1543,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     int* y = (int*)malloc_check((size_t)B * T * sizeof(int));
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
+    for (int i = 0; i < B * T && masked; i++) { if (i % 3 != 0 || i < 10) { y[i] = TARGET_UNSCORED; } }
     // logits, loss and gradients of the batch
     gpt2_zero_grad(&model);
     gpt2_forward(&model, x, y, B, T, 1);
@@ -1513,7 +1583,8 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : PE_EVAL_NAMES[e.variant], loss, losses[0], losses[DEBUG_STEPS - 1]);
+           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : masked ? "a third of the targets scored" : PE_EVAL_NAMES[e.variant],
+           loss, losses[0], losses[DEBUG_STEPS - 1]);
     free(x); free(y); free(logits); free(grads);
     gpt2_free(&model);
 }
@@ -1533,6 +1604,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
 // BCA masks, and a static RoPE factor of 4, other than the dynamic one.
 // The variant "rp" instead: randomized positions from [0, 2T) (a new model's checkpoint
 // words 12, 13; learned with 2T rows of wpe), one fixed draw, written after the gradients.
+// The variant "mask": two of every three targets TARGET_UNSCORED (answer-only data).
 // int32 header[256] = {TORCH_REF_MAGIC, 1, B, T, PE id, sizeof(real), variant, L, 0...}
 // (num_params as uint64 at word 8, the RoPE factor as a double at word 10, the draws' key
 // as uint64 at word 12, their number (0: plain positions) at word 14), then int32
@@ -1542,8 +1614,9 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     char path[1024];
     int B = TORCH_REF_B, T = TORCH_REF_T;
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
+    int masked = variant != NULL && strcmp(variant, "mask") == 0;
     PEEval e = {PE_EVAL_PLAIN, 4.0, T / 2};
-    while (variant != NULL && !rp && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && !masked && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = pe_has_eval_variant(e.variant);
     if (!ok || (rp && (!rp_supported(PE_ID) || DAPE_ID != 0))) { fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     if (checkpoint == NULL) {
@@ -1573,6 +1646,7 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     uint64_t rng = random_seed(11);
     random_tokens(x, B * T, V, &rng);
     random_tokens(y, B * T, V, &rng);
+    for (int i = 0; i < B * T && masked; i++) { if (i % 3 != 0) { y[i] = TARGET_UNSCORED; } }
     gpt2_zero_grad(&model);
     gpt2_forward(&model, x, y, B, T, 1);
     gpt2_backward(&model);
@@ -2025,9 +2099,13 @@ int main(int argc, char** argv) {
         else { fatal("usage: test_gpt2 passkey gpt2_passkey.bin"); }
         mp_finalize();
     } else if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
-        test_gradients(1, 0);
-        if (DAPE_ID > 1) { test_gradients(0, 0); } // the last k/2 rows by the other edge rule
-        if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, 1); }
+        if (argc > 2 && strcmp(argv[2], "masked") == 0) {
+            test_gradients(1, 0, 1);
+        } else {
+            test_gradients(1, 0, 0);
+            if (DAPE_ID > 1) { test_gradients(0, 0, 0); } // the last k/2 rows by the other edge rule
+            if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, 1, 0); }
+        }
     } else {
         test_reference_forward(0);
         if (rp_supported(PE_ID) && DAPE_ID == 0) { test_reference_forward(1); }
@@ -2037,6 +2115,7 @@ int main(int argc, char** argv) {
         test_matmul();
         test_classifier();
         test_files_and_errors();
+        test_masked_shards();
         test_atomic_files();
         test_long_error();
         test_overfit();

@@ -28,6 +28,7 @@ activations are kept. A small model evaluates 16k-token windows in well under 1 
 #include "llmc/utils.h"
 #include "llmc/pe.h"
 #include "llmc/model.h"
+#include "llmc/dataloader.h"
 #include "llmc/multiprocess.h"
 
 // The CPU path computes in `real` (llmc/pe.h): float, or double for the gradient checks;
@@ -359,11 +360,13 @@ void residual_backward(real* da, real* db, const real* dout, size_t N) {
 
 // fused_classifier: logits = lnf @ wte^T, softmax over the V real tokens, cross-entropy
 // against the targets; when training (dloss != 0) the logits' gradient
-// (softmax - onehot) * dloss / N goes straight back into dlnf and dwte. Rows go in
-// chunks, so only CLASSIFIER_CHUNK x Vp logits ever exist (a 16k-token evaluation would
-// otherwise need 3 GiB of logits).
+// (softmax - onehot) * dloss / scored goes straight back into dlnf and dwte. A target
+// TARGET_UNSCORED (answer-only data) gets no loss and no gradient; `scored` of the N rows
+// have a target (all of them on a plain shard). Rows go in chunks, so only
+// CLASSIFIER_CHUNK x Vp logits ever exist (a 16k-token evaluation would otherwise need
+// 3 GiB of logits).
 void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const real* lnf, const real* wte,
-                      const int* targets, real dloss, int N, int V, int Vp, int C) {
+                      const int* targets, real dloss, int N, int scored, int V, int Vp, int C) {
     for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK) {
         int n = N - r0 < CLASSIFIER_CHUNK ? N - r0 : CLASSIFIER_CHUNK;
         matmul_forward(logits, lnf + (size_t)r0 * C, wte, NULL, n, C, Vp);
@@ -371,6 +374,11 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
         for (int r = 0; r < n; r++) {
             real* row = logits + (size_t)r * Vp;
             int target = targets[r0 + r];
+            if (target == TARGET_UNSCORED) {
+                losses[r0 + r] = 0;
+                if (dloss != 0) { for (int v = 0; v < Vp; v++) { row[v] = 0; } }
+                continue;
+            }
             real maxv = -INFINITY;
             for (int v = 0; v < V; v++) { if (row[v] > maxv) { maxv = row[v]; } }
             real target_logit = row[target];
@@ -378,7 +386,7 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
             for (int v = 0; v < V; v++) { row[v] = exp(row[v] - maxv); sum += row[v]; } // one exp per entry
             losses[r0 + r] = maxv + log(sum) - target_logit;
             if (dloss != 0) {
-                real scale = dloss / N;
+                real scale = dloss / scored;
                 for (int v = 0; v < V; v++) { row[v] = row[v] / sum * scale; }
                 row[target] -= scale;
                 for (int v = V; v < Vp; v++) { row[v] = 0; }
@@ -740,7 +748,8 @@ int gpt2_max_length(const GPT2* model) {
 }
 
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
-// mean. dloss is d(objective)/d(mean loss): nonzero when training, and then the
+// mean over the scored targets (those not TARGET_UNSCORED: every one of a plain shard).
+// dloss is d(objective)/d(mean loss): nonzero when training, and then the
 // classifier's backward runs here (fused_classifier) and gpt2_backward continues it.
 void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, real dloss) {
     GPT2Config* cfg = &model->config;
@@ -749,10 +758,12 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         if (rp_active(model)) { fatal("randomized positions: T = %d tokens cannot be drawn from the range [0, %d) (-rp)", T, cfg->rp_len); }
         fatal("PE %s cannot process T = %d tokens: %s %d", pe_name(cfg->pe), T, PE_LIMIT_REASON, pe_max_length(cfg));
     }
+    int scored = 0;
     for (int i = 0; i < B * T; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < 0 || targets[i] >= V))) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < TARGET_UNSCORED || targets[i] >= V))) {
             fatal("token id out of range [0, %d) at position %d of the batch", V, i);
         }
+        scored += targets != NULL && targets[i] != TARGET_UNSCORED;
     }
     int training = dloss != 0;
     gpt2_ensure_activations(model, B, T, training);
@@ -806,10 +817,10 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p.lnfw, p.lnfb, B * T, C);
     if (targets == NULL) { model->mean_loss = -1; return; }
     fused_classifier(a.losses, training ? model->grads_acts.t.lnf : NULL, training ? model->grads.wte : NULL,
-                     model->logits, a.lnf, p.wte, targets, dloss, B * T, V, Vp, C);
+                     model->logits, a.lnf, p.wte, targets, dloss, B * T, scored, V, Vp, C);
     real sum = 0;
     for (int i = 0; i < B * T; i++) { sum += a.losses[i]; }
-    model->mean_loss = sum / (B * T);
+    model->mean_loss = scored > 0 ? sum / scored : 0;
 }
 
 void gpt2_zero_grad(GPT2* model) {

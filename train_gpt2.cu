@@ -27,6 +27,7 @@ evaluation of 16k-token windows needs memory linear in the length.
 #include "llmc/utils.h"
 #include "llmc/pe.h"
 #include "llmc/model.h"
+#include "llmc/dataloader.h"
 #include "llmc/multiprocess.h"
 #include "llmc/cuda_common.cuh"
 #include "llmc/attention_bias.cuh"
@@ -515,11 +516,17 @@ __global__ void residual_forward_kernel(floatX* out, const floatX* a, const floa
 
 // fused_classifier_kernel: one block per row of logits: softmax over the V real tokens,
 // the cross-entropy loss against the target, and when training the logits' gradient
-// (softmax - onehot) * dloss / N written in place (the padded columns get 0), so the
-// probabilities are never stored
+// (softmax - onehot) * dloss / scored written in place (the padded columns get 0), so the
+// probabilities are never stored; a row whose target is TARGET_UNSCORED gets no loss and
+// a zero gradient
 __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int* targets, float dscale, int V, int Vp, int training) {
     floatX* x = logits + (size_t)blockIdx.x * Vp;
     int target = targets[blockIdx.x];
+    if (target == TARGET_UNSCORED) {
+        if (threadIdx.x == 0) { losses[blockIdx.x] = 0.0f; }
+        if (training) { for (int v = threadIdx.x; v < Vp; v += blockDim.x) { x[v] = (floatX)0.0f; } }
+        return;
+    }
     float x_target = (float)x[target];
     float maxv = -INFINITY;
     for (int v = threadIdx.x; v < V; v += blockDim.x) { maxv = fmaxf(maxv, (float)x[v]); }
@@ -669,13 +676,14 @@ static void matmul_backward(floatX* dinp, float* dweight, float* dbias, float* p
 }
 
 // fused_classifier: logits = lnf @ wte^T in chunks of rows, loss per row, and when
-// training (dloss != 0) the logits' gradient straight back into dlnf and dwte
+// training (dloss != 0) the logits' gradient straight back into dlnf and dwte; the mean is
+// over the `scored` targets (those not TARGET_UNSCORED)
 static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* partials, floatX* logits, const floatX* lnf,
-                             const floatX* wte, const int* targets, float dloss, int N, int V, int Vp, int C) {
+                             const floatX* wte, const int* targets, float dloss, int N, int scored, int V, int Vp, int C) {
     for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK) {
         int n = N - r0 < CLASSIFIER_CHUNK ? N - r0 : CLASSIFIER_CHUNK;
         matmul_forward(logits, lnf + (size_t)r0 * C, wte, NULL, n, C, Vp, NULL);
-        fused_classifier_kernel<<<n, 1024, 0, ctx.stream>>>(logits, losses + r0, targets + r0, dloss / N, V, Vp, dloss != 0);
+        fused_classifier_kernel<<<n, 1024, 0, ctx.stream>>>(logits, losses + r0, targets + r0, dloss / scored, V, Vp, dloss != 0);
         cudaCheckLaunch("fused_classifier_kernel");
         if (dloss != 0) {
             matmul_backward(dlnf + (size_t)r0 * C, dwte, NULL, partials, logits, lnf + (size_t)r0 * C, wte, n, C, Vp, 0);
@@ -1145,7 +1153,8 @@ int gpt2_max_length(const GPT2* model) {
 }
 
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
-// mean. dloss is d(objective)/d(mean loss): nonzero when training, and then the
+// mean over the scored targets (those not TARGET_UNSCORED: every one of a plain shard).
+// dloss is d(objective)/d(mean loss): nonzero when training, and then the
 // classifier's backward runs here (fused_classifier) and gpt2_backward continues it.
 void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float dloss) {
     GPT2Config* cfg = &model->config;
@@ -1154,10 +1163,12 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         if (rp_active(model)) { fatal("randomized positions: T = %d tokens cannot be drawn from the range [0, %d) (-rp)", T, cfg->rp_len); }
         fatal("PE %s cannot process T = %d tokens: %s %d", pe_name(cfg->pe), T, PE_LIMIT_REASON, pe_max_length(cfg));
     }
+    int scored = 0;
     for (int i = 0; i < B * T; i++) {
-        if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < 0 || targets[i] >= V))) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets != NULL && (targets[i] < TARGET_UNSCORED || targets[i] >= V))) {
             fatal("token id out of range [0, %d) at position %d of the batch", V, i);
         }
+        scored += targets != NULL && targets[i] != TARGET_UNSCORED;
     }
     int training = dloss != 0;
     gpt2_ensure_activations(model, B, T, training);
@@ -1220,12 +1231,12 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         return;
     }
     fused_classifier(a.losses, training ? model->gs.dsmall : NULL, training ? model->grads.wte : NULL, model->partials,
-                     a.logits, a.lnf, p.wte, a.targets, dloss, B * T, V, Vp, C);
+                     a.logits, a.lnf, p.wte, a.targets, dloss, B * T, scored, V, Vp, C);
     cudaCheck(cudaMemcpyAsync(model->host_losses, a.losses, (size_t)B * T * sizeof(float), cudaMemcpyDeviceToHost, st));
     cudaCheck(cudaStreamSynchronize(st));
     float sum = 0;
     for (int i = 0; i < B * T; i++) { sum += model->host_losses[i]; }
-    model->mean_loss = sum / (B * T);
+    model->mean_loss = scored > 0 ? sum / scored : 0;
 }
 
 void gpt2_zero_grad(GPT2* model) {

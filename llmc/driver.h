@@ -4,7 +4,8 @@ same flags, read the same files, print the same lines and evaluate the same way:
 command line, data, the training loop with gradient accumulation and data-parallel
 averaging, validation, sampling, checkpoints and exact resume, training health
 (non-finite and outlier steps), and the evaluations: length extrapolation on each test set,
-HellaSwag (llmc/hellaswag.h) and passkey retrieval (llmc/passkey.h).
+HellaSwag (llmc/hellaswag.h), passkey retrieval (llmc/passkey.h) and the algorithmic tasks'
+accuracy by length (llmc/task_eval.h).
 
 The trainer that includes this file provides the model (type GPT2, real) and:
   gpt2_build_from_config, gpt2_build_from_checkpoint, gpt2_save_checkpoint,
@@ -38,6 +39,7 @@ The trainer that includes this file provides the model (type GPT2, real) and:
 #endif
 #include "hellaswag.h"
 #include "passkey.h"
+#include "task_eval.h"
 
 #define MAX_EVAL_LENGTHS 32
 #define MAX_EVAL_SETS 8
@@ -96,6 +98,7 @@ typedef struct {
     int passkey_trials;          // -P keys per cell of the passkey test's grid (0: off)
     int passkey_depths;          // -Pd depths of the key, evenly spaced from 0% to 100%
     int passkey_seed;            // -Ps seed of the keys
+    const char* tasks;           // -A task files of data/tasks.c, scored by length (NULL: none)
 } TrainArgs;
 
 static void usage(void) {
@@ -105,7 +108,8 @@ static void usage(void) {
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin), or named test sets\n"
         "              name=glob,name=glob,... each evaluated at every -E length (validation: the first)\n"
         "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
-        "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c (default cpu)\n"
+        "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c, task (2L 2H 64)\n"
+        "              (default cpu)\n"
         "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv, the run's flags\n"
         "              (cmdline) (default none); one trainer at a time (a lock); a new run only into a directory\n"
         "              without one (-y 1)\n"
@@ -148,7 +152,9 @@ static void usage(void) {
         "  -P <int>    passkey retrieval: keys per (length, depth) cell at the -E lengths (default 0: off;\n"
         "              needs gpt2_passkey.bin: make gpt2_passkey.bin)\n"
         "  -Pd <int>   passkey depths, evenly spaced from 0%% to 100%% (default 5)\n"
-        "  -Ps <int>   passkey seed (default 1)\n",
+        "  -Ps <int>   passkey seed (default 1)\n"
+        "  -A <glob>   algorithmic tasks: task files of ./tasks, each scored by exact match (greedy) and token\n"
+        "              accuracy at every evaluation, into tasks.csv (default none)\n",
         MAX_GEN_TOKENS, pe_names_rp());
     exit(0);
 }
@@ -268,6 +274,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->argc = argc; a->argv = argv;
     a->num_eval_variants = 0; a->rope_factor = 0; a->rand_pos = -1;
     a->eval_last = 0; a->hellaswag = NULL; a->passkey_trials = 0; a->passkey_depths = 5; a->passkey_seed = 1;
+    a->tasks = NULL;
     for (int i = 1; i < argc; i += 2) {
         const char* f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); }
@@ -340,6 +347,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-P")) { a->passkey_trials = (int)parse_long(f, v, 0, 1 << 20); }
         else if (!strcmp(f, "-Pd")) { a->passkey_depths = (int)parse_long(f, v, 2, 101); }
         else if (!strcmp(f, "-Ps")) { a->passkey_seed = (int)parse_long(f, v, 0, INT32_MAX); }
+        else if (!strcmp(f, "-A")) { a->tasks = v; }
         else { fatal("unknown flag %s (./%s -h lists the flags)", f, TRAINER_NAME); }
     }
     if (a->resume && a->output_dir == NULL) { fatal("-y 1 (resume) needs an output directory (-o)"); }
@@ -1124,29 +1132,37 @@ static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* m
     free(rows);
 }
 
-// the test files of -H and -P, read and checked once at the start, and every shard of every
-// set of -j checked, headers and tokens (a malformed or missing one stops the run before it
-// trains)
+// the test files of -H, -P and -A, read and checked once at the start, and every shard of
+// every set of -j checked, headers and tokens (a malformed or missing one stops the run before
+// it trains); the perplexity windows (-E) need plain shards, not the tasks' masked ones
 typedef struct {
     EvalFile hellaswag;
     PasskeyTokens passkey;
+    TaskSets tasks;
 } EvalData;
 
 static void eval_data_load(EvalData* ed, const TrainArgs* a, GPT2* model) {
     memset(ed, 0, sizeof(*ed));
     for (int set = 0; set < a->num_sets; set++) {
+        int vocab, rows = shard_pattern_rows(a->set_patterns[set], &vocab);
+        if (rows > 0 && a->num_eval_lengths > 0) {
+            fatal("-E: the test set '%s' (%s) holds answer-only task data (masked shards); the perplexity windows need plain "
+                  "token shards (give -E none; the tasks' accuracy: -A)", a->set_names[set], a->set_patterns[set]);
+        }
         DataLoader dl;
-        dataloader_init(&dl, a->set_patterns[set], 1, 1, 0, 1, model->config.vocab_size);
+        dataloader_init(&dl, a->set_patterns[set], 1, rows > 0 ? rows : 1, 0, 1, model->config.vocab_size);
         dataloader_check_tokens(&dl);
         dataloader_free(&dl);
     }
     if (a->hellaswag != NULL) { evalfile_load(&ed->hellaswag, a->hellaswag, model->config.vocab_size, gpt2_max_length(model)); }
     if (a->passkey_trials > 0) { passkey_load(&ed->passkey, "gpt2_passkey.bin", model->config.vocab_size); }
+    if (a->tasks != NULL) { task_sets_load(&ed->tasks, a->tasks, model->config.vocab_size); }
 }
 
 static void eval_data_free(EvalData* ed) {
     evalfile_free(&ed->hellaswag);
     passkey_free(&ed->passkey);
+    task_sets_free(&ed->tasks);
 }
 
 // HellaSwag (-H): llm.c's line (acc_norm), the acc line, main.log's "s:<step> eval:<acc_norm>"
@@ -1193,18 +1209,21 @@ static void eval_tables_prepare(const TrainArgs* a, int resume_step) {
         {a->num_eval_lengths > 0, POSITIONS_CSV, POSITIONS_CSV_HEADER},
         {a->hellaswag != NULL, HELLASWAG_CSV, HELLASWAG_CSV_HEADER},
         {a->passkey_trials > 0, PASSKEY_CSV, PASSKEY_CSV_HEADER},
+        {a->tasks != NULL, TASKS_CSV, TASKS_CSV_HEADER},
     };
     for (size_t k = 0; k < sizeof(tables) / sizeof(tables[0]); k++) {
         if (tables[k].written) { csv_prepare(a->output_dir, tables[k].name, tables[k].header, resume_step >= 0 ? resume_step : INT_MAX); }
     }
 }
 
-// every evaluation of a run: the extrapolation tables, HellaSwag (-H), passkey retrieval (-P)
+// every evaluation of a run: the extrapolation tables, HellaSwag (-H), passkey retrieval (-P),
+// the algorithmic tasks (-A)
 static void evaluate(GPT2* model, const TrainArgs* a, const MultiProcess* mp, const EvalData* ed, Logger* logger,
                      int train_len, int step) {
     extrapolation(model, a, mp, train_len, step);
     if (a->hellaswag != NULL) { hellaswag(model, a, mp, &ed->hellaswag, logger, train_len, step); }
     if (a->passkey_trials > 0) { passkey(model, a, mp, &ed->passkey, train_len, step); }
+    if (a->tasks != NULL) { task_eval(model, &ed->tasks, (int64_t)a->B * a->T, mp, run_pe_label, train_len, step, a->output_dir); }
 }
 
 // ----------------------------------------------------------------------------
@@ -1294,12 +1313,13 @@ static int train_main(int argc, char** argv) {
     for (int k = 0; k < a.num_eval_lengths; k++) { append_format(lists, sizeof(lists), " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { append_format(lists, sizeof(lists), " V%d", a.eval_variants[k]); }
     // every flag, whole (paths of any length), so that ranks started differently are caught at once
-    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rp%d L%d P%d %d %d|%s",
+    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rp%d L%d P%d %d %d|%s|%s",
              a.train_pattern, a.val_sets, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every, lists, a.rope_factor,
-             a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "");
+             a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
+             a.tasks ? a.tasks : "");
     mp_check_same(desc, "configuration (flags)", 0);
     free(desc);
 
@@ -1334,6 +1354,17 @@ static int train_main(int argc, char** argv) {
         resume_flags_apply(&a, &recorded, path, &mp);
     }
     int training = a.max_steps != 0;
+    // answer-only data (masked shards: the tasks of data/tasks.c): a window is one of its rows
+    // (-t by default), a new model takes its vocabulary, and there are no perplexity windows
+    // (-E none by default) and no samples (the task evaluation, -A, prints examples)
+    int data_vocab;
+    int data_rows = shard_pattern_rows(training ? (a.overfit ? a.val_pattern : a.train_pattern) : a.val_pattern, &data_vocab);
+    if (data_rows > 0) {
+        if (!flag_given(&a, "-t")) { a.T = data_rows; }
+        if (a.num_eval_lengths < 0) { a.num_eval_lengths = 0; }
+        if (a.sample_every > 0 && flag_given(&a, "-s") && mp.rank == 0) { printf("note: -s: no samples of answer-only data (-A prints examples)\n"); }
+        a.sample_every = 0;
+    }
     if (training && a.output_dir != NULL && (strlen(a.model) >= STATE_MODEL_BYTES || strlen(a.train_pattern) >= STATE_PATTERN_BYTES)) {
         fatal("-e or -i is too long to be recorded for resume (at most %d and %d bytes)", STATE_MODEL_BYTES - 1, STATE_PATTERN_BYTES - 1);
     }
@@ -1348,9 +1379,10 @@ static int train_main(int argc, char** argv) {
     } else {
         GPT2Config cfg;
         if (!gpt2_config_from_preset(&cfg, a.model, a.T, PE_ID)) {
-            fatal("-e %s is neither a .bin checkpoint nor a preset (nano, cpu, tiny, small, medium, d6..d48)", a.model);
+            fatal("-e %s is neither a .bin checkpoint nor a preset (nano, cpu, tiny, small, medium, d6..d48, task)", a.model);
         }
         if (PE_ID == PE_ID_LEARNED && a.rand_pos > cfg.max_seq_len) { cfg.max_seq_len = a.rand_pos; } // a row per position
+        if (data_vocab > 0) { cfg.vocab_size = data_vocab; cfg.padded_vocab_size = round_up(data_vocab, 128); }
         gpt2_build_from_config(&model, &cfg, a.seed);
     }
     GPT2Config* cfg = &model.config;
@@ -1511,16 +1543,22 @@ static int train_main(int argc, char** argv) {
         }
         if (last) { break; }
 
-        // one optimizer step: grad_accum micro-batches, averaged over processes
+        // one optimizer step: grad_accum micro-batches, averaged over processes. The step's loss
+        // is the mean over its scored targets, of every micro-batch and process together: a
+        // micro-batch's mean counts with its share of them, 1 / parts (a plain shard scores
+        // every target: parts = grad_accum, as the plain mean)
         double t0 = now_seconds();
         gpt2_zero_grad(&model);
         double loss[1] = {0};
         model.rp_key = rp_key(RP_STREAM_TRAIN, (uint64_t)step, 0); // every micro-batch and process of the step
+        int64_t step_scored = a.overfit ? grad_accum * dataloader_scored(&train, 0, 0, 1)
+                                        : dataloader_scored(&train, train.shard_idx, train.pos, grad_accum);
         for (int micro = 0; micro < grad_accum; micro++) {
             if (!a.overfit) { dataloader_next_batch(&train); }
-            gpt2_forward(&model, train.inputs, train.targets, a.B, a.T, 1.0f / grad_accum);
+            float parts = (float)((double)step_scored / ((double)train.scored * mp.world));
+            gpt2_forward(&model, train.inputs, train.targets, a.B, a.T, 1.0f / parts);
             gpt2_backward(&model);
-            loss[0] += model.mean_loss / grad_accum;
+            loss[0] += model.mean_loss / parts;
         }
         gpt2_allreduce_grads(&model, &mp);
         mp_allreduce_sum_f64(loss, 1);

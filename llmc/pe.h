@@ -221,6 +221,7 @@ typedef struct {
 #define RP_STREAM_GAP 6     // the context-use gap's windows of T tokens (with the window's length and mode)
 #define RP_STREAM_HELLASWAG 7 // a batch of HellaSwag examples
 #define RP_STREAM_PASSKEY 8 // a batch of passkey prompts
+#define RP_STREAM_TASKS 9   // a batch of a task file's examples (with its row length)
 
 // one draw per layer (rotations, biases) or one per forward pass (the embeddings)
 static inline int rp_draws(int pe, int num_layers) {

@@ -299,7 +299,7 @@ static void atomic_commit(AtomicFile* af) {
 }
 
 // ----------------------------------------------------------------------------
-// the evaluations' tables (extrapolation.csv, positions.csv, hellaswag.csv, passkey.csv):
+// the evaluations' tables (extrapolation.csv, positions.csv, hellaswag.csv, passkey.csv, tasks.csv):
 // each evaluation appends its rows, every row with the step it was made at (column `step`),
 // so a run keeps the rows of all its evaluations. An append is a crash-safe rewrite: the
 // header, the rows the file holds, the new rows. A file there whose first line is not the

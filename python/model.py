@@ -13,7 +13,8 @@ its specification (its CPU part), llmc/model.h the checkpoint layout.
     logits, _ = model(idx, positions=model.draw_positions(T, key))  # randomized positions (-rp)
 
 logits are (B, T, Vp), over the padded vocabulary as the trainer's; the loss (mean
-cross-entropy) uses the first V of them, as the trainer's softmax does. Attention here is
+cross-entropy) uses the first V of them, as the trainer's softmax does, and a target of -1
+(TARGET_UNSCORED, answer-only data: llmc/dataloader.h) is skipped, the mean over the others. Attention here is
 plain (B, NH, T, T) scores, not the trainer's fused row-at-a-time kernel: the same
 numbers, more memory at long T.
 
@@ -84,6 +85,7 @@ XPOS_MAX_LOG2 = 64.0
 YARN_BETA_FAST, YARN_BETA_SLOW = 32.0, 1.0
 PE_MASKED_BIAS = float(np.float32(-1e30))
 LAYERNORM_EPS = 1e-5
+TARGET_UNSCORED = -1  # a target the loss skips (llmc/dataloader.h)
 
 
 @dataclass
@@ -784,7 +786,8 @@ class GPT(nn.Module):
         return np.array([rp_draw(T, cfg.rp_len, cfg.rp_seed, key, d) for d in range(draws)], dtype=np.int64)
 
     def forward(self, idx, targets=None, pe_eval=None, positions=None):
-        """Logits (B, T, Vp) and the mean loss (None without targets) of token ids idx (B, T),
+        """Logits (B, T, Vp) and the mean loss (None without targets; over the targets that are not
+        -1, TARGET_UNSCORED) of token ids idx (B, T),
         under the evaluation variant pe_eval (a PEEval; None: the encoding as trained), at the
         positions `positions` (None: 0..T-1; a model with randomized positions: an array
         (draws, T) such as draw_positions makes, sorted rows within [0, rp_len))."""
@@ -792,7 +795,7 @@ class GPT(nn.Module):
         B, T = idx.shape
         C, NH, V = cfg.channels, cfg.num_heads, cfg.vocab_size
         hs = C // NH
-        if idx.min() < 0 or idx.max() >= V or (targets is not None and (targets.min() < 0 or targets.max() >= V)):
+        if idx.min() < 0 or idx.max() >= V or (targets is not None and (targets.min() < TARGET_UNSCORED or targets.max() >= V)):
             raise ValueError("token id out of range [0, %d)" % V)
         draws = 1 if cfg.pe in RP_ONE_DRAW else cfg.num_layers
         if positions is None:
@@ -837,7 +840,7 @@ class GPT(nn.Module):
         logits = x @ self.wte.T  # (B, T, Vp); the padded entries take no part in the loss
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits[..., :V].reshape(B * T, V), targets.reshape(B * T))
+            loss = F.cross_entropy(logits[..., :V].reshape(B * T, V), targets.reshape(B * T), ignore_index=TARGET_UNSCORED)
         return logits, loss
 
     def flat_grads(self):

@@ -16,21 +16,24 @@ trainer, for every encoding, in float64 (make test-python):
      positions from [0, 2T) and one fixed draw (`torch-reference PREFIX - rp`); the PyTorch
      model's own draw (model.draw_positions, the trainer's generator ported) must give the
      C trainer's positions, and with them the same logits, loss and gradients;
-  5. the export: for `learned`, the Hugging Face GPT-2 folder, run by an independent
+  5. answer-only data: two of every three targets -1 (TARGET_UNSCORED), the loss the mean
+     over the others (`torch-reference PREFIX MODEL.bin mask`), for the first encoding: the
+     same loss and gradients, and another loss than the plain one;
+  6. the export: for `learned`, the Hugging Face GPT-2 folder, run by an independent
      re-implementation of Hugging Face's GPT-2 forward (Conv1D: x @ W + b) from the
      exported state dict, must give the C trainer's logits; for the other encodings the
      exported folder, loaded through its own copy of model.py, must too;
-  6. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
+  7. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
      and 10, another revision of the encoding's definition in word 11, randomized positions
      on an encoding without them in word 12, a negative training length in word 14) and
      variants the encoding does not have are
      refused with a clear message;
-  7. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
+  8. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
      a NaN and a FIFO (one line on stderr naming the file, exit status 1, within seconds);
      GPT.from_folder refuses a config.json that is not JSON or holds no valid configuration and
      a truncated, incomplete or NaN-holding pytorch_model.bin with a ValueError naming the file;
      write_checkpoint leaves a user's "<name>.tmp" alone and no temporary file behind;
-  8. with COPE_OFFICIAL=path/to/context_position.py (facebookresearch/RAM's
+  9. with COPE_OFFICIAL=path/to/context_position.py (facebookresearch/RAM's
      projects/cope/src/cope/context_position.py, not part of this repository): the official
      CoPE layer against model.py's transcription on random q, k, v, E (3 heads of 8, T = 50,
      P = 21, so positions clamp), in float64: the attention output and the gradients of q,
@@ -246,6 +249,18 @@ def check_variants(build, model, ckpt, prefix, plain):
                  "no evaluation variant")
 
 
+def check_masked(build, model, ckpt, prefix, plain):
+    """The loss over the targets that are not -1 (answer-only data) and its gradients."""
+    global failures
+    c_reference(build, model.cfg.pe, prefix + "_mask", ckpt, "mask")
+    ref = read_reference(prefix + "_mask_ref.bin", model.cfg)
+    compare_model("two thirds of the targets -1", model, ref)
+    change = abs(float(ref[3]) - float(plain[3])) / abs(float(plain[3]))
+    ok = change > 1e-6 and (ref[1] == -1).sum() == ref[1].size * 2 // 3
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("masked: another loss than the plain one", "ok  " if ok else "FAIL", change))
+    failures += 0 if ok else 1
+
+
 def check_random_positions(build, pe, prefix):
     """A model with randomized positions from [0, 2T) and one draw: the PyTorch model's own draw
     is the trainer's, and with it the logits, loss and gradients are; plain positions change
@@ -426,6 +441,8 @@ def main():
             ref = read_reference(prefix + "_ref.bin", model.cfg)
             compare_model("fp32 checkpoint", model, ref)
             check_variants(build, model, ckpt, prefix, ref)
+            if pe == pes[0]:
+                check_masked(build, model, ckpt, prefix, ref)
             if pe in M.RP_SUPPORTED:
                 check_random_positions(build, pe, prefix + "_rp")
             # bf16: written here, read by both

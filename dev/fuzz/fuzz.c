@@ -1,7 +1,8 @@
 /*
 libFuzzer harnesses for the readers of untrusted files, one per build flag:
   -DFUZZ_CHECKPOINT     gpt2_build_from_checkpoint (train_gpt2.c, PE cable)
-  -DFUZZ_SHARD          the data loader: dataloader_init, next_batch, read_all
+  -DFUZZ_SHARD          the data loader: dataloader_init, next_batch, scored, read_all (plain
+                        and masked shards)
   -DFUZZ_TOKENIZER_BIN  tokenizer_init / tokenizer_decode (llmc/tokenizer.h)
   -DFUZZ_BPE            the BPE encoder (data/tokenizer.c): any bytes, made valid UTF-8
                         as the tool does, must encode to ids that decode to exactly
@@ -89,6 +90,7 @@ static void read_input(const uint8_t* data, size_t size, const char* path) {
     DataLoader dl;
     dataloader_init(&dl, path, 2, 4, 0, 1, 50257);
     for (int i = 0; i < 3; i++) { dataloader_next_batch(&dl); }
+    (void)dataloader_scored(&dl, 0, 0, 5);
     int64_t n;
     free(dataloader_read_all(&dl, 1 << 20, &n));
     dataloader_free(&dl);
@@ -119,6 +121,18 @@ static void write_seeds(const char* dir) {
     for (int i = 0; i < 40; i++) { uint16_t t = (uint16_t)(i * 997 % 50257); memcpy(buf + 1024 + 2 * i, &t, 2); }
     snprintf(path, sizeof(path), "%s/shard.bin", dir);
     write_file(path, buf, sizeof(buf));
+    // a masked shard: 8 rows of 4 tokens (the harness's T) and the token that ends the last,
+    // the middle two of each row scored
+    int masked[256] = {20240520, 2, 33, 4, 50257};
+    unsigned char mbuf[1024 + 3 * 33] = {0};
+    memcpy(mbuf, masked, 1024);
+    for (int i = 0; i < 33; i++) {
+        uint16_t t = (uint16_t)(i * 31 % 50257);
+        memcpy(mbuf + 1024 + 2 * i, &t, 2);
+        mbuf[1024 + 66 + i] = i % 4 == 1 || i % 4 == 2;
+    }
+    snprintf(path, sizeof(path), "%s/masked.bin", dir);
+    write_file(path, mbuf, sizeof(mbuf));
 #elif defined(FUZZ_BPE)
     const char* texts[] = {
         "Hello world, DON'T you'll 12345 3.14159  \n\n\t  end",
