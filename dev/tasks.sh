@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
-OUT=${1:-out/tasks$([ $QUICK -eq 1 ] && echo _quick)}
+if [ $QUICK -eq 1 ]; then OUT=${1:-out/tasks_quick}; else OUT=${1:-out/tasks}; fi
 N=${N:-10}            # training lengths 1..N; test lengths N/2 .. 8N
 RP=${RP:-512}         # randomized positions' range: 3x the longest test row (163 tokens)
 B=${B:-32}; LR=${LR:-3e-3}; WARMUP=${WARMUP:-50}; CKPT=${CKPT:-250}
