@@ -116,7 +116,7 @@ expect "plain and masked shards in one pattern" "of different kinds" "$BIN" "${O
 expect "perplexity windows on task data" "-E: the test set 'val'" "$BIN" "${OK[@]}" -E 13,26
 expect "a plain shard as a task file" "is a plain token shard, not a task file" "$BIN" "${OK[@]}" -A "$PLAIN"
 mkdir -p "$DIR/foreign"; echo "my own notes" > "$DIR/foreign/tasks.csv"
-expect "a tasks.csv that is not the trainer's" "is not a tasks.csv of this trainer" "$BIN" -e task -x 0 -j "$T/val.bin" -A "$T/test_0005.bin" -o "$DIR/foreign"
+expect "a tasks.csv that is not the trainer's" "is not this program's table" "$BIN" -e task -x 0 -j "$T/val.bin" -A "$T/test_0005.bin" -o "$DIR/foreign"
 [ "$(cat "$DIR/foreign/tasks.csv")" = "my own notes" ] && ok "that file is left as it was" || bad "the foreign tasks.csv was changed"
 
 echo "=== the loss of a step: the mean over its scored targets, however the batch is split"
