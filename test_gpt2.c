@@ -629,7 +629,7 @@ static void test_classifier(void) {
     uint64_t rng = random_seed(3);
     wte[0] = 17;
     for (int v = 1; v < V; v++) { wte[v] = 0.5f * (2 * random_f32(&rng) - 1); }
-    fused_classifier(losses, dlnf, dwte, logits, lnf, wte, targets, 1, N, V, Vp, C);
+    fused_classifier(losses, dlnf, dwte, logits, lnf, wte, targets, 1, N, N, V, Vp, C);
     double sum = 0, expected_dlnf = 0; // the same for every row: lnf and the logits are
     for (int v = 0; v < V; v++) { sum += exp((double)wte[v] - wte[0]); }
     for (int v = 0; v < V; v++) { expected_dlnf += exp((double)wte[v] - wte[0]) / sum * wte[v]; }
