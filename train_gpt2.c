@@ -323,26 +323,28 @@ void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, c
 #define GELU_SCALING_FACTOR 0.7978845608028654 // sqrt(2 / pi)
 #define GELU_CUBIC 0.044715
 
-// gelu_forward: GELU, tanh approximation (GPT-2's)
+// gelu_forward: GELU, tanh approximation (GPT-2's): 0.5 x (1 + tanh(u)) with
+// u = sqrt(2/pi) (x + 0.044715 x^3), written as x sigmoid(2u) (1 + tanh(u) = 2 sigmoid(2u)):
+// the same function with one exp instead of a tanh (a third of a small model's step otherwise)
 void gelu_forward(real* out, const real* inp, size_t N) {
     #pragma omp parallel for
     for (size_t i = 0; i < N; i++) {
         real x = inp[i];
-        out[i] = (real)0.5 * x * (1 + tanh((real)GELU_SCALING_FACTOR * (x + (real)GELU_CUBIC * x * x * x)));
+        real u = (real)GELU_SCALING_FACTOR * (x + (real)GELU_CUBIC * x * x * x);
+        out[i] = x / (1 + exp(-2 * u));
     }
 }
 
-// gelu_backward: derivative of the tanh approximation times the upstream gradient
+// gelu_backward: d/dx [x s] = s + 2 x s (1 - s) du/dx with s = sigmoid(2u) (the forward's
+// form; 2 s (1 - s) = 0.5 sech^2(u)), times the upstream gradient
 void gelu_backward(real* dinp, const real* inp, const real* dout, size_t N) {
     #pragma omp parallel for
     for (size_t i = 0; i < N; i++) {
         real x = inp[i];
-        real arg = (real)GELU_SCALING_FACTOR * (x + (real)GELU_CUBIC * x * x * x);
-        real th = tanh(arg);
-        real sech2 = 1 - th * th;
-        real local = (real)0.5 * (1 + th)
-                   + x * (real)0.5 * sech2 * (real)GELU_SCALING_FACTOR * (1 + 3 * (real)GELU_CUBIC * x * x);
-        dinp[i] += local * dout[i];
+        real u = (real)GELU_SCALING_FACTOR * (x + (real)GELU_CUBIC * x * x * x);
+        real s = 1 / (1 + exp(-2 * u));
+        real du = (real)GELU_SCALING_FACTOR * (1 + 3 * (real)GELU_CUBIC * x * x);
+        dinp[i] += (s + 2 * x * s * (1 - s) * du) * dout[i];
     }
 }
 
