@@ -33,8 +33,8 @@ if [ $QUICK -eq 1 ]; then
     ROPE_SCALING=yarn,dynamic-ntk
     PASSKEY=${PASSKEY:-1}; DEPTHS=2
 else
-    PES=(learned sinusoidal rope xpos nope alibi sandwich t5 kerple kerple_power fire cable cable_nw cable_v1 kcable cope
-         txl kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3 learned_rp2048 rope_rp2048)
+    # every registered encoding (llmc/pe_list.h), then DAPE and randomized positions
+    read -r -a PES <<< "$(make -s pe-list) kerple_dapemlp kerple_dape1x3 alibi_dape1x3 nope_dape1x3 learned_rp2048 rope_rp2048"
     MODEL=cpu; T=128; B=8; STEPS=${STEPS:-200}; K=${K:-4096}; LR=2e-3; WARMUP=20
     PASSKEY=${PASSKEY:-10}; DEPTHS=5
 fi
