@@ -126,9 +126,10 @@ test-dape: test-dape-builds
 	@echo "=== kerple_dape1x3: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
 	$(MAKE) emulate-tiny PE=kerple DAPE=1x3
 
-# the trainer as a program: bad input, exact resume and crash safety, multi-process runs
+# the trainer as a program: bad input, exact resume and crash safety, multi-process runs (the
+# resume of a run with every evaluation flag needs the tokenizer and the passkey texts)
 SCRIPT_PES := learned cable
-test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe)) starter
+test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe)) starter tokenizer gpt2_passkey.bin
 	@for pe in $(SCRIPT_PES); do \
 	  bash tests/cli.sh $$pe && bash tests/health.sh $$pe && bash tests/resume.sh $$pe && bash tests/mpi.sh $$pe || exit 1; \
 	done
