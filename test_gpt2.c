@@ -66,6 +66,19 @@ static void perturb_parameters(GPT2* model, real amount, uint64_t* rng) {
     pe_project(model);
 }
 
+// for the pe/ files' tests: a tiny model built from `seed`, its parameters perturbed by 0.1,
+// and B x T random inputs x and targets y drawn after them from random_seed(draw), whose
+// state it returns for what the test draws next
+static uint64_t tiny_model_batch(GPT2* model, int maxT, int seed, int draw, int* x, int* y, int B, int T) {
+    GPT2Config cfg = tiny_config(maxT);
+    gpt2_build_from_config(model, &cfg, seed);
+    uint64_t rng = random_seed(draw);
+    perturb_parameters(model, 0.1f, &rng);
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    return rng;
+}
+
 // ----------------------------------------------------------------------------
 // the encoding's own tests and its definition written out again, independently of its
 // hooks, in double (its file's PE_PART_TEST, pe/<file>.h), with the defaults of what it

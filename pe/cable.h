@@ -378,15 +378,10 @@ static double cable_nw_bias(GPT2* model, int l, int b, int h, int i, int j, int 
 #define PE_TESTS
 static void pe_tests(void) {
     int B = 2, T = 24;
-    GPT2Config cfg = tiny_config(T);
     GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 3);
-    uint64_t rng = random_seed(5);
-    perturb_parameters(&model, 0.1f, &rng);
     int x[48], y[48];
-    random_tokens(x, B * T, cfg.vocab_size, &rng);
-    random_tokens(y, B * T, cfg.vocab_size, &rng);
-    int NH = cfg.num_heads, L = cfg.num_layers, C = cfg.channels;
+    tiny_model_batch(&model, T, 3, 5, x, y, B, T);
+    int NH = model.config.num_heads, L = model.config.num_layers, C = model.config.channels;
 #if PE_IS(CABLE_NW)
     printf("identity: cable_nw with every increment forced to m_h is ALiBi with slopes m_h\n");
     float slopes[64];

@@ -305,23 +305,18 @@ static double no_bias(GPT2* model, int l, int b, int h, int i, int j, int T) { r
 static void pe_tests(void) {
     printf("identity: cope with E = 0 is nope\n");
     int B = 2, T = 30;
-    GPT2Config cfg = tiny_config(COPE_TEST_MAXT);
     GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 21);
-    uint64_t rng = random_seed(22);
-    perturb_parameters(&model, 0.1f, &rng);
-    memset(model.params.cope_e, 0, model.param_sizes[P_COPE_E] * sizeof(real));
     int x[60], y[60];
-    random_tokens(x, B * T, cfg.vocab_size, &rng);
-    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    uint64_t rng = tiny_model_batch(&model, COPE_TEST_MAXT, 21, 22, x, y, B, T);
+    memset(model.params.cope_e, 0, model.param_sizes[P_COPE_E] * sizeof(real));
     gpt2_forward(&model, x, y, B, T, 1);
     double d = 0;
-    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
+    for (int l = 0; l < model.config.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
     check(d < 1e-5, "E = 0: attention equals NoPE's", d, 1e-5);
     pe_test_params(&model, &rng);
     gpt2_forward(&model, x, y, B, T, 1);
     d = 0;
-    for (int l = 0; l < cfg.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
+    for (int l = 0; l < model.config.num_layers; l++) { d = fmax(d, attention_vs_reference(&model, l, no_bias, B, T)); }
     check(d > 1e-3, "E of weight: attention differs from NoPE's", d, 1e-3);
     gpt2_free(&model);
 }

@@ -447,15 +447,10 @@ static void test_rope_scaling_tables(void) {
 static void test_rope_scaling_at_scale_one(void) {
     printf("RoPE scaling: every variant at scale 1 is plain rope\n");
     int B = 2, T = 24;
-    GPT2Config cfg = tiny_config(T);
     GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 3);
-    uint64_t rng = random_seed(6);
-    perturb_parameters(&model, 0.1f, &rng);
     int x[48], y[48];
     float plain[48], scaled[48];
-    random_tokens(x, B * T, cfg.vocab_size, &rng);
-    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    tiny_model_batch(&model, T, 3, 6, x, y, B, T);
     gpt2_forward(&model, x, y, B, T, 0);
     gpt2_token_losses(&model, plain);
     for (int v = PE_EVAL_PI; v <= PE_EVAL_DYN_YARN; v++) {
@@ -479,7 +474,7 @@ static void test_rope_scaling_at_scale_one(void) {
     PEEval dyn = {PE_EVAL_DYN_YARN, 1.0, T / 2}; // T = 2 L: s = 2
     model.pe_eval = dyn;
     gpt2_forward(&model, x, y, B, T, 1); // a training forward keeps every layer's q, k
-    for (int l = 0; l < cfg.num_layers; l++) {
+    for (int l = 0; l < model.config.num_layers; l++) {
         double dq = qkv_vs_reference(&model, l, B, T);
         check(dq < 1e-4, "dynamic-yarn at T = 2L: q, k rotated by the scaled table, x mscale", dq, 1e-4);
     }
