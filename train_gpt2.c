@@ -40,6 +40,14 @@ typedef real floatX;
 #define cblas_gemm cblas_sgemm
 #endif
 
+// inside a parallel region, this thread's share [*lo, *hi) of [0, n): contiguous slices in
+// thread order, so that work split this way sums in the same order on any number of threads
+static inline void thread_slice(size_t n, size_t* lo, size_t* hi) {
+    size_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    *lo = n * t / nt;
+    *hi = n * (t + 1) / nt;
+}
+
 // rows of the classifier processed at once (bounds the logits scratch to CLASSIFIER_CHUNK x Vp)
 #define CLASSIFIER_CHUNK 256
 
@@ -205,9 +213,11 @@ void layernorm_forward(real* out, real* mean, real* rstd, const real* inp, const
     for (int n = 0; n < N; n++) {
         const real* x = inp + (size_t)n * C;
         real m = 0;
+        #pragma omp simd reduction(+:m)
         for (int i = 0; i < C; i++) { m += x[i]; }
         m /= C;
         real v = 0;
+        #pragma omp simd reduction(+:v)
         for (int i = 0; i < C; i++) { real d = x[i] - m; v += d * d; }
         v /= C;
         real s = 1 / sqrt(v + eps);
@@ -228,6 +238,7 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
         const real* x = inp + (size_t)n * C;
         real m = mean[n], s = rstd[n];
         real dnorm_mean = 0, dnorm_norm_mean = 0;
+        #pragma omp simd reduction(+:dnorm_mean, dnorm_norm_mean)
         for (int i = 0; i < C; i++) {
             real norm = (x[i] - m) * s;
             real dnorm = weight[i] * g[i];
@@ -242,12 +253,17 @@ void layernorm_backward(real* dinp, real* dweight, real* dbias, const real* dout
             d[i] += (weight[i] * g[i] - dnorm_mean - norm * dnorm_norm_mean) * s;
         }
     }
-    for (int n = 0; n < N; n++) {
-        const real* g = dout + (size_t)n * C;
-        const real* x = inp + (size_t)n * C;
-        for (int i = 0; i < C; i++) {
-            dbias[i] += g[i];
-            dweight[i] += (x[i] - mean[n]) * rstd[n] * g[i];
+    #pragma omp parallel
+    {
+        size_t i0, i1; // each thread a slice of the channels
+        thread_slice(C, &i0, &i1);
+        for (int n = 0; n < N; n++) {
+            const real* g = dout + (size_t)n * C;
+            const real* x = inp + (size_t)n * C;
+            for (size_t i = i0; i < i1; i++) {
+                dbias[i] += g[i];
+                dweight[i] += (x[i] - mean[n]) * rstd[n] * g[i];
+            }
         }
     }
 }
@@ -293,25 +309,50 @@ void matmul_backward_naive(real* dinp, real* dweight, real* dbias, const real* d
 }
 
 #ifdef USE_BLAS
-// matmul_forward: as matmul_forward_naive, through BLAS gemm (the bulk of all the FLOPs)
+// gemm_rows: rows [m0, m1) of the row-major BLAS gemm out (M, N) = op(A) op(B) + beta out.
+// The matmuls below split their rows among the OpenMP threads, one gemm each (inside a
+// parallel region OpenBLAS runs on the calling thread): OpenBLAS itself keeps products of a
+// small model's sizes on one thread (a 736 x 192 x 64 product runs no faster on two).
+static void gemm_rows(int transA, int transB, size_t m0, size_t m1, int N, int K, const real* A, int lda,
+                      const real* B, int ldb, real beta, real* out, int ldo) {
+    if (m1 <= m0) { return; }
+    cblas_gemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)(m1 - m0), N, K,
+               1, transA ? A + m0 : A + m0 * lda, lda, B, ldb, beta, out + m0 * ldo, ldo);
+}
+
+// matmul_forward: as matmul_forward_naive, through BLAS gemm (the bulk of all the FLOPs),
+// each thread a slice of the rows and their bias
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
-    cblas_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1, inp, C, weight, C, 0, out, OC);
-    if (bias != NULL) {
-        #pragma omp parallel for
-        for (int n = 0; n < N; n++) {
-            for (int o = 0; o < OC; o++) { out[(size_t)n * OC + o] += bias[o]; }
+    #pragma omp parallel
+    {
+        size_t n0, n1;
+        thread_slice(N, &n0, &n1);
+        gemm_rows(0, 1, n0, n1, OC, C, inp, C, weight, C, 0, out, OC);
+        if (bias != NULL) {
+            for (size_t n = n0; n < n1; n++) {
+                for (int o = 0; o < OC; o++) { out[n * OC + o] += bias[o]; }
+            }
         }
     }
 }
 
-// matmul_backward: as matmul_backward_naive, through BLAS gemm
+// matmul_backward: as matmul_backward_naive, through BLAS gemm: each thread a slice of
+// dinp's rows, then a slice of dweight's rows and the same columns of dbias
 void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
                      const real* weight, int N, int C, int OC) {
-    if (dinp != NULL) { cblas_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1, dout, OC, weight, C, 1, dinp, C); }
-    cblas_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1, dout, OC, inp, C, 1, dweight, C);
-    if (dbias != NULL) {
-        for (int n = 0; n < N; n++) {
-            for (int o = 0; o < OC; o++) { dbias[o] += dout[(size_t)n * OC + o]; }
+    #pragma omp parallel
+    {
+        size_t lo, hi;
+        if (dinp != NULL) {
+            thread_slice(N, &lo, &hi);
+            gemm_rows(0, 0, lo, hi, C, OC, dout, OC, weight, C, 1, dinp, C);
+        }
+        thread_slice(OC, &lo, &hi);
+        gemm_rows(1, 0, lo, hi, C, N, dout, OC, inp, C, 1, dweight, C);
+        if (dbias != NULL) {
+            for (int n = 0; n < N; n++) {
+                for (size_t o = lo; o < hi; o++) { dbias[o] += dout[(size_t)n * OC + o]; }
+            }
         }
     }
 }
@@ -320,18 +361,49 @@ void matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, c
 #define matmul_backward matmul_backward_naive
 #endif
 
+// exp_vec: e^x as a function the compiler can vectorize (libm's expf is called one value at a
+// time): x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, Cody and Waite's reduction), e^r
+// by Cephes' degree-7 polynomial, times 2^n built in the exponent bits (in two halves, so
+// that no power overflows before the product does). Within 1.01 ulp of the exact value
+// wherever that is a normal float (measured over every float; test_gpt2.c checks every
+// 127th), 0 where expf is 0, inf where expf overflows, NaN for NaN. The fp64 build calls exp.
+#ifdef REAL_DOUBLE
+static inline real exp_vec(real x) { return exp(x); }
+#else
+static inline float exp_vec(float x) {
+    float xc = x > -104.0f ? (x < 89.0f ? x : 89.0f) : -104.0f; // a NaN becomes -104 here, and is returned below
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; // round(x log2 e): 1.5 2^23
+    float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * (r * r) + r + 1.0f;
+    int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;
+    int32_t bits1 = (n1 + 127) << 23, bits2 = (n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &bits1, sizeof(float));
+    memcpy(&s2, &bits2, sizeof(float));
+    y = y * s1 * s2;
+    return x > 88.72283935546875f ? INFINITY : (x == x ? y : x);
+}
+#endif
+
 #define GELU_SCALING_FACTOR 0.7978845608028654 // sqrt(2 / pi)
 #define GELU_CUBIC 0.044715
 
 // gelu_forward: GELU, tanh approximation (GPT-2's): 0.5 x (1 + tanh(u)) with
 // u = sqrt(2/pi) (x + 0.044715 x^3), written as x sigmoid(2u) (1 + tanh(u) = 2 sigmoid(2u)):
-// the same function with one exp instead of a tanh (a third of a small model's step otherwise)
+// the same function with one exp instead of a tanh (a third of a small model's step otherwise),
+// and that exp vectorized (exp_vec)
 void gelu_forward(real* out, const real* inp, size_t N) {
     #pragma omp parallel for
     for (size_t i = 0; i < N; i++) {
         real x = inp[i];
         real u = (real)GELU_SCALING_FACTOR * (x + (real)GELU_CUBIC * x * x * x);
-        out[i] = x / (1 + exp(-2 * u));
+        out[i] = x / (1 + exp_vec(-2 * u));
     }
 }
 
@@ -342,7 +414,7 @@ void gelu_backward(real* dinp, const real* inp, const real* dout, size_t N) {
     for (size_t i = 0; i < N; i++) {
         real x = inp[i];
         real u = (real)GELU_SCALING_FACTOR * (x + (real)GELU_CUBIC * x * x * x);
-        real s = 1 / (1 + exp(-2 * u));
+        real s = 1 / (1 + exp_vec(-2 * u));
         real du = (real)GELU_SCALING_FACTOR * (1 + 3 * (real)GELU_CUBIC * x * x);
         dinp[i] += (s + 2 * x * s * (1 - s) * du) * dout[i];
     }
@@ -505,29 +577,80 @@ static void pe_alloc_activations(GPT2* model, int B, int T, int training) {}
 // ============================================================================
 // attention
 
+// attention_row_accumulate: o[c] += sum_{j < n} w[j] x_j[c] with x_j = x + j * stride (one
+// head's keys or values of a row's keys), four keys at a time: o is read and written once per
+// four, since its chain of adds is the critical path of a long row
+static void attention_row_accumulate(real* o, const real* w, const real* x, size_t stride, int n, int hs) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const real* x0 = x + j * stride;
+        const real* x1 = x0 + stride;
+        const real* x2 = x1 + stride;
+        const real* x3 = x2 + stride;
+        #pragma omp simd
+        for (int c = 0; c < hs; c++) { o[c] += w[j] * x0[c] + w[j + 1] * x1[c] + w[j + 2] * x2[c] + w[j + 3] * x3[c]; }
+    }
+    for (; j < n; j++) {
+        const real* xj = x + j * stride;
+        #pragma omp simd
+        for (int c = 0; c < hs; c++) { o[c] += w[j] * xj[c]; }
+    }
+}
+
 // attention_row_output: the softmax of a row of logits a[0..i] of head h (a becomes the
-// unnormalized probabilities) and the row's output o = sum_j p_j v_j; returns the row's
-// log-sum-exp. qkv is (B, T, 3C) with q, k, v side by side.
+// probabilities) and the row's output o = sum_j p_j v_j; returns the row's log-sum-exp.
+// qkv is (B, T, 3C) with q, k, v side by side.
 static real attention_row_output(real* o, real* a, const real* qkv, int b, int h, int i, int T, int C, int hs) {
     real maxv = -INFINITY;
     for (int j = 0; j <= i; j++) { if (a[j] > maxv) { maxv = a[j]; } }
     real sum = 0;
-    for (int j = 0; j <= i; j++) { a[j] = exp(a[j] - maxv); sum += a[j]; }
+    #pragma omp simd reduction(+:sum)
+    for (int j = 0; j <= i; j++) { a[j] = exp_vec(a[j] - maxv); sum += a[j]; }
+    for (int j = 0; j <= i; j++) { a[j] /= sum; }
     for (int c = 0; c < hs; c++) { o[c] = 0; }
-    for (int j = 0; j <= i; j++) {
-        const real* v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
-        real p = a[j] / sum;
-        #pragma omp simd
-        for (int c = 0; c < hs; c++) { o[c] += p * v[c]; }
-    }
+    attention_row_accumulate(o, a, qkv + (size_t)b * T * 3 * C + 2 * C + h * hs, 3 * (size_t)C, i + 1, hs);
     return maxv + log(sum);
+}
+
+// keys scored at once: one AVX-512 vector of floats. Heads' keys are kept transposed with
+// T rounded up to a whole number of blocks (attention_padded_T), the padding zero.
+#define ATT_KEYS_BLOCK 16
+static int attention_padded_T(int T) { return (T + ATT_KEYS_BLOCK - 1) / ATT_KEYS_BLOCK * ATT_KEYS_BLOCK; }
+
+// attention_keys_transposed: head h's keys (which = 1; values: 2) of batch row b as an
+// (hs, Tp) matrix kt[c * Tp + j] = k_j[c], zero for j >= T, so that a row's scores are
+// computed a block of keys at a time (sum_c q_c kt[c][j]) with no horizontal sums
+static void attention_keys_transposed(real* kt, const real* qkv, int which, int b, int h, int T, int C, int hs) {
+    int Tp = attention_padded_T(T);
+    for (int j = 0; j < T; j++) {
+        const real* k = qkv + ((size_t)b * T + j) * 3 * C + which * C + h * hs;
+        for (int c = 0; c < hs; c++) { kt[(size_t)c * Tp + j] = k[c]; }
+    }
+    for (int c = 0; c < hs; c++) {
+        for (int j = T; j < Tp; j++) { kt[(size_t)c * Tp + j] = 0; }
+    }
+}
+
+// attention_row_dots: s[j] = x . kt[.][j] for the keys j <= i of a transposed head, in
+// whole blocks (s has room for Tp; the entries past i are left for the caller to ignore)
+static void attention_row_dots(real* s, const real* x, const real* kt, int i, int T, int hs) {
+    int Tp = attention_padded_T(T);
+    for (int jb = 0; jb <= i; jb += ATT_KEYS_BLOCK) {
+        real acc[ATT_KEYS_BLOCK] = {0};
+        for (int c = 0; c < hs; c++) {
+            const real* kc = kt + (size_t)c * Tp + jb;
+            for (int jj = 0; jj < ATT_KEYS_BLOCK; jj++) { acc[jj] += x[c] * kc[jj]; }
+        }
+        for (int jj = 0; jj < ATT_KEYS_BLOCK; jj++) { s[jb + jj] = acc[jj]; }
+    }
 }
 
 // attention_forward: causal multi-head attention with the PE's additive bias,
 // softmax(q.k / sqrt(hs) + b(i, j)) v, one query row at a time so that only one row of
 // scores (per thread) ever exists; each row's log-sum-exp is kept for the backward pass.
 // qkv is (B, T, 3C) with q, k, v side by side, out is (B, T, C), lse is (B, NH, T); the
-// bias is that of the tokens' positions pos (pe_positions).
+// bias is that of the tokens' positions pos (pe_positions). Scratch per thread: a row of
+// scores and the head's keys transposed, Tp (hs + 1).
 void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, const int* pos, real* scratch,
                        int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
@@ -535,17 +658,13 @@ void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, 
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            real* s = scratch + (size_t)omp_get_thread_num() * T;
+            real* s = scratch + (size_t)omp_get_thread_num() * (hs + 1) * attention_padded_T(T);
+            real* kt = s + attention_padded_T(T);
+            attention_keys_transposed(kt, qkv, 1, b, h, T, C, hs);
             for (int i = 0; i < T; i++) {
-                const real* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
                 PERow r = pe_bias_row(pb, b, h, pos[i]);
-                for (int j = 0; j <= i; j++) {
-                    const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
-                    real dot = 0;
-                    #pragma omp simd reduction(+:dot)
-                    for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; }
-                    s[j] = dot * scale + pe_bias(pb, &r, pos[j]);
-                }
+                attention_row_dots(s, qkv + ((size_t)b * T + i) * C3 + h * hs, kt, i, T, hs);
+                for (int j = 0; j <= i; j++) { s[j] = s[j] * scale + pe_bias(pb, &r, pos[j]); }
                 lse[((size_t)b * NH + h) * T + i] = attention_row_output(out + ((size_t)b * T + i) * C + h * hs, s, qkv, b, h, i, T, C, hs);
             }
         }
@@ -556,14 +675,22 @@ void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, 
 // log-sum-exp (no stored attention matrix), then with D_i = dout_i . out_i:
 // ds_ij = p_ij (dout_i . v_j - D_i), dq_i += ds_ij k_j / sqrt(hs), dk_j += ds_ij q_i / sqrt(hs),
 // dv_j += p_ij dout_i, and hands ds_ij to the PE's bias backward. Each (b, h) is one
-// thread's, so the accumulations never race.
+// thread's, so the accumulations never race. A row's logits and dout_i . v_j are computed
+// as the forward's, side by side over the keys; scratch per thread 2 Tp (hs + 1).
 void attention_backward(real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
-                        PEBias* pb, const int* pos, int B, int T, int C, int NH) {
+                        PEBias* pb, const int* pos, real* scratch, int B, int T, int C, int NH) {
     int C3 = 3 * C, hs = C / NH;
     real scale = 1 / sqrt((real)hs);
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            int Tp = attention_padded_T(T);
+            real* p = scratch + (size_t)omp_get_thread_num() * 2 * (hs + 1) * Tp;
+            real* dp = p + Tp;
+            real* kt = dp + Tp;
+            real* vt = kt + (size_t)hs * Tp;
+            attention_keys_transposed(kt, qkv, 1, b, h, T, C, hs);
+            attention_keys_transposed(vt, qkv, 2, b, h, T, C, hs);
             for (int i = 0; i < T; i++) {
                 const real* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
                 const real* g = dout + ((size_t)b * T + i) * C + h * hs;
@@ -571,26 +698,29 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
                 real* dq = dqkv + ((size_t)b * T + i) * C3 + h * hs;
                 real row_lse = lse[((size_t)b * NH + h) * T + i];
                 real D = 0;
+                #pragma omp simd reduction(+:D)
                 for (int c = 0; c < hs; c++) { D += g[c] * o[c]; }
                 PERow r = pe_bias_row(pb, b, h, pos[i]);
+                attention_row_dots(p, q, kt, i, T, hs);
+                attention_row_dots(dp, g, vt, i, T, hs);
+                for (int j = 0; j <= i; j++) { p[j] = p[j] * scale + pe_bias(pb, &r, pos[j]) - row_lse; }
+                #pragma omp simd
+                for (int j = 0; j <= i; j++) { p[j] = exp_vec(p[j]); }
+                for (int j = 0; j <= i; j++) { // ds_ij, and into the PE's gradients
+                    dp[j] = p[j] * (dp[j] - D);
+                    pe_bias_backward(pb, b, &r, pos[j], dp[j]);
+                    dp[j] *= scale;
+                }
                 for (int j = 0; j <= i; j++) {
-                    const real* k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
-                    const real* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
                     real* dk = dqkv + ((size_t)b * T + j) * C3 + C + h * hs;
                     real* dv = dqkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
-                    real dot = 0, dp = 0;
-                    #pragma omp simd reduction(+:dot, dp)
-                    for (int c = 0; c < hs; c++) { dot += q[c] * k[c]; dp += g[c] * v[c]; }
-                    real p = exp(dot * scale + pe_bias(pb, &r, pos[j]) - row_lse);
-                    real ds = p * (dp - D);
                     #pragma omp simd
                     for (int c = 0; c < hs; c++) {
-                        dq[c] += ds * scale * k[c];
-                        dk[c] += ds * scale * q[c];
-                        dv[c] += p * g[c];
+                        dk[c] += dp[j] * q[c];
+                        dv[c] += p[j] * g[c];
                     }
-                    pe_bias_backward(pb, b, &r, pos[j], ds);
                 }
+                attention_row_accumulate(dq, dp, qkv + (size_t)b * T * C3 + C + h * hs, C3, i + 1, hs);
             }
         }
     }
@@ -598,8 +728,11 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
 
 #ifndef PE_ATTENTION
 // a layer's attention for every encoding but CoPE (PE_ATTENTION): the two functions above,
-// the bias through the encoding's hooks; one row of scores per thread
-static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) { return T; }
+// the bias through the encoding's hooks; per thread a row of scores and the head's keys
+// transposed (and a row of dout . v and the values in training)
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) {
+    return (size_t)(training ? 2 : 1) * (cfg->channels / cfg->num_heads + 1) * attention_padded_T(T);
+}
 static void pe_attention_forward(GPT2* model, int l, real* out, real* lse, const real* qkv, int B, int T) {
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 0);
@@ -609,7 +742,7 @@ static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* do
                                   const real* lse, int B, int T) {
     PEBias pb;
     pe_bias_setup(&pb, model, l, B, T, 1);
-    attention_backward(dqkv, dout, qkv, out, lse, &pb, pe_positions(model, l), B, T, model->config.channels, model->config.num_heads);
+    attention_backward(dqkv, dout, qkv, out, lse, &pb, pe_positions(model, l), model->att_scratch, B, T, model->config.channels, model->config.num_heads);
     pe_bias_reduce(&pb, model, l, B);
 }
 #endif
@@ -775,7 +908,14 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     pe_positions_draw(model, T);
     memcpy(model->inputs, inputs, (size_t)B * T * sizeof(int));
     if (targets != NULL) { memcpy(model->targets, targets, (size_t)B * T * sizeof(int)); }
-    if (training) { memset(model->grads_acts.memory, 0, model->grads_acts.num * sizeof(real)); }
+    if (training) { // in slices, one per thread
+        #pragma omp parallel
+        {
+            size_t lo, hi;
+            thread_slice(model->grads_acts.num, &lo, &hi);
+            memset(model->grads_acts.memory + lo, 0, (hi - lo) * sizeof(real));
+        }
+    }
 
     ParameterTensors p = model->params;
     ActivationTensors a = model->acts.t;
@@ -889,6 +1029,7 @@ double gpt2_grad_norm_squared(const GPT2* model) {
     for (int t = 0; t < nthreads; t++) {
         size_t end = (t + 1) * chunk < n ? (t + 1) * chunk : n;
         double sum = 0;
+        #pragma omp simd reduction(+:sum)
         for (size_t i = t * chunk; i < end; i++) { sum += (double)model->grads_memory[i] * model->grads_memory[i]; }
         partial[t] = sum;
     }
@@ -906,10 +1047,11 @@ void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, flo
     }
     real bc1 = 1 - pow(beta1, t), bc2 = 1 - pow(beta2, t);
     size_t offset = 0;
+    #pragma omp parallel firstprivate(offset) // one parallel region; the tensors one after another
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
         real wd = PARAM_DECAY[k] ? weight_decay : 0;
         size_t n = model->param_sizes[k];
-        #pragma omp parallel for
+        #pragma omp for nowait
         for (size_t i = offset; i < offset + n; i++) {
             real grad = model->grads_memory[i] * grad_scale;
             real m = beta1 * model->m_memory[i] + (1 - beta1) * grad;
