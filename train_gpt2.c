@@ -321,18 +321,19 @@ static void gemm_rows(int transA, int transB, size_t m0, size_t m1, int N, int K
 }
 
 // matmul_forward: as matmul_forward_naive, through BLAS gemm (the bulk of all the FLOPs),
-// each thread a slice of the rows and their bias
+// each thread a slice of the rows: the bias written first and the product added to it (a
+// gemm with beta 0 would clear the rows itself first)
 void matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N, int C, int OC) {
     #pragma omp parallel
     {
         size_t n0, n1;
         thread_slice(N, &n0, &n1);
-        gemm_rows(0, 1, n0, n1, OC, C, inp, C, weight, C, 0, out, OC);
         if (bias != NULL) {
             for (size_t n = n0; n < n1; n++) {
-                for (int o = 0; o < OC; o++) { out[n * OC + o] += bias[o]; }
+                for (int o = 0; o < OC; o++) { out[n * OC + o] = bias[o]; }
             }
         }
+        gemm_rows(0, 1, n0, n1, OC, C, inp, C, weight, C, bias != NULL ? 1 : 0, out, OC);
     }
 }
 
