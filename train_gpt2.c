@@ -1026,12 +1026,13 @@ double gpt2_grad_norm_squared(const GPT2* model) {
     double partial[256] = {0};
     int nthreads = omp_get_max_threads() < 256 ? omp_get_max_threads() : 256;
     size_t n = model->num_parameters, chunk = (n + nthreads - 1) / nthreads;
+    const real* g = model->grads_memory;
     #pragma omp parallel for num_threads(nthreads) schedule(static, 1)
     for (int t = 0; t < nthreads; t++) {
         size_t end = (t + 1) * chunk < n ? (t + 1) * chunk : n;
         double sum = 0;
         #pragma omp simd reduction(+:sum)
-        for (size_t i = t * chunk; i < end; i++) { sum += (double)model->grads_memory[i] * model->grads_memory[i]; }
+        for (size_t i = t * chunk; i < end; i++) { sum += (double)g[i] * g[i]; }
         partial[t] = sum;
     }
     double sum = 0;
@@ -1047,6 +1048,10 @@ void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, flo
         model->v_memory = (real*)calloc_check(model->num_parameters, sizeof(real));
     }
     real bc1 = 1 - pow(beta1, t), bc2 = 1 - pow(beta2, t);
+    real* param = model->params_memory;
+    real* mom = model->m_memory;
+    real* var = model->v_memory;
+    const real* grads = model->grads_memory;
     size_t offset = 0;
     #pragma omp parallel firstprivate(offset) // one parallel region; the tensors one after another
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
@@ -1054,12 +1059,12 @@ void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, flo
         size_t n = model->param_sizes[k];
         #pragma omp for nowait
         for (size_t i = offset; i < offset + n; i++) {
-            real grad = model->grads_memory[i] * grad_scale;
-            real m = beta1 * model->m_memory[i] + (1 - beta1) * grad;
-            real v = beta2 * model->v_memory[i] + (1 - beta2) * grad * grad;
-            model->m_memory[i] = m;
-            model->v_memory[i] = v;
-            model->params_memory[i] -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * model->params_memory[i]);
+            real grad = grads[i] * grad_scale;
+            real m = beta1 * mom[i] + (1 - beta1) * grad;
+            real v = beta2 * var[i] + (1 - beta2) * grad * grad;
+            mom[i] = m;
+            var[i] = v;
+            param[i] -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * param[i]);
         }
         offset += n;
     }
