@@ -438,37 +438,37 @@ void residual_backward(real* da, real* db, const real* dout, size_t N) {
 // (softmax - onehot) * dloss / scored goes straight back into dlnf and dwte. A target
 // TARGET_UNSCORED (answer-only data) gets no loss and no gradient; `scored` of the N rows
 // have a target (all of them on a plain shard). Rows go in chunks, so only
-// CLASSIFIER_CHUNK x Vp logits ever exist (a 16k-token evaluation would otherwise need
-// 3 GiB of logits).
+// CLASSIFIER_CHUNK x V logits ever exist (a 16k-token evaluation would otherwise need
+// 3 GiB of logits); only wte's V real rows enter (its padding rows get no gradient).
 void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const real* lnf, const real* wte,
-                      const int* targets, real dloss, int N, int scored, int V, int Vp, int C) {
+                      const int* targets, real dloss, int N, int scored, int V, int C) {
     for (int r0 = 0; r0 < N; r0 += CLASSIFIER_CHUNK) {
         int n = N - r0 < CLASSIFIER_CHUNK ? N - r0 : CLASSIFIER_CHUNK;
-        matmul_forward(logits, lnf + (size_t)r0 * C, wte, NULL, n, C, Vp);
+        matmul_forward(logits, lnf + (size_t)r0 * C, wte, NULL, n, C, V);
         #pragma omp parallel for
         for (int r = 0; r < n; r++) {
-            real* row = logits + (size_t)r * Vp;
+            real* row = logits + (size_t)r * V;
             int target = targets[r0 + r];
             if (target == TARGET_UNSCORED) {
                 losses[r0 + r] = 0;
-                if (dloss != 0) { for (int v = 0; v < Vp; v++) { row[v] = 0; } }
+                if (dloss != 0) { for (int v = 0; v < V; v++) { row[v] = 0; } }
                 continue;
             }
             real maxv = -INFINITY;
             for (int v = 0; v < V; v++) { if (row[v] > maxv) { maxv = row[v]; } }
             real target_logit = row[target];
+            for (int v = 0; v < V; v++) { row[v] = exp_vec(row[v] - maxv); } // one exp per entry
             double sum = 0; // in double: a float sum of 50k terms, one at a time, is off by 1e-3 in the loss
-            for (int v = 0; v < V; v++) { row[v] = exp(row[v] - maxv); sum += row[v]; } // one exp per entry
+            for (int v = 0; v < V; v++) { sum += row[v]; }
             losses[r0 + r] = maxv + log(sum) - target_logit;
             if (dloss != 0) {
                 real scale = dloss / scored;
                 for (int v = 0; v < V; v++) { row[v] = row[v] / sum * scale; }
                 row[target] -= scale;
-                for (int v = V; v < Vp; v++) { row[v] = 0; }
             }
         }
         if (dloss != 0) {
-            matmul_backward(dlnf + (size_t)r0 * C, dwte, NULL, logits, lnf + (size_t)r0 * C, wte, n, C, Vp);
+            matmul_backward(dlnf + (size_t)r0 * C, dwte, NULL, logits, lnf + (size_t)r0 * C, wte, n, C, V);
         }
     }
 }
@@ -889,7 +889,7 @@ int gpt2_max_length(const GPT2* model) {
 // classifier's backward runs here (fused_classifier) and gpt2_backward continues it.
 void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, real dloss) {
     GPT2Config* cfg = &model->config;
-    int V = cfg->vocab_size, Vp = cfg->padded_vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
+    int V = cfg->vocab_size, L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels;
     if (T > gpt2_max_length(model)) {
         if (rp_active(model)) { fatal("randomized positions: T = %d tokens cannot be drawn from the range [0, %d) (-rp)", T, cfg->rp_len); }
         fatal("PE %s cannot process T = %d tokens: %s %d", pe_name(cfg->pe), T, PE_LIMIT_REASON, pe_max_length(cfg));
@@ -960,7 +960,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p.lnfw, p.lnfb, B * T, C);
     if (targets == NULL) { model->mean_loss = -1; return; }
     fused_classifier(a.losses, training ? model->grads_acts.t.lnf : NULL, training ? model->grads.wte : NULL,
-                     model->logits, a.lnf, p.wte, targets, dloss, B * T, scored, V, Vp, C);
+                     model->logits, a.lnf, p.wte, targets, dloss, B * T, scored, V, C);
     real sum = 0;
     for (int i = 0; i < B * T; i++) { sum += a.losses[i]; }
     model->mean_loss = scored > 0 ? sum / scored : 0;

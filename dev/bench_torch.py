@@ -6,7 +6,9 @@ betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the matrices, gradients clipped at
 constant learning rate), on the same number of threads. Rounds alternate the two; each
 gives the median time of its steps after the first. Prints tokens per second (every token
 of the B x T window, as the trainer's step line counts them) and the losses of the first
-steps of both, which must agree (the same computation).
+steps of both, which must agree (the same computation). The ratio is the median of the
+rounds' own ratios (each round's two runs are back to back, so a machine whose speed drifts
+between rounds moves both), with the lowest and highest beside it.
 
     /usr/bin/python3 dev/bench_torch.py [--model task] [--threads 1,2] [--steps 60] [--rounds 3] [--task copy] [-n 10] [-b 32]
 
@@ -103,7 +105,7 @@ def main():
               % (args.model, cfg.num_layers, cfg.num_heads, cfg.channels, args.task, R, args.b, args.b * R, args.steps,
                  args.steps, args.rounds, os.getloadavg()[0]))
         print("torch %s, %s" % (torch.__version__, os.environ.get("OPENBLAS_CORETYPE", "OpenBLAS's own kernel choice")))
-        print("| threads | C trainer tok/s | PyTorch tok/s | ratio | rounds (C ms/step, PyTorch ms/step) |")
+        print("| threads | C trainer tok/s | PyTorch tok/s | ratio (lowest, highest) | rounds (C ms/step, PyTorch ms/step) |")
         print("|---:|---:|---:|---:|---|")
         for threads in [int(t) for t in args.threads.split(",")]:
             c_ms, t_ms, detail = [], [], []
@@ -117,8 +119,10 @@ def main():
                 if worst > 1e-3:
                     sys.exit("the first losses differ by %.2e: C %s, PyTorch %s" % (worst, c_losses[:5], t_losses[:5]))
             c, t = statistics.median(c_ms), statistics.median(t_ms)
+            ratios = [b / a for a, b in zip(c_ms, t_ms)]
             tokens_step = args.b * R
-            print("| %d | %.0f | %.0f | %.2fx | %s |" % (threads, tokens_step / c * 1000, tokens_step / t * 1000, t / c, "; ".join(detail)))
+            print("| %d | %.0f | %.0f | %.2fx (%.2f, %.2f) | %s |" % (threads, tokens_step / c * 1000, tokens_step / t * 1000,
+                  statistics.median(ratios), min(ratios), max(ratios), "; ".join(detail)))
         print("first 5 losses, C: %s; PyTorch: %s" % (" ".join("%.4f" % v for v in c_losses[:5]), " ".join("%.4f" % v for v in t_losses[:5])))
 
 
