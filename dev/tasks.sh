@@ -42,9 +42,6 @@ fi
 if [ -n "${ONLY:-}" ]; then read -r -a ENTRIES <<< "$ONLY"; fi
 binary() { echo "build/train_gpt2_${1%_rp*}"; }
 rp_flags() { case $1 in *_rp*) echo "-rp ${1##*_rp}" ;; esac; }
-# the machine's AVX-512 kernels for OpenBLAS where its own detection falls back to the SSE3
-# ones (an unknown CPU model, as on some virtual machines: measured 1.8x faster steps here)
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo 2> /dev/null; then export OPENBLAS_CORETYPE=SKYLAKEX; fi
 export OMP_NUM_THREADS=1
 
 DATA=$OUT/data

@@ -1471,6 +1471,11 @@ static int train_main(int argc, char** argv) {
     if (mp.rank == 0) {
         printf("+-----------------------+----------------------------------------------------+\n");
         printf("| %-21s | %-50s |\n", "trainer", TRAINER_NAME);
+#ifdef TRAINER_COMPUTE
+        char compute[128];
+        TRAINER_COMPUTE(compute, sizeof(compute));
+        printf("| %-21s | %-50s |\n", "compute", compute);
+#endif
         printf("| %-21s | %-50s |\n", "positional encoding", model_label(PE_ID, DAPE_ID));
         if (cfg->dape != 0) {
             char dape[64];

@@ -164,6 +164,13 @@ mkdir -p "$DIR/full"
 LIMIT="trap '' XFSZ; ulimit -f 10000" expect "disk full while writing a checkpoint" "write error in .*model_00000002.bin.*File too large" "${OK[@]}" -o "$DIR/full"
 if [ -z "$(ls -A "$DIR/full" | grep '^\.llmc-tmp\.')" ]; then echo "  ok    disk full: no temporary file left"
 else echo "  FAIL  disk full: temporary files left: $(ls -A "$DIR/full" | tr '\n' ' ')"; failures=$((failures + 1)); fi
+# OpenBLAS's kernels as the CPU has them (train_gpt2.c: blas_select_kernels): with AVX-512 and no
+# OPENBLAS_CORETYPE of the user's, the AVX-512 ones, whatever OpenBLAS chose by the CPU's model
+compute=$(cd "$DIR" && env -u OPENBLAS_CORETYPE "$BIN" "${OK[@]}" -x 0 2>&1 | grep '^| compute')
+if ! grep -q "OpenBLAS" <<< "$compute" || ! grep -qw avx512bw /proc/cpuinfo || ! grep -qw avx512dq /proc/cpuinfo; then
+    echo "  skip  OpenBLAS's kernels: no OpenBLAS build or no AVX-512 here"
+elif grep -Eqi "SkylakeX|CooperLake|SapphireRapids" <<< "$compute"; then echo "  ok    OpenBLAS's AVX-512 kernels on this AVX-512 CPU"
+else echo "  FAIL  OpenBLAS's kernels on an AVX-512 CPU: $compute"; failures=$((failures + 1)); fi
 head -c 3000 /dev/urandom > "$DIR/gpt2_tokenizer.bin"
 expect "corrupt tokenizer file" "gpt2_tokenizer.bin" "${OK[@]}" -s 1
 printf 'garbage' > "$DIR/shard_000000.bin"
