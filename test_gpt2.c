@@ -627,10 +627,6 @@ static void fail_token_out_of_range(const void* arg) {
     gpt2_forward(&model, x, NULL, 1, 4, 0);
 }
 
-// The classifier against log-softmax in double, on GPT-2's vocabulary with one large logit
-// first and 50k small ones after it: each small term of the softmax's sum is below half an
-// ulp of the running sum, so a float sum, one term at a time, drops them all (2e-3 of the
-// loss here); the double sum keeps them. Logits of one channel (lnf = 1) are exact in float.
 // exp_vec (train_gpt2.c) against exp in double: every 127th float whose e^x is a normal
 // float within 1.5 ulp (1.01 measured over all of them), and the edges as expf has them
 static void test_exp_vec(void) {
@@ -659,6 +655,10 @@ static void test_exp_vec(void) {
 #endif
 }
 
+// The classifier against log-softmax in double, on GPT-2's vocabulary with one large logit
+// first and 50k small ones after it: each small term of the softmax's sum is below half an
+// ulp of the running sum, so a float sum, one term at a time, drops them all (2e-3 of the
+// loss here); the double sum keeps them. Logits of one channel (lnf = 1) are exact in float.
 static void test_classifier(void) {
     printf("classifier: losses and gradients against log-softmax in double\n");
     int V = GPT2_VOCAB, Vp = GPT2_PADDED_VOCAB, C = 1, N = 3;
