@@ -5,4 +5,5 @@
 #define NO_OPENMP_OMP_H
 static inline int omp_get_thread_num(void) { return 0; }
 static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_num_threads(void) { return 1; }
 #endif
