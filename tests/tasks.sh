@@ -134,8 +134,10 @@ for r in "${runs[@]}"; do
     paste <(grep "^step" "$DIR/b16.log" | awk '{print $5}') <(grep "^step" "$DIR/$r.log" | awk '{print $5}') > "$DIR/losses"
     what="B=16 vs $([ $r = d2 ] && echo "two micro-batches of 8 (-d)" || echo "two processes of 8")"
     if [ "$(wc -l < "$DIR/losses")" -eq 4 ] && awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { exit !(m <= 1e-5) }' "$DIR/losses" \
-       && build/test_gpt2_learned compare "$DIR/b16/model_00000004.bin" "$DIR/$r/model_00000004.bin" 1e-5 > /dev/null; then
-        ok "$what: the same 4 step losses (within 1e-5: $(awk '{printf "%s ", $1}' "$DIR/losses")) and model (1e-5)"
+       && build/test_gpt2_learned compare "$DIR/b16/model_00000004.bin" "$DIR/$r/model_00000004.bin" 1e-4 > /dev/null; then
+        # the model to 1e-4: AdamW divides by sqrt(v), so a gradient element near zero moves its
+        # weight by up to lr whatever its size, and the two splits sum in other orders (1.5e-5 seen)
+        ok "$what: the same 4 step losses (within 1e-5: $(awk '{printf "%s ", $1}' "$DIR/losses")) and model (1e-4)"
     else
         bad "$what: losses $(tr '\n\t' ' /' < "$DIR/losses")"
     fi
