@@ -618,6 +618,12 @@ static real attention_row_output(real* o, real* a, const real* qkv, int b, int h
 #define ATT_KEYS_BLOCK 16
 static int attention_padded_T(int T) { return (T + ATT_KEYS_BLOCK - 1) / ATT_KEYS_BLOCK * ATT_KEYS_BLOCK; }
 
+// one thread's scratch for attention_forward (a row of scores and the head's keys
+// transposed) or attention_backward (the same twice: scores and dout . v, keys and values)
+static size_t attention_scratch_len(int hs, int T, int backward) {
+    return (size_t)(backward ? 2 : 1) * (hs + 1) * attention_padded_T(T);
+}
+
 // attention_keys_transposed: head h's keys (which = 1; values: 2) of batch row b as an
 // (hs, Tp) matrix kt[c * Tp + j] = k_j[c], zero for j >= T, so that a row's scores are
 // computed a block of keys at a time (sum_c q_c kt[c][j]) with no horizontal sums
@@ -659,7 +665,7 @@ void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, 
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            real* s = scratch + (size_t)omp_get_thread_num() * (hs + 1) * attention_padded_T(T);
+            real* s = scratch + omp_get_thread_num() * attention_scratch_len(hs, T, 0);
             real* kt = s + attention_padded_T(T);
             attention_keys_transposed(kt, qkv, 1, b, h, T, C, hs);
             for (int i = 0; i < T; i++) {
@@ -686,7 +692,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             int Tp = attention_padded_T(T);
-            real* p = scratch + (size_t)omp_get_thread_num() * 2 * (hs + 1) * Tp;
+            real* p = scratch + omp_get_thread_num() * attention_scratch_len(hs, T, 1);
             real* dp = p + Tp;
             real* kt = dp + Tp;
             real* vt = kt + (size_t)hs * Tp;
@@ -732,7 +738,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
 // the bias through the encoding's hooks; per thread a row of scores and the head's keys
 // transposed (and a row of dout . v and the values in training)
 static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) {
-    return (size_t)(training ? 2 : 1) * (cfg->channels / cfg->num_heads + 1) * attention_padded_T(T);
+    return attention_scratch_len(cfg->channels / cfg->num_heads, T, training);
 }
 static void pe_attention_forward(GPT2* model, int l, real* out, real* lse, const real* qkv, int B, int T) {
     PEBias pb;
@@ -1155,7 +1161,7 @@ void gpt2_step_info(const GPT2* model, double seconds, long tokens, char* out, s
 // OpenBLAS picks its kernels when it is loaded, by the CPU's model, and the Debian 12 build
 // does not know recent ones: on AMD Zen 4 it falls back to its AVX2 kernels, and on a virtual
 // machine's unnamed Xeon with AVX-512 to its SSE3 "Prescott" ones (the task model's step
-// 40 -> 26 ms, GPT-2 124M's about 2x). Where the CPU has AVX-512 (or AVX2 and FMA) and
+// 40 -> 26 ms on one thread). Where the CPU has AVX-512 (or AVX2 and FMA) and
 // OpenBLAS chose kernels for less, we run ourselves again with OPENBLAS_CORETYPE set to the
 // kernels the CPU has (SKYLAKEX, HASWELL). A user's own setting is kept.
 char* openblas_get_corename(void);
@@ -1167,7 +1173,7 @@ static int blas_core_is(const char* core, const char* const* names) {
 }
 static void blas_select_kernels(char** argv) {
     static const char* const avx512_cores[] = {"skylakex", "cooperlake", "sapphirerapids", NULL};
-    static const char* const avx2_cores[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids", NULL};
+    static const char* const avx2_cores[] = {"haswell", "zen", NULL};
     if (getenv("OPENBLAS_CORETYPE") != NULL) { return; }
     const char* core = openblas_get_corename();
     __builtin_cpu_init();
@@ -1175,7 +1181,7 @@ static void blas_select_kernels(char** argv) {
               && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     const char* want = avx512 && !blas_core_is(core, avx512_cores) ? "SKYLAKEX"
-                     : avx2 && !avx512 && !blas_core_is(core, avx2_cores) ? "HASWELL" : NULL;
+                     : avx2 && !avx512 && !blas_core_is(core, avx2_cores) && !blas_core_is(core, avx512_cores) ? "HASWELL" : NULL;
     if (want != NULL) {
         setenv("OPENBLAS_CORETYPE", want, 1);
         execv("/proc/self/exe", argv); // only returns on failure: then carry on as we are
