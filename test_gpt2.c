@@ -412,7 +412,7 @@ static void test_random_positions(void) {
     int bad = 0, T = 8, L = 32, N = 4000;
     int pos[64], again[64], count[32] = {0};
     for (int n = 0; n < N; n++) {
-        rp_draw(pos, T, L, 3, rp_key(RP_STREAM_TEST, (uint64_t)n, 0), n % 4);
+        rp_draw(pos, T, T, L, 3, rp_key(RP_STREAM_TEST, (uint64_t)n, 0), n % 4);
         for (int t = 0; t < T; t++) {
             bad += pos[t] < 0 || pos[t] >= L || (t > 0 && pos[t] <= pos[t - 1]);
             if (pos[t] >= 0 && pos[t] < L) { count[pos[t]]++; }
@@ -422,18 +422,20 @@ static void test_random_positions(void) {
     double worst = 0; // each position is drawn with probability T/L: N T/L = 1000 times, sd 27
     for (int p = 0; p < L; p++) { worst = fmax(worst, fabs(count[p] - (double)N * T / L) / ((double)N * T / L)); }
     check(worst < 0.12, "every position drawn 1000 +- 12% times (4.5 sd)", worst, 0.12);
-    rp_draw(pos, 40, 40, 3, 9, 0);
+    rp_draw(pos, 40, 40, 40, 3, 9, 0);
     bad = 0;
     for (int t = 0; t < 40; t++) { bad += pos[t] != t; }
     check(bad == 0, "L = T draws 0..T-1", bad, 0);
-    rp_draw(pos, 40, 100, 3, 9, 1);
-    rp_draw(again, 40, 100, 3, 9, 1);
+    rp_draw(pos, 40, 40, 100, 3, 9, 1);
+    rp_draw(again, 40, 40, 100, 3, 9, 1);
     check(memcmp(pos, again, sizeof(int) * 40) == 0, "the same seed, key and layer draw the same", 0, 0);
+    rp_draw(again, 13, 40, 100, 3, 9, 1);
+    check(memcmp(pos, again, sizeof(int) * 13) == 0, "the first 13 of a draw of 40 are the draw's first 13 (length buckets)", 0, 0);
     int differ[3] = {0, 0, 0};
     const uint64_t seeds[3] = {4, 3, 3}, keys[3] = {9, 10, 9};
     const int layers[3] = {1, 1, 2};
     for (int v = 0; v < 3; v++) {
-        rp_draw(again, 40, 100, seeds[v], keys[v], layers[v]);
+        rp_draw(again, 40, 40, 100, seeds[v], keys[v], layers[v]);
         differ[v] = memcmp(pos, again, sizeof(int) * 40) != 0;
     }
     check(differ[0] && differ[1] && differ[2], "another seed, key or layer draws another", differ[0] + differ[1] + differ[2], 3);
@@ -876,6 +878,99 @@ static void test_masked_shards(void) {
     check(bad_targets == 0, "5 batches: inputs, and targets unscored where the mask is 0", bad_targets, 0);
     check(bad_counts == 0, "each batch's scored count, and the look-ahead of 3 batches", bad_counts, 0);
     dataloader_free(&dl);
+}
+
+// Length buckets (llmc/dataloader.h dataloader_buckets, the driver's -lb): masked rows cut
+// at their last scored target and run in buckets, each a pass with its share of the mean,
+// give the whole batch's loss and parameter gradients, for this encoding (a position sees
+// only those before it); with randomized positions the buckets take the first positions of
+// the batch's draw (rp_draw_len). DAPE_1xk with PyTorch's edge (DAPE_WINDOW_EDGE) is the
+// exception: its rows cut short differ, and the driver keeps them whole. The buckets' cost is
+// the least over every set of cuts.
+static void test_length_buckets(int rp) {
+    printf("length buckets (%s%s)\n", pe_name(PE_ID), rp ? ", randomized positions" : "");
+    enum { B = 6, T = 40 };
+    const int live[B] = {40, 7, 23, 7, 31, 2}; // 5 lengths, the longest T
+    GPT2Config cfg = tiny_config(T);
+    if (rp) { cfg.rp_len = 3 * T; cfg.rp_seed = 9; }
+    pe_test_config(&cfg);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 17);
+    model.rp_key = rp_key(RP_STREAM_TEST, 6, 0);
+    uint64_t rng = random_seed(19);
+    perturb_parameters(&model, 0.1f, &rng);
+    pe_test_params(&model, &rng);
+    int x[B * T], y[B * T];
+    random_tokens(x, B * T, cfg.vocab_size, &rng);
+    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    int64_t scored = 0;
+    for (int b = 0; b < B; b++) { // about half the targets before a row's last scored one are scored
+        for (int t = 0; t < T; t++) {
+            if (t >= live[b] || (t < live[b] - 1 && random_u32(&rng) % 2 == 0)) { y[b * T + t] = TARGET_UNSCORED; }
+            scored += y[b * T + t] != TARGET_UNSCORED;
+        }
+    }
+    size_t P = model.num_parameters;
+    gpt2_forward(&model, x, y, B, T, 1);
+    gpt2_backward(&model);
+    double whole = model.mean_loss;
+    real* g = (real*)malloc_check(P * sizeof(real));
+    memcpy(g, model.grads_memory, P * sizeof(real));
+
+    DataLoader dl = {0};
+    dl.B = B; dl.T = T; dl.row_len = T; dl.inputs = x; dl.targets = y; dl.scored = scored;
+    dl.bucket_tokens = (int*)malloc_check((size_t)2 * B * T * sizeof(int));
+    dl.row_live = (int*)malloc_check((size_t)(B + 1) * 2 * sizeof(int));
+    RowBucket k[B];
+    int groups = dataloader_buckets(&dl, 0, k);
+    int rows = 0, computed = 0;
+    for (int i = 0; i < groups; i++) { rows += k[i].rows; computed += k[i].rows * k[i].T; }
+    check(groups == 5 && rows == B && computed == 40 + 7 + 23 + 7 + 31 + 2, "a pass's cost 0: a bucket per length, every row once",
+          groups, 5);
+    gpt2_zero_grad(&model);
+    model.rp_draw_len = T;
+    double loss = 0;
+    for (int i = 0; i < groups; i++) {
+        float parts = (float)((double)scored / k[i].scored);
+        gpt2_forward(&model, k[i].inputs, k[i].targets, k[i].rows, k[i].T, 1.0f / parts);
+        gpt2_backward(&model);
+        loss += model.mean_loss / parts;
+    }
+    model.rp_draw_len = 0;
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < P; i++) {
+        worst = fmax(worst, fabs(model.grads_memory[i] - g[i]));
+        largest = fmax(largest, fabs(g[i]));
+    }
+    if (DAPE_WINDOW_EDGE) {
+        check(worst > 1e-3 * largest && bucket_pass_tokens(32) == -1,
+              "DAPE_1xk's edge: cut rows differ; the driver keeps rows whole", worst / largest, 1e-3);
+    } else {
+        check(fabs(loss - whole) < 1e-6 * whole, "the buckets' loss is the batch's (1e-6 relative)", fabs(loss - whole) / whole, 1e-6);
+        check(worst < 1e-5 * largest, "the buckets' gradients are the batch's (1e-5 of the largest)", worst / largest, 1e-5);
+    }
+
+    // the cuts: a pass costing 10 tokens, against every set of cuts between the 5 lengths
+    const int lengths[5] = {2, 7, 23, 31, 40}, count[5] = {1, 2, 1, 1, 1};
+    int best = INT32_MAX;
+    for (int cuts = 0; cuts < 16; cuts++) { // bit i: a cut after lengths[i]
+        int cost = 0, n = 0;
+        for (int i = 0; i < 5; i++) {
+            n += count[i];
+            if (i == 4 || (cuts >> i & 1)) { cost += n * lengths[i] + 10; n = 0; }
+        }
+        if (cost < best) { best = cost; }
+    }
+    groups = dataloader_buckets(&dl, 10, k);
+    int cost = 0;
+    for (int i = 0; i < groups; i++) { cost += k[i].rows * k[i].T + 10; }
+    check(cost == best, "a pass's cost 10: the least cost of all 16 sets of cuts", cost, best);
+    groups = dataloader_buckets(&dl, 1 << 20, k);
+    check(groups == 1 && k[0].rows == B && k[0].T == T, "a pass's cost 2^20: the batch in one pass", groups, 1);
+    free(dl.bucket_tokens);
+    free(dl.row_live);
+    free(g);
+    gpt2_free(&model);
 }
 
 // ----------------------------------------------------------------------------
@@ -2161,6 +2256,8 @@ int main(int argc, char** argv) {
         test_classifier();
         test_files_and_errors();
         test_masked_shards();
+        test_length_buckets(0);
+        if (rp_supported(PE_ID) && DAPE_ID == 0) { test_length_buckets(1); }
         test_atomic_files();
         test_long_error();
         test_overfit();

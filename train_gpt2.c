@@ -174,6 +174,8 @@ typedef struct {
     PEEval pe_eval;       // the evaluation variant in effect (llmc/pe.h; zeros: plain)
     uint64_t rp_key;      // randomized positions: the key of the next forward pass's draw (the driver's)
     int* rp_pos;          // (draws, acts_T) the positions of the last forward pass: a draw, or 0..T-1
+    int rp_draw_len;      // drawn positions per draw (the forward pass takes the first T): the driver's
+                          // batch length while it runs the batch's rows in length buckets; 0: T
     int rp_span;          // their range: the draws' L, or T
     // the last forward pass
     int batch_size;
@@ -527,7 +529,7 @@ static void pe_positions_draw(GPT2* model, int T) {
     int draws = rp_draws(c->pe, c->num_layers);
     for (int d = 0; d < draws; d++) {
         int* pos = model->rp_pos + (size_t)d * T;
-        if (rp_active(model)) { rp_draw(pos, T, c->rp_len, (uint64_t)c->rp_seed, model->rp_key, d); }
+        if (rp_active(model)) { rp_draw(pos, T, rp_draw_count(model->rp_draw_len, T), c->rp_len, (uint64_t)c->rp_seed, model->rp_key, d); }
         else { for (int t = 0; t < T; t++) { pos[t] = t; } }
     }
     model->rp_span = rp_active(model) ? c->rp_len : T;
@@ -833,13 +835,18 @@ void gpt2_save_checkpoint(const GPT2* model, const char* path) {
     atomic_commit(&af);
 }
 
-// (re)allocates activations for B x T tokens: every layer when training, one otherwise
+// (re)allocates activations for B x T tokens: every layer when training, one otherwise; a
+// training pass after another gets room for both (the length buckets of a batch take turns)
 static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
-    size_t N = (size_t)B * T;
     int layers = training ? model->config.num_layers : 1;
     int fits = model->acts.memory != NULL && B <= model->acts_B && T <= model->acts_T
             && (!training || model->grads_acts.memory != NULL);
     if (fits) { return; }
+    if (training && model->grads_acts.memory != NULL) {
+        B = B > model->acts_B ? B : model->acts_B;
+        T = T > model->acts_T ? T : model->acts_T;
+    }
+    size_t N = (size_t)B * T;
     free(model->acts.memory);
     free(model->grads_acts.memory);
     free(model->att_scratch);
@@ -1195,6 +1202,10 @@ static void blas_select_kernels(char** argv) {
 #define TRAINER_COMPUTE(buf, n) snprintf(buf, n, "CPU, %d OpenMP threads, plain loops (no BLAS)", omp_get_max_threads())
 #endif
 
+// a training pass's fixed cost in tokens, for the length buckets of masked rows (-lb): on the
+// task model (copy rows, 2 cores) costs of 0 to 32 tokens gave the same step times within
+// the machine's noise, 128 and more slower ones
+#define TRAINER_PASS_TOKENS 32
 #define TRAINER_NAME "train_gpt2"
 #include "llmc/driver.h"
 

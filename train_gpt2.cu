@@ -253,6 +253,8 @@ typedef struct {
     uint64_t rp_key;        // randomized positions: the key of the next forward pass's draw (the driver's)
     int* rp_host;           // (draws, acts_T) the draw on the host, copied to acts.positions
     int rp_drawn;           // the last forward pass drew positions (else they are the indices)
+    int rp_draw_len;        // drawn positions per draw (the forward pass takes the first T): the driver's
+                            // batch length while it runs the batch's rows in length buckets; 0: T
     int rp_span;            // their range: the draws' L, or T
     int rope_table_T;       // the length and variant the rope table was computed for (0: none)
     PEEval rope_table_eval;
@@ -756,7 +758,8 @@ static void pe_positions_draw(GPT2* model, int T) {
     model->rp_span = model->rp_drawn ? c->rp_len : T;
     if (!model->rp_drawn) { return; }
     int draws = rp_draws(c->pe, c->num_layers);
-    for (int d = 0; d < draws; d++) { rp_draw(model->rp_host + (size_t)d * T, T, c->rp_len, (uint64_t)c->rp_seed, model->rp_key, d); }
+    int n = rp_draw_count(model->rp_draw_len, T);
+    for (int d = 0; d < draws; d++) { rp_draw(model->rp_host + (size_t)d * T, T, n, c->rp_len, (uint64_t)c->rp_seed, model->rp_key, d); }
     cudaCheck(cudaMemcpyAsync(model->acts.positions, model->rp_host, (size_t)draws * T * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
 }
 
@@ -1075,13 +1078,18 @@ static void gpt2_free_activations(GPT2* model) {
 }
 
 // (re)allocates activations for B x T tokens: every layer and the backward's buffers when
-// training, one layer otherwise
+// training, one layer otherwise; a training pass after another gets room for both (the
+// length buckets of a batch take turns)
 static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     GPT2Config* cfg = &model->config;
     int L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels, Vp = cfg->padded_vocab_size;
     int fits = model->acts_memory != NULL && B <= model->acts_B && T <= model->acts_T
             && (!training || model->gs_memory != NULL);
     if (fits) { return; }
+    if (training && model->gs_memory != NULL) {
+        B = B > model->acts_B ? B : model->acts_B;
+        T = T > model->acts_T ? T : model->acts_T;
+    }
     gpt2_free_activations(model);
     size_t N = (size_t)B * T, NL = training ? (size_t)L : 1;
     size_t pe_stride = (N * NH + 63) / 64 * 64;
@@ -1468,6 +1476,10 @@ void gpt2_step_info(const GPT2* model, double seconds, long tokens, char* out, s
 // ----------------------------------------------------------------------------
 // the program: command line, data, training loop, evaluation (shared with the CPU trainer)
 
+// a training pass's fixed cost in tokens, for the length buckets of masked rows (-lb): a guess
+// (no GPU has timed it yet): a pass of a small model is a few milliseconds of kernel launches,
+// so a batch is split only where that saves thousands of tokens
+#define TRAINER_PASS_TOKENS 4096
 #define TRAINER_NAME "train_gpt2cu"
 #include "llmc/driver.h"
 

@@ -3,12 +3,14 @@
 model (a preset, `task` by default, learned positions), the same starting weights (a
 checkpoint of the trainer), the same batches of a task file (answer-only loss), the same optimizer (AdamW,
 betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the matrices, gradients clipped at norm 1,
-constant learning rate), on the same number of threads. Rounds alternate the two; each
-gives the median time of its steps after the first. Prints tokens per second (every token
-of the B x T window, as the trainer's step line counts them) and the losses of the first
-steps of both, which must agree (the same computation). The ratio is the median of the
-rounds' own ratios (each round's two runs are back to back, so a machine whose speed drifts
-between rounds moves both), with the lowest and highest beside it.
+constant learning rate), on the same number of threads. The trainer runs twice: as it
+trains by default, each row computed only up to its last scored target (length buckets,
+-lb), and on whole rows (-lb -1), the same computation as the PyTorch model's. Rounds
+alternate the three; each gives the median time of its steps after the first. Prints
+tokens per second (every token of the B x T window, as the trainer's step line counts them)
+and the losses of the first steps, which must agree. A ratio is the median of the rounds'
+own ratios (a round's runs are back to back, so a machine whose speed drifts between rounds
+moves them all), with the lowest and highest beside it.
 
     /usr/bin/python3 dev/bench_torch.py [--model task] [--threads 1,2] [--steps 60] [--rounds 3] [--task copy] [-n 10] [-b 32]
 
@@ -46,10 +48,10 @@ def read_masked_shard(path):
     return tokens[idx], mask[idx], R
 
 
-def run_trainer(checkpoint, train, val, B, steps, lr, threads):
+def run_trainer(checkpoint, train, val, B, steps, lr, threads, extra=()):
     """the trainer's step times (ms, steps 2..) and losses"""
     out = subprocess.run([TRAINER, "-e", checkpoint, "-i", train, "-j", val, "-b", str(B), "-x", str(steps), "-l", str(lr),
-                          "-u", "0", "-q", "1", "-c", "0.1", "-v", "0", "-m", "1", "-s", "0"],
+                          "-u", "0", "-q", "1", "-c", "0.1", "-v", "0", "-m", "1", "-s", "0", *extra],
                          env=dict(os.environ, OMP_NUM_THREADS=str(threads)), capture_output=True, text=True, check=True).stdout
     steps_seen = re.findall(r"^step +\d+/\d+ \| loss ([0-9.]+) .*\| ([0-9.]+) ms \|", out, re.M)
     return [float(ms) for _, ms in steps_seen[1:]], [float(loss) for loss, _ in steps_seen]
@@ -105,24 +107,30 @@ def main():
               % (args.model, cfg.num_layers, cfg.num_heads, cfg.channels, args.task, R, args.b, args.b * R, args.steps,
                  args.steps, args.rounds, os.getloadavg()[0]))
         print("torch %s, %s" % (torch.__version__, os.environ.get("OPENBLAS_CORETYPE", "OpenBLAS's own kernel choice")))
-        print("| threads | C trainer tok/s | PyTorch tok/s | ratio (lowest, highest) | rounds (C ms/step, PyTorch ms/step) |")
-        print("|---:|---:|---:|---:|---|")
+        print("| threads | C trainer tok/s | C, whole rows (-lb -1) | PyTorch tok/s | ratio (lowest, highest) | "
+              "whole rows: ratio | rounds (C, C whole rows, PyTorch: ms/step) |")
+        print("|---:|---:|---:|---:|---:|---:|---|")
+        tokens_step = args.b * R
         for threads in [int(t) for t in args.threads.split(",")]:
-            c_ms, t_ms, detail = [], [], []
+            c_ms, w_ms, t_ms, detail = [], [], [], []
             for _ in range(args.rounds):
                 c_times, c_losses = run_trainer(checkpoint, train, val, args.b, args.steps, args.lr, threads)
+                w_times, w_losses = run_trainer(checkpoint, train, val, args.b, args.steps, args.lr, threads, ("-lb", "-1"))
                 t_times, t_losses = run_torch(checkpoint, tokens, mask, args.b, args.steps, args.lr, threads)
                 c_ms.append(statistics.median(c_times))
+                w_ms.append(statistics.median(w_times))
                 t_ms.append(statistics.median(t_times))
-                detail.append("%.1f, %.1f" % (c_ms[-1], t_ms[-1]))
-                worst = max(abs(a - b) for a, b in zip(c_losses[:5], t_losses[:5]))
-                if worst > 1e-3:
-                    sys.exit("the first losses differ by %.2e: C %s, PyTorch %s" % (worst, c_losses[:5], t_losses[:5]))
-            c, t = statistics.median(c_ms), statistics.median(t_ms)
+                detail.append("%.1f, %.1f, %.1f" % (c_ms[-1], w_ms[-1], t_ms[-1]))
+                for name, losses in (("C", c_losses), ("C whole rows", w_losses)):
+                    worst = max(abs(a - b) for a, b in zip(losses[:5], t_losses[:5]))
+                    if worst > 1e-3:
+                        sys.exit("the first losses differ by %.2e: %s %s, PyTorch %s" % (worst, name, losses[:5], t_losses[:5]))
             ratios = [b / a for a, b in zip(c_ms, t_ms)]
-            tokens_step = args.b * R
-            print("| %d | %.0f | %.0f | %.2fx (%.2f, %.2f) | %s |" % (threads, tokens_step / c * 1000, tokens_step / t * 1000,
-                  statistics.median(ratios), min(ratios), max(ratios), "; ".join(detail)))
+            whole = [b / a for a, b in zip(w_ms, t_ms)]
+            print("| %d | %.0f | %.0f | %.0f | %.2fx (%.2f, %.2f) | %.2fx (%.2f, %.2f) | %s |" % (
+                threads, tokens_step / statistics.median(c_ms) * 1000, tokens_step / statistics.median(w_ms) * 1000,
+                tokens_step / statistics.median(t_ms) * 1000, statistics.median(ratios), min(ratios), max(ratios),
+                statistics.median(whole), min(whole), max(whole), "; ".join(detail)))
         print("first 5 losses, C: %s; PyTorch: %s" % (" ".join("%.4f" % v for v in c_losses[:5]), " ".join("%.4f" % v for v in t_losses[:5])))
 
 

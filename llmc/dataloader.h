@@ -57,6 +57,8 @@ typedef struct {
     int* inputs;           // (B, T)
     int* targets;          // (B, T), TARGET_UNSCORED where the loss skips a position
     int64_t scored;        // scored targets of the last batch (B * T for plain shards)
+    int* bucket_tokens;    // masked shards: the batch's rows in length buckets (dataloader_buckets)
+    int* row_live;         // (B) scratch of dataloader_buckets
 } DataLoader;
 
 // Reads and validates a shard header into `header`; returns its token count. A masked
@@ -165,6 +167,8 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, i
     dl->mask = dl->row_len > 0 ? (uint8_t*)malloc_check((size_t)B * T + 1) : NULL;
     dl->inputs = (int*)malloc_check((size_t)B * T * sizeof(int));
     dl->targets = (int*)malloc_check((size_t)B * T * sizeof(int));
+    dl->bucket_tokens = dl->row_len > 0 ? (int*)malloc_check((size_t)2 * B * T * sizeof(int)) : NULL;
+    dl->row_live = dl->row_len > 0 ? (int*)malloc_check((size_t)(B + 1) * 2 * sizeof(int)) : NULL;
     dl->shard_idx = 0;
     dl->pos = 0;
     dataloader_open_shard_(dl);
@@ -226,6 +230,81 @@ static void dataloader_next_batch(DataLoader* dl) {
         }
     }
     dl->pos += global;
+}
+
+// The last batch's rows in length buckets (the trainer's -lb). A row's positions past its
+// last scored target change no loss and no gradient (every encoding is causal: a position
+// sees only those before it), so they need not be computed: the rows are grouped by their
+// length up to that target, and each group is a batch of its own, its rows cut to its longest
+// (`rows` rows of `T` tokens at inputs and targets, `scored` targets scored). The groups are
+// the cuts of the lengths, in order, that minimize the tokens computed plus pass_tokens for
+// each group (a forward and backward pass's fixed cost, in tokens: the trainer's); a group's
+// rows keep the batch's order. For pass_tokens < 0 (no buckets), or a plain shard's batch,
+// the one group is the batch itself. Returns the number of groups, at most B.
+typedef struct { int rows, T; int64_t scored; const int* inputs; const int* targets; } RowBucket;
+static int dataloader_buckets(DataLoader* dl, int pass_tokens, RowBucket* out) {
+    int B = dl->B, T = dl->T;
+    if (pass_tokens < 0 || dl->row_len == 0) {
+        out[0] = (RowBucket){ B, T, dl->scored, dl->inputs, dl->targets };
+        return 1;
+    }
+    // each row's length up to its last scored target (>= 1: every masked row has one), and
+    // how many rows have each length (count[1..T])
+    int* live = dl->row_live;
+    int* count = dl->row_live + B; // B + 2 entries; lengths beyond B cannot all be distinct
+    int* lengths = (int*)malloc_check((size_t)(T + 1) * sizeof(int));
+    int* rows_at = (int*)calloc_check((size_t)T + 1, sizeof(int));
+    for (int b = 0; b < B; b++) {
+        live[b] = 0;
+        for (int t = 0; t < T; t++) { if (dl->targets[(size_t)b * T + t] != TARGET_UNSCORED) { live[b] = t + 1; } }
+        rows_at[live[b]]++;
+    }
+    int m = 0; // the distinct lengths in increasing order, and the rows up to each
+    for (int t = 1; t <= T; t++) {
+        if (rows_at[t] > 0) { lengths[m] = t; count[m] = rows_at[t] + (m > 0 ? count[m - 1] : 0); m++; }
+    }
+    // best[j]: the least cost of the rows with the first j lengths; cut[j]: where its last group starts
+    int64_t* best = (int64_t*)malloc_check((size_t)(m + 1) * sizeof(int64_t));
+    int* cut = (int*)malloc_check((size_t)(m + 1) * sizeof(int));
+    best[0] = 0;
+    for (int j = 1; j <= m; j++) {
+        best[j] = INT64_MAX;
+        for (int i = 0; i < j; i++) {
+            int64_t rows = count[j - 1] - (i > 0 ? count[i - 1] : 0);
+            int64_t cost = best[i] + rows * lengths[j - 1] + pass_tokens;
+            if (cost < best[j]) { best[j] = cost; cut[j] = i; }
+        }
+    }
+    // the groups from the longest down, then in increasing length; rows gathered in order
+    int groups = 0;
+    for (int j = m; j > 0; j = cut[j]) { groups++; }
+    int* tokens = dl->bucket_tokens;
+    for (int g = groups - 1, j = m; g >= 0; g--, j = cut[j]) {
+        int lo = cut[j] > 0 ? lengths[cut[j] - 1] : 0, hi = lengths[j - 1]; // lengths in (lo, hi]
+        RowBucket* k = &out[g];
+        k->rows = 0;
+        k->T = hi;
+        k->scored = 0;
+        int* in = tokens;
+        int* tg = tokens + (size_t)(count[j - 1] - (cut[j] > 0 ? count[cut[j] - 1] : 0)) * hi;
+        k->inputs = in;
+        k->targets = tg;
+        for (int b = 0; b < B; b++) {
+            if (live[b] <= lo || live[b] > hi) { continue; }
+            memcpy(in, dl->inputs + (size_t)b * T, (size_t)hi * sizeof(int));
+            memcpy(tg, dl->targets + (size_t)b * T, (size_t)hi * sizeof(int));
+            for (int t = 0; t < hi; t++) { k->scored += tg[t] != TARGET_UNSCORED; }
+            in += hi;
+            tg += hi;
+            k->rows++;
+        }
+        tokens = tg;
+    }
+    free(lengths);
+    free(rows_at);
+    free(best);
+    free(cut);
+    return groups;
 }
 
 // reads every token of every shard and checks it against the vocabulary (the test sets are
@@ -342,6 +421,8 @@ static void dataloader_free(DataLoader* dl) {
     free(dl->mask);
     free(dl->inputs);
     free(dl->targets);
+    free(dl->bucket_tokens);
+    free(dl->row_live);
 }
 
 #endif // LLMC_DATALOADER_H

@@ -13,8 +13,10 @@ The trainer that includes this file provides the model (type GPT2, real) and:
   gpt2_grad_norm_squared, gpt2_update, gpt2_logits_row, gpt2_token_losses,
   gpt2_max_length, gpt2_opt_state_size, gpt2_opt_state_get, gpt2_opt_state_set,
   gpt2_peak_memory_mib, gpt2_step_info (text appended to the step line, e.g. MFU),
-  gpt2_free, and the string TRAINER_NAME; the model's fields pe_eval (the evaluation
-  variant) and rp_key (the key of the next forward pass's randomized positions) are set here.
+  gpt2_free, the string TRAINER_NAME, TRAINER_COMPUTE (the table's "compute" row, optional) and
+  TRAINER_PASS_TOKENS (a training pass's fixed cost in tokens, for the length buckets of
+  masked rows); the model's fields pe_eval (the evaluation variant), rp_key (the key of the
+  next forward pass's randomized positions) and rp_draw_len (how many a draw takes) are set here.
 */
 #ifndef LLMC_DRIVER_H
 #define LLMC_DRIVER_H
@@ -79,6 +81,7 @@ typedef struct {
     int resume;                  // -y
     int zero_stage;              // -z
     int overfit;                 // -a overfit a single batch
+    int pass_tokens;             // -lb masked rows in length buckets, a pass costing this many tokens (-1: off)
     float skip_loss_z;           // -sl skip the update when the loss z-score exceeds this (0: off)
     float skip_grad_z;           // -sg same for the gradient norm
     uint64_t seed;               // -R
@@ -100,6 +103,10 @@ typedef struct {
     int passkey_seed;            // -Ps seed of the keys
     const char* tasks;           // -A task files of data/tasks.c, scored by length (NULL: none)
 } TrainArgs;
+
+// the length buckets' pass cost in effect (-lb; -1: whole rows): whole rows where a row cut
+// short would compute otherwise (pe/dape.h: DAPE_WINDOW_EDGE)
+static int bucket_pass_tokens(int flag) { return DAPE_WINDOW_EDGE ? -1 : flag; }
 
 static void usage(void) {
     printf(
@@ -130,6 +137,9 @@ static void usage(void) {
         "              without a checkpoint, the run starts again with its flags; with -x 0, evaluate that checkpoint\n"
         "  -z <int>    ZeRO stage (0, or 1 on the CUDA trainer) (default 0)\n"
         "  -a <int>    overfit a single batch, for debugging (default 0)\n"
+        "  -lb <int>   masked (task) data: compute each row only up to its last scored target, the rows in\n"
+        "              buckets by that length, as many as pay for a pass's fixed cost of this many tokens (the same\n"
+        "              losses and gradients, to rounding; DAPE_1xk keeps whole rows) (default %d; -1: whole rows)\n"
         "  -sl <float> skip updates whose loss z-score exceeds this (default 0: off)\n"
         "  -sg <float> skip updates whose gradient-norm z-score exceeds this (default 0: off)\n"
         "  -R <int>    random seed for initialization and sampling (default 42)\n"
@@ -155,7 +165,7 @@ static void usage(void) {
         "  -Ps <int>   passkey seed (default 1)\n"
         "  -A <glob>   algorithmic tasks: task files of ./tasks, each scored by exact match (greedy) and token\n"
         "              accuracy at every evaluation, into tasks.csv (default none)\n",
-        MAX_GEN_TOKENS, pe_names_rp());
+        MAX_GEN_TOKENS, TRAINER_PASS_TOKENS, pe_names_rp());
     exit(0);
 }
 
@@ -268,7 +278,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->B = 8; a->T = 128; a->total_batch = -1; a->max_steps = 200;
     a->lr = 1e-3f; a->warmup = 20; a->final_lr_frac = 0.1f; a->weight_decay = 0.1f;
     a->val_every = 50; a->val_batches = 20; a->sample_every = 100; a->gen_tokens = 64;
-    a->checkpoint_every = 0; a->resume = 0; a->zero_stage = 0; a->overfit = 0;
+    a->checkpoint_every = 0; a->resume = 0; a->zero_stage = 0; a->overfit = 0; a->pass_tokens = TRAINER_PASS_TOKENS;
     a->skip_loss_z = 0; a->skip_grad_z = 0; a->seed = 42;
     a->num_eval_lengths = -1; a->eval_tokens = 4096; a->eval_stride = 0; a->eval_every = 0;
     a->argc = argc; a->argv = argv;
@@ -314,6 +324,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
             if (a->zero_stage > MAX_ZERO_STAGE) { fatal("flag -z 1: ZeRO stage 1 (sharded optimizer state) exists only in the CUDA trainer, train_gpt2cu"); }
         }
         else if (!strcmp(f, "-a")) { a->overfit = (int)parse_long(f, v, 0, 1); }
+        else if (!strcmp(f, "-lb")) { a->pass_tokens = (int)parse_long(f, v, -1, INT32_MAX); }
         else if (!strcmp(f, "-sl")) { a->skip_loss_z = parse_float(f, v, 0.0f, 1e9f); }
         else if (!strcmp(f, "-sg")) { a->skip_grad_z = parse_float(f, v, 0.0f, 1e9f); }
         else if (!strcmp(f, "-R")) { a->seed = (uint64_t)parse_long(f, v, 0, INT32_MAX); }
@@ -1527,6 +1538,7 @@ static int train_main(int argc, char** argv) {
     if (a.output_dir != NULL && mp.rank == 0) { eval_tables_prepare(&a, training ? resume_step : -1); }
     if (training && resume_step < 0 && a.output_dir != NULL && mp.rank == 0) { run_flags_save(&a); }
     if (training && a.overfit) { dataloader_reset(&train); dataloader_next_batch(&train); } // the first batch, resumed or not
+    RowBucket* buckets = training ? (RowBucket*)malloc_check((size_t)a.B * sizeof(RowBucket)) : NULL;
 
     double total_time = 0;
     int timed_steps = 0;
@@ -1560,10 +1572,28 @@ static int train_main(int argc, char** argv) {
                                         : dataloader_scored(&train, train.shard_idx, train.pos, grad_accum);
         for (int micro = 0; micro < grad_accum; micro++) {
             if (!a.overfit) { dataloader_next_batch(&train); }
-            float parts = (float)((double)step_scored / ((double)train.scored * mp.world));
-            gpt2_forward(&model, train.inputs, train.targets, a.B, a.T, 1.0f / parts);
-            gpt2_backward(&model);
-            loss[0] += model.mean_loss / parts;
+            // the batch, or its rows in length buckets, each a pass of its own (a bucket's part of the
+            // step's mean is its share of the scored targets), drawing the batch's positions (-rp)
+            int groups = dataloader_buckets(&train, bucket_pass_tokens(a.pass_tokens), buckets);
+            if (step == start_step && micro == 0 && train.row_len > 0 && a.pass_tokens >= 0 && mp.rank == 0) {
+                int64_t computed = 0;
+                for (int k = 0; k < groups; k++) { computed += (int64_t)buckets[k].rows * buckets[k].T; }
+                if (bucket_pass_tokens(a.pass_tokens) < 0) {
+                    printf("length buckets (-lb %d): off, whole rows: DAPE_1x%d's last %d positions depend on where a row ends\n",
+                           a.pass_tokens, DAPE_ID, DAPE_ID / 2);
+                } else {
+                    printf("length buckets (-lb %d): the first batch in %d passes, %lld of its %d tokens computed\n",
+                           a.pass_tokens, groups, (long long)computed, a.B * a.T);
+                }
+            }
+            model.rp_draw_len = a.T;
+            for (int k = 0; k < groups; k++) {
+                float parts = (float)((double)step_scored / ((double)buckets[k].scored * mp.world));
+                gpt2_forward(&model, buckets[k].inputs, buckets[k].targets, buckets[k].rows, buckets[k].T, 1.0f / parts);
+                gpt2_backward(&model);
+                loss[0] += model.mean_loss / parts;
+            }
+            model.rp_draw_len = 0;
         }
         gpt2_allreduce_grads(&model, &mp);
         mp_allreduce_sum_f64(loss, 1);
@@ -1613,6 +1643,7 @@ static int train_main(int argc, char** argv) {
     evaluate(&model, &a, &mp, &evals, &logger, train_len, training ? total_steps : 0);
 
     if (training) { dataloader_free(&train); }
+    free(buckets);
     dataloader_free(&val);
     eval_data_free(&evals);
     tokenizer_free(&tokenizer);

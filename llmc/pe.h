@@ -223,6 +223,10 @@ typedef struct {
 #define RP_STREAM_PASSKEY 8 // a batch of passkey prompts
 #define RP_STREAM_TASKS 9   // a batch of a task file's examples (with its row length)
 
+// the positions a forward pass over T tokens draws: the model's rp_draw_len, or T where that
+// is 0 (a draw of more than T yields its first T; the driver checks rp_draw_len <= L)
+static inline int rp_draw_count(int draw_len, int T) { return draw_len > T ? draw_len : T; }
+
 // one draw per layer (rotations, biases) or one per forward pass (the embeddings)
 static inline int rp_draws(int pe, int num_layers) {
     return PE_INFO[pe].kind == PE_KIND_EMBED ? 1 : num_layers;
@@ -236,15 +240,17 @@ static inline uint64_t rp_key(uint64_t stream, uint64_t a, uint64_t b) {
     return k ^ (k >> 32);
 }
 
-// Draw d of the pass with key `key` for a model of seed `seed`: T positions, sorted and
-// distinct, uniformly from [0, L) (T <= L): selection sampling (Knuth's algorithm S),
-// which keeps position t with probability (still needed) / (L - t) and so yields them in
-// order; integer arithmetic only, so that both trainers draw the same bits.
-static void rp_draw(int* pos, int T, int L, uint64_t seed, uint64_t key, int d) {
+// Draw d of the pass with key `key` for a model of seed `seed`: n positions, sorted and
+// distinct, uniformly from [0, L) (n <= L), of which the first T (T <= n) go to pos:
+// selection sampling (Knuth's algorithm S), which keeps position t with probability
+// (still needed) / (L - t) and so yields them in order; integer arithmetic only, so that
+// both trainers draw the same bits. A row cut to its first T tokens (the driver's length
+// buckets, -lb) takes the first T positions of its batch's draw of n = the batch's length.
+static void rp_draw(int* pos, int T, int n, int L, uint64_t seed, uint64_t key, int d) {
     uint64_t state = random_seed(seed ^ rp_key(key, (uint64_t)d, 0x7270));
-    int need = T;
-    for (int t = 0; t < L && need > 0; t++) {
-        if ((((uint64_t)random_u32(&state) * (uint64_t)(L - t)) >> 32) < (uint64_t)need) { pos[T - need--] = t; }
+    int need = n;
+    for (int t = 0; t < L && n - need < T; t++) {
+        if ((((uint64_t)random_u32(&state) * (uint64_t)(L - t)) >> 32) < (uint64_t)need) { pos[n - need--] = t; }
     }
 }
 

@@ -47,6 +47,9 @@ checkpoint.
 #ifndef DAPE_EDGE_EXACT
 #define DAPE_EDGE_EXACT 1
 #endif
+// DAPE_1xk with PyTorch's edge: a window's last k/2 rows depend on where the window ends, so
+// a row cut short would compute them otherwise (the driver's length buckets keep whole rows)
+#define DAPE_WINDOW_EDGE (DAPE_ID > 1 && DAPE_EDGE_EXACT)
 
 #define DAPE_MAX_KERNEL 7
 #define DAPE_MAX_WIDTH 1024

@@ -8,8 +8,8 @@
 #      and masked shards in one pattern, perplexity windows on task data, a plain shard as a
 #      task file, a foreign tasks.csv: one line on stderr and a nonzero exit
 #   3. the step's loss is the mean over its scored targets however the batch is split: B
-#      rows in one micro-batch, in two (-d), and over two processes (mpirun) give the same
-#      losses and the same model
+#      rows in one micro-batch, in two (-d), over two processes (mpirun), and whole rather
+#      than in length buckets (-lb -1) give the same losses and the same model
 #   4. a tiny model trained on copy (lengths 1..5) answers its training lengths (exact match,
 #      greedy) where the untrained one never does; the evaluation's count is the one greedy
 #      decoding token by token gives (tests/greedy.py, the PyTorch model; skipped without
@@ -123,7 +123,11 @@ echo "=== the loss of a step: the mean over its scored targets, however the batc
 ARGS=(-e task -x 4 -l 3e-3 -u 2 -v 0 -m 2 -i "$T/train.bin" -j "$T/val.bin")
 "$BIN" "${ARGS[@]}" -b 16 -o "$DIR/b16" > "$DIR/b16.log"
 "$BIN" "${ARGS[@]}" -b 8 -d $((16 * 13)) -o "$DIR/d2" > "$DIR/d2.log"
-runs=(d2)
+"$BIN" "${ARGS[@]}" -b 16 -lb -1 -o "$DIR/whole" > "$DIR/whole.log"
+grep -q "^length buckets (-lb 32): the first batch in [2-9] passes" "$DIR/b16.log" \
+    && ok "length buckets: $(grep -m1 "^length buckets" "$DIR/b16.log" | sed 's/^length buckets (-lb 32): //')" \
+    || bad "the batch of masked rows was not cut into buckets: $(grep -m1 "^length buckets" "$DIR/b16.log")"
+runs=(d2 whole)
 if command -v mpirun > /dev/null; then
     mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -x OMP_NUM_THREADS -np 2 "$BIN" "${ARGS[@]}" -b 8 -o "$DIR/np2" > "$DIR/np2.log"
     runs+=(np2)
@@ -132,7 +136,8 @@ else
 fi
 for r in "${runs[@]}"; do
     paste <(grep "^step" "$DIR/b16.log" | awk '{print $5}') <(grep "^step" "$DIR/$r.log" | awk '{print $5}') > "$DIR/losses"
-    what="B=16 vs $([ $r = d2 ] && echo "two micro-batches of 8 (-d)" || echo "two processes of 8")"
+    case $r in d2) what="two micro-batches of 8 (-d)";; whole) what="whole rows (-lb -1)";; *) what="two processes of 8";; esac
+    what="B=16 vs $what"
     if [ "$(wc -l < "$DIR/losses")" -eq 4 ] && awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { exit !(m <= 1e-5) }' "$DIR/losses" \
        && build/test_gpt2_learned compare "$DIR/b16/model_00000004.bin" "$DIR/$r/model_00000004.bin" 1e-4 > /dev/null; then
         # the model to 1e-4: AdamW divides by sqrt(v), so a gradient element near zero moves its
@@ -174,10 +179,12 @@ fi
 [ "$(acc "$DIR/untrained/tasks.csv" 1 5 0)" = "0.000000" ] && ok "untrained: exact match 0" || bad "untrained: $(cat "$DIR/untrained/tasks.csv")"
 
 echo "=== the CUDA trainer in the CPU emulation: the same training steps and answers"
-(cd "$DIR" && "$CUDA" "${ARGS[@]}" -b 8 -d $((16 * 13)) -o "$DIR/cuda_d2" > "$DIR/cuda_d2.log")
+# every row length its own pass (-lb 0: the passes' sizes change within a step)
+(cd "$DIR" && "$CUDA" "${ARGS[@]}" -b 8 -d $((16 * 13)) -lb 0 -o "$DIR/cuda_d2" > "$DIR/cuda_d2.log")
 paste <(grep "^step" "$DIR/d2.log" | awk '{print $5}') <(grep "^step" "$DIR/cuda_d2.log" | awk '{print $5}') > "$DIR/losses"
 [ "$(wc -l < "$DIR/losses")" -eq 4 ] && awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { exit !(m <= 1e-4) }' "$DIR/losses" \
-    && ok "two micro-batches of masked rows: the CPU trainer's 4 step losses (within 1e-4)" || bad "CUDA losses: $(tr '\n\t' ' /' < "$DIR/losses")"
+    && ok "two micro-batches of masked rows, a pass per row length (-lb 0): the CPU trainer's 4 step losses (within 1e-4); $(grep -m1 "^length buckets" "$DIR/cuda_d2.log" | sed 's/^length buckets (-lb 0): //')" \
+    || bad "CUDA losses: $(tr '\n\t' ' /' < "$DIR/losses")"
 (cd "$DIR" && "$CUDA" -e "$DIR/copy/model_00000800.bin" -x 0 -j "$T/val.bin" -A "$DIR/eval/*.bin" -o "$DIR/cuda_eval" > /dev/null)
 # the same answers but for an argmax that rounding may tip: at most one token in either count
 awk -F, 'NR == FNR { if (FNR > 1 && $3 == 800) { c[$5 "-" $6] = $8; t[$5 "-" $6] = $11 } next }
