@@ -142,6 +142,25 @@ static void activation_set_alloc(ActivationSet* a, const GPT2Config* cfg, size_t
     for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) { *(ptrs[i]) = p; p += sizes[i]; }
 }
 
+// zeroes what a pass over n tokens uses of a set of capacity N (n <= N): each tensor's first
+// n tokens of every stored layer, each thread a slice of each (a batch's length buckets run
+// passes smaller than the buffers)
+static void activation_set_clear(ActivationSet* a, const GPT2Config* cfg, size_t N, size_t NL, size_t n) {
+    size_t width[NUM_ACTIVATION_TENSORS], layered[NUM_ACTIVATION_TENSORS];
+    fill_in_activation_sizes(width, cfg, 1, 1);   // per token and layer
+    fill_in_activation_sizes(layered, cfg, 1, 2); // twice that where stored per layer
+    #pragma omp parallel
+    {
+        real* p = a->memory;
+        for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
+            size_t layers = layered[i] > width[i] ? NL : 1, lo, hi;
+            thread_slice(n * width[i], &lo, &hi);
+            for (size_t l = 0; l < layers; l++) { memset(p + l * N * width[i] + lo, 0, (hi - lo) * sizeof(real)); }
+            p += layers * N * width[i];
+        }
+    }
+}
+
 typedef struct {
     GPT2Config config;
     // parameters, their gradients, and the AdamW moments (allocated at the first update)
@@ -922,14 +941,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     pe_positions_draw(model, T);
     memcpy(model->inputs, inputs, (size_t)B * T * sizeof(int));
     if (targets != NULL) { memcpy(model->targets, targets, (size_t)B * T * sizeof(int)); }
-    if (training) { // in slices, one per thread
-        #pragma omp parallel
-        {
-            size_t lo, hi;
-            thread_slice(model->grads_acts.num, &lo, &hi);
-            memset(model->grads_acts.memory + lo, 0, (hi - lo) * sizeof(real));
-        }
-    }
+    if (training) { activation_set_clear(&model->grads_acts, cfg, model->acts_N, model->acts_layers, (size_t)B * T); }
 
     ParameterTensors p = model->params;
     ActivationTensors a = model->acts.t;
