@@ -1570,14 +1570,14 @@ static int train_main(int argc, char** argv) {
         model.rp_key = rp_key(RP_STREAM_TRAIN, (uint64_t)step, 0); // every micro-batch and process of the step
         int64_t step_scored = a.overfit ? grad_accum * dataloader_scored(&train, 0, 0, 1)
                                         : dataloader_scored(&train, train.shard_idx, train.pos, grad_accum);
+        int64_t computed = 0; // tokens the passes computed (the length buckets cut rows short)
         for (int micro = 0; micro < grad_accum; micro++) {
             if (!a.overfit) { dataloader_next_batch(&train); }
             // the batch, or its rows in length buckets, each a pass of its own (a bucket's part of the
             // step's mean is its share of the scored targets), drawing the batch's positions (-rp)
             int groups = dataloader_buckets(&train, bucket_pass_tokens(a.pass_tokens), buckets);
+            for (int k = 0; k < groups; k++) { computed += (int64_t)buckets[k].rows * buckets[k].T; }
             if (step == start_step && micro == 0 && train.row_len > 0 && a.pass_tokens >= 0 && mp.rank == 0) {
-                int64_t computed = 0;
-                for (int k = 0; k < groups; k++) { computed += (int64_t)buckets[k].rows * buckets[k].T; }
                 if (bucket_pass_tokens(a.pass_tokens) < 0) {
                     printf("length buckets (-lb %d): off, whole rows: DAPE_1x%d's last %d positions depend on where a row ends\n",
                            a.pass_tokens, DAPE_ID, DAPE_ID / 2);
@@ -1622,7 +1622,7 @@ static int train_main(int argc, char** argv) {
         if (step > start_step) { total_time += dt; timed_steps++; }
         if (mp.rank == 0) {
             char info[128];
-            gpt2_step_info(&model, dt, a.total_batch, info, sizeof(info));
+            gpt2_step_info(&model, dt, (long)(computed * mp.world), info, sizeof(info)); // MFU: of the tokens computed
             printf("step %4d/%d | loss %.6f (%+.2fz) | norm %.4f (%+.2fz) | lr %.2e | %.2f ms | %.0f tok/s%s\n",
                    step + 1, total_steps, loss[0], isnan(zl) ? 0.0 : zl, norm, isnan(zn) ? 0.0 : zn, lr, dt * 1000,
                    a.total_batch / dt, info);
