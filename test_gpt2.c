@@ -920,7 +920,6 @@ static void test_length_buckets(int rp) {
     DataLoader dl = {0};
     dl.B = B; dl.T = T; dl.row_len = T; dl.inputs = x; dl.targets = y; dl.scored = scored;
     dl.bucket_tokens = (int*)malloc_check((size_t)2 * B * T * sizeof(int));
-    dl.row_live = (int*)malloc_check((size_t)(B + 1) * 2 * sizeof(int));
     RowBucket k[B];
     int groups = dataloader_buckets(&dl, 0, k);
     int rows = 0, computed = 0;
@@ -968,7 +967,6 @@ static void test_length_buckets(int rp) {
     groups = dataloader_buckets(&dl, 1 << 20, k);
     check(groups == 1 && k[0].rows == B && k[0].T == T, "a pass's cost 2^20: the batch in one pass", groups, 1);
     free(dl.bucket_tokens);
-    free(dl.row_live);
     free(g);
     gpt2_free(&model);
 }

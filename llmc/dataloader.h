@@ -58,7 +58,6 @@ typedef struct {
     int* targets;          // (B, T), TARGET_UNSCORED where the loss skips a position
     int64_t scored;        // scored targets of the last batch (B * T for plain shards)
     int* bucket_tokens;    // masked shards: the batch's rows in length buckets (dataloader_buckets)
-    int* row_live;         // (B) scratch of dataloader_buckets
 } DataLoader;
 
 // Reads and validates a shard header into `header`; returns its token count. A masked
@@ -168,7 +167,6 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, i
     dl->inputs = (int*)malloc_check((size_t)B * T * sizeof(int));
     dl->targets = (int*)malloc_check((size_t)B * T * sizeof(int));
     dl->bucket_tokens = dl->row_len > 0 ? (int*)malloc_check((size_t)2 * B * T * sizeof(int)) : NULL;
-    dl->row_live = dl->row_len > 0 ? (int*)malloc_check((size_t)(B + 1) * 2 * sizeof(int)) : NULL;
     dl->shard_idx = 0;
     dl->pos = 0;
     dataloader_open_shard_(dl);
@@ -249,17 +247,18 @@ static int dataloader_buckets(DataLoader* dl, int pass_tokens, RowBucket* out) {
         return 1;
     }
     // each row's length up to its last scored target (>= 1: every masked row has one), and
-    // how many rows have each length (count[1..T])
-    int* live = dl->row_live;
-    int* count = dl->row_live + B; // B + 2 entries; lengths beyond B cannot all be distinct
-    int* lengths = (int*)malloc_check((size_t)(T + 1) * sizeof(int));
+    // how many rows have each length
+    int* live = (int*)malloc_check((size_t)B * sizeof(int));
     int* rows_at = (int*)calloc_check((size_t)T + 1, sizeof(int));
     for (int b = 0; b < B; b++) {
         live[b] = 0;
         for (int t = 0; t < T; t++) { if (dl->targets[(size_t)b * T + t] != TARGET_UNSCORED) { live[b] = t + 1; } }
         rows_at[live[b]]++;
     }
-    int m = 0; // the distinct lengths in increasing order, and the rows up to each
+    // the m <= B distinct lengths in increasing order, and how many rows are that long or shorter
+    int* lengths = (int*)malloc_check((size_t)B * sizeof(int));
+    int* count = (int*)malloc_check((size_t)B * sizeof(int));
+    int m = 0;
     for (int t = 1; t <= T; t++) {
         if (rows_at[t] > 0) { lengths[m] = t; count[m] = rows_at[t] + (m > 0 ? count[m - 1] : 0); m++; }
     }
@@ -300,8 +299,10 @@ static int dataloader_buckets(DataLoader* dl, int pass_tokens, RowBucket* out) {
         }
         tokens = tg;
     }
-    free(lengths);
+    free(live);
     free(rows_at);
+    free(lengths);
+    free(count);
     free(best);
     free(cut);
     return groups;
@@ -422,7 +423,6 @@ static void dataloader_free(DataLoader* dl) {
     free(dl->inputs);
     free(dl->targets);
     free(dl->bucket_tokens);
-    free(dl->row_live);
 }
 
 #endif // LLMC_DATALOADER_H

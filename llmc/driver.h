@@ -1579,8 +1579,8 @@ static int train_main(int argc, char** argv) {
             for (int k = 0; k < groups; k++) { computed += (int64_t)buckets[k].rows * buckets[k].T; }
             if (step == start_step && micro == 0 && train.row_len > 0 && a.pass_tokens >= 0 && mp.rank == 0) {
                 if (bucket_pass_tokens(a.pass_tokens) < 0) {
-                    printf("length buckets (-lb %d): off, whole rows: DAPE_1x%d's last %d positions depend on where a row ends\n",
-                           a.pass_tokens, DAPE_ID, DAPE_ID / 2);
+                    printf("length buckets (-lb %d): off, whole rows (DAPE_1x%d: the rows of a window's last k/2 = %d "
+                           "positions depend on where it ends)\n", a.pass_tokens, DAPE_ID, DAPE_ID / 2);
                 } else {
                     printf("length buckets (-lb %d): the first batch in %d passes, %lld of its %d tokens computed\n",
                            a.pass_tokens, groups, (long long)computed, a.B * a.T);
