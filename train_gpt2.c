@@ -650,12 +650,11 @@ static size_t attention_scratch_len(int hs, int T, int backward) {
 // computed a block of keys at a time (sum_c q_c kt[c][j]) with no horizontal sums
 static void attention_keys_transposed(real* kt, const real* qkv, int which, int b, int h, int T, int C, int hs) {
     int Tp = attention_padded_T(T);
-    for (int j = 0; j < T; j++) {
-        const real* k = qkv + ((size_t)b * T + j) * 3 * C + which * C + h * hs;
-        for (int c = 0; c < hs; c++) { kt[(size_t)c * Tp + j] = k[c]; }
-    }
+    const real* k = qkv + (size_t)b * T * 3 * C + which * C + h * hs;
     for (int c = 0; c < hs; c++) {
-        for (int j = T; j < Tp; j++) { kt[(size_t)c * Tp + j] = 0; }
+        real* row = kt + (size_t)c * Tp;
+        for (int j = 0; j < T; j++) { row[j] = k[(size_t)j * 3 * C + c]; }
+        for (int j = T; j < Tp; j++) { row[j] = 0; }
     }
 }
 
