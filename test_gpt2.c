@@ -347,18 +347,28 @@ static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
 }
 
 // rp: under randomized positions drawn from [0, 3T) (the encodings that have them)
+// the tiny model of up to T tokens in the regimes the encoding's tests ask for (pe_test_config,
+// pe_test_params), built from `seed`, with randomized positions from [0, 3T) of seed rp_seed
+// when rp_seed > 0 under the draw key (RP_STREAM_TEST, key), its parameters perturbed from
+// random_seed(draw), whose state it returns for what the test draws next
+static uint64_t regime_model(GPT2* model, int T, int rp_seed, int seed, int key, int draw) {
+    GPT2Config cfg = tiny_config(T);
+    if (rp_seed > 0) { cfg.rp_len = 3 * T; cfg.rp_seed = rp_seed; }
+    pe_test_config(&cfg);
+    gpt2_build_from_config(model, &cfg, seed);
+    model->rp_key = rp_key(RP_STREAM_TEST, (uint64_t)key, 0);
+    uint64_t rng = random_seed(draw);
+    perturb_parameters(model, 0.1f, &rng);
+    pe_test_params(model, &rng);
+    return rng;
+}
+
 static void test_reference_forward(int rp) {
     printf("forward pass against the definition (%s%s)\n", pe_name(PE_ID), rp ? ", randomized positions" : "");
     int B = 2, T = 40; // T > 16 exercises T5's logarithmic buckets
-    GPT2Config cfg = tiny_config(T);
-    if (rp) { cfg.rp_len = 3 * T; cfg.rp_seed = 5; }
-    pe_test_config(&cfg);
     GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 7);
-    model.rp_key = rp_key(RP_STREAM_TEST, 1, 0);
-    uint64_t rng = random_seed(11);
-    perturb_parameters(&model, 0.1f, &rng);
-    pe_test_params(&model, &rng);
+    uint64_t rng = regime_model(&model, T, rp ? 5 : 0, 7, 1, 11);
+    GPT2Config cfg = model.config;
     int x[80], y[80];
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
@@ -891,18 +901,11 @@ static void test_length_buckets(int rp) {
     printf("length buckets (%s%s)\n", pe_name(PE_ID), rp ? ", randomized positions" : "");
     enum { B = 6, T = 40 };
     const int live[B] = {40, 7, 23, 7, 31, 2}; // 5 lengths, the longest T
-    GPT2Config cfg = tiny_config(T);
-    if (rp) { cfg.rp_len = 3 * T; cfg.rp_seed = 9; }
-    pe_test_config(&cfg);
     GPT2 model;
-    gpt2_build_from_config(&model, &cfg, 17);
-    model.rp_key = rp_key(RP_STREAM_TEST, 6, 0);
-    uint64_t rng = random_seed(19);
-    perturb_parameters(&model, 0.1f, &rng);
-    pe_test_params(&model, &rng);
+    uint64_t rng = regime_model(&model, T, rp ? 9 : 0, 17, 6, 19);
     int x[B * T], y[B * T];
-    random_tokens(x, B * T, cfg.vocab_size, &rng);
-    random_tokens(y, B * T, cfg.vocab_size, &rng);
+    random_tokens(x, B * T, model.config.vocab_size, &rng);
+    random_tokens(y, B * T, model.config.vocab_size, &rng);
     int64_t scored = 0;
     for (int b = 0; b < B; b++) { // about half the targets before a row's last scored one are scored
         for (int t = 0; t < T; t++) {
