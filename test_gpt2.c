@@ -346,7 +346,6 @@ static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
     return maxdiff;
 }
 
-// rp: under randomized positions drawn from [0, 3T) (the encodings that have them)
 // the tiny model of up to T tokens in the regimes the encoding's tests ask for (pe_test_config,
 // pe_test_params), built from `seed`, with randomized positions from [0, 3T) of seed rp_seed
 // when rp_seed > 0 under the draw key (RP_STREAM_TEST, key), its parameters perturbed from
@@ -363,6 +362,7 @@ static uint64_t regime_model(GPT2* model, int T, int rp_seed, int seed, int key,
     return rng;
 }
 
+// rp: under randomized positions drawn from [0, 3T) (the encodings that have them)
 static void test_reference_forward(int rp) {
     printf("forward pass against the definition (%s%s)\n", pe_name(PE_ID), rp ? ", randomized positions" : "");
     int B = 2, T = 40; // T > 16 exercises T5's logarithmic buckets

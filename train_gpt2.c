@@ -97,7 +97,6 @@ typedef struct {
 typedef struct {
     ActivationTensors t;
     real* memory;
-    size_t num;      // total elements
 } ActivationSet;
 
 static void fill_in_activation_sizes(size_t* sizes, const GPT2Config* cfg, size_t N, size_t NL) {
@@ -130,9 +129,9 @@ static void fill_in_activation_sizes(size_t* sizes, const GPT2Config* cfg, size_
 static void activation_set_alloc(ActivationSet* a, const GPT2Config* cfg, size_t N, size_t NL) {
     size_t sizes[NUM_ACTIVATION_TENSORS];
     fill_in_activation_sizes(sizes, cfg, N, NL);
-    a->num = 0;
-    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) { a->num += sizes[i]; }
-    a->memory = (real*)calloc_check(a->num, sizeof(real));
+    size_t num = 0;
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) { num += sizes[i]; }
+    a->memory = (real*)calloc_check(num, sizeof(real));
     real** ptrs[NUM_ACTIVATION_TENSORS] = {
         &a->t.encoded, &a->t.ln1, &a->t.ln1_mean, &a->t.ln1_rstd, &a->t.qkv, &a->t.atty, &a->t.att_lse,
         &a->t.attproj, &a->t.residual2, &a->t.ln2, &a->t.ln2_mean, &a->t.ln2_rstd, &a->t.fch, &a->t.fch_gelu,
