@@ -30,6 +30,8 @@ endif
 ifeq ($(filter $(PE),$(PE_LIST)),)
 $(error unknown PE '$(PE)'; valid names: $(PE_LIST))
 endif
+# the encodings that take randomized positions (rp = 1)
+PE_RP_LIST := $(shell sed -n 's/^ *X[$(open_paren)] *[0-9]*, *[A-Z0-9_]*, *\([a-z0-9_]*\), *[a-z0-9_]*, *[A-Z]*, *1,.*/\1/p' llmc/pe_list.h)
 pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
 
 include dape.mk
@@ -115,8 +117,8 @@ test-cpu: test-builds
 
 # DAPE (pe/dape.h): every variant and every base at least once, the CPU tests and the
 # fp64 gradient checks (with both edge rules); the CUDA trainer (bf16) and GPU test (fp32)
-# compile for two of them and run where a GPU is present; kerple_dape1x3's CUDA path runs
-# in the CPU emulation against the CPU path (cuda.mk: emulate-tiny)
+# compile for two of them and run where a GPU is present; the CUDA path of each runs in the
+# CPU emulation against the CPU path (cuda.mk: test-cuda-emulate)
 DAPE_TESTS := kerple_dapemlp kerple_dape1x3 kerple_dape1x5 kerple_dape1x7 nope_dape1x3 rope_dape1x3 alibi_dape1x3 fire_dape1x3
 DAPE_CUDA_TESTS := kerple_dape1x3 nope_dapemlp
 test-dape-builds: $(foreach s,$(DAPE_TESTS),$(BUILD)/train_gpt2_$(s) $(BUILD)/test_gpt2_$(s) $(BUILD)/gradcheck_$(s)) \
@@ -124,8 +126,6 @@ test-dape-builds: $(foreach s,$(DAPE_TESTS),$(BUILD)/train_gpt2_$(s) $(BUILD)/te
 test-dape: test-dape-builds
 	@$(call cpu_tests,$(DAPE_TESTS))
 	@$(call gpu_vs_cpu,$(DAPE_CUDA_TESTS))
-	@echo "=== kerple_dape1x3: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
-	$(MAKE) emulate-tiny PE=kerple DAPE=1x3
 
 # the trainer as a program: bad input, exact resume and crash safety, multi-process runs (the
 # resume of a run with every evaluation flag needs the tokenizer and the passkey texts)

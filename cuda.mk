@@ -191,14 +191,15 @@ test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(
 # check) against the double-precision reference, one of them again under AddressSanitizer, the
 # stand-ins' enums against the CUDA headers, the planted defects the emulation must report
 # (dev/cuda/emulate/defects.sh), then the mutants; then the whole CUDA path against the CPU
-# path (emulate-tiny) for CoPE and txl (their attention is no bias of the kernels the others
-# share) and at randomized positions for rope (a table per layer) and kerple (the fp32
-# kernels' bias at the positions, and its parameters' gradients), and kerple with two thirds
-# of the targets unscored (the classifier's mask: answer-only data)
+# path (dev/cuda/emulate/trainers.sh) for every encoding and DAPE variant (EMU_TRAINER_STEMS),
+# plain, at randomized positions where the encoding takes them, and with two thirds of the
+# targets unscored (answer-only data), and a planted sign flip of each of the encoding's
+# parameter gradients, which that comparison must catch
+EMU_TRAINER_STEMS := $(PE_LIST) $(DAPE_TESTS)
 test-cuda-emulate-builds: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
                           $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 \
-                          $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32
-test-cuda-emulate: test-cuda-emulate-builds
+                          $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(foreach s,$(EMU_TRAINER_STEMS),$(EMU)/test_gpt2cu_$(s)_fp32)
+test-cuda-emulate: test-cuda-emulate-builds $(foreach s,$(EMU_TRAINER_STEMS),$(BUILD)/test_gpt2_$(s))
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
 	  echo "=== $$pe: the bf16 build's attention in the emulation ==="; \
@@ -211,14 +212,8 @@ test-cuda-emulate: test-cuda-emulate-builds
 	@echo "=== planted defects: the emulation's reports ==="
 	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
 	@bash dev/cuda/emulate/mutants.sh $(EMU) "$(EMU_COMPILE)"
-	@echo "=== cope, txl: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
-	$(MAKE) emulate-tiny PE=cope
-	$(MAKE) emulate-tiny PE=txl
-	@echo "=== rope, kerple at randomized positions: the same ==="
-	$(MAKE) emulate-tiny PE=rope VARIANT=rp
-	$(MAKE) emulate-tiny PE=kerple VARIANT=rp
-	@echo "=== kerple with unscored targets (answer-only data): the same ==="
-	$(MAKE) emulate-tiny PE=kerple VARIANT=mask
+	@echo "=== every encoding and DAPE variant: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
+	@bash dev/cuda/emulate/trainers.sh $(BUILD) $(EMU) "$(EMU_TRAINER_STEMS)" "$(PE_RP_LIST)"
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every

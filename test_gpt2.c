@@ -95,10 +95,36 @@ typedef void (*FailFn)(const void*);
 static void expect_failure(const char* what, FailFn fn, const void* arg, const char* expect);
 static void fail_forward_beyond_maxT(const void* arg);
 
+#define PE_PART PE_PART_REF
+#include "llmc/pe_part.h"
+#undef PE_PART
 #define PE_PART PE_PART_TEST
 #include "llmc/pe_part.h"
 #undef PE_PART
 
+// the model's tensors in checkpoint order, as an array
+static void tensor_pointers(real** t, real* memory, const size_t* sizes) {
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { t[k] = memory; memory += sizes[k]; }
+}
+
+#ifdef PE_REF_POS_BIAS
+// a bias of positions (the file's PE_PART_REF) at the model's layer l
+#define PE_REF_BIAS
+static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
+    real* t[NUM_PARAMETER_TENSORS];
+    tensor_pointers(t, model->params_memory, model->param_sizes);
+    PERef r;
+    pe_ref_init(&r, &model->config, model->param_sizes, (const real* const*)t, l);
+    double v = pe_ref_pos_bias(&r, h, i, j);
+    pe_ref_free(&r);
+    return v;
+}
+#endif
+// a bias with parameter gradients has its reference gradient (PE_PART_REF), which the CUDA
+// attention check compares the kernels' with, and which test_ref_bias_gradient checks here
+#if PE_BH_GRADS > 0 && !defined(PE_REF_POS_BIAS_GRAD)
+#error "an encoding with bias parameter gradients (PE_BH_GRADS) defines pe_ref_pos_bias_grad in its PE_PART_REF (docs/adding-an-encoding.md)"
+#endif
 #ifndef PE_REF_BIAS
 static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) { return 0; }
 #endif
@@ -1648,15 +1674,15 @@ static void test_gradients(int edge_exact, int rp, int masked) {
 // answer-only data, two of every three TARGET_UNSCORED (and the first ten), the loss the
 // mean of the others.
 // tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
-// (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full)
+// (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full; DEBUG_TINY_STEPS steps)
 static void write_debug_state(const char* prefix, const char* variant, int tiny) {
     GPT2Config cfg = {0};
     cfg.num_layers = DEBUG_LAYERS; cfg.num_heads = DEBUG_HEADS; cfg.channels = DEBUG_CHANNELS;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = DEBUG_T; cfg.pe = PE_ID;
-    int B = DEBUG_B, T = DEBUG_T;
+    int B = DEBUG_B, T = DEBUG_T, steps = DEBUG_STEPS;
     if (tiny) {
         cfg.num_heads = 2; cfg.channels = 64; cfg.vocab_size = 250; cfg.padded_vocab_size = 256;
-        B = 2; T = 37; cfg.max_seq_len = T;
+        B = 2; T = 37; cfg.max_seq_len = T; steps = DEBUG_TINY_STEPS;
     }
     gpt2_config_set_dape(&cfg);
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
@@ -1693,9 +1719,9 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     float loss = (float)model.mean_loss;
     float* grads = (float*)malloc_check(model.num_parameters * sizeof(float));
     for (size_t i = 0; i < model.num_parameters; i++) { grads[i] = (float)model.grads_memory[i]; }
-    // the losses of DEBUG_STEPS AdamW steps on the same batch
+    // the losses of `steps` AdamW steps on the same batch
     float losses[DEBUG_STEPS];
-    for (int step = 0; step < DEBUG_STEPS; step++) {
+    for (int step = 0; step < steps; step++) {
         gpt2_zero_grad(&model);
         gpt2_forward(&model, x, y, B, T, 1);
         gpt2_backward(&model);
@@ -1704,7 +1730,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
         gpt2_update(&model, DEBUG_LR, DEBUG_BETA1, DEBUG_BETA2, DEBUG_EPS, DEBUG_WD, norm > 1 ? (float)(1 / norm) : 1.0f, step + 1);
     }
     int header[256] = {0};
-    header[0] = DEBUG_STATE_MAGIC; header[1] = 1; header[2] = B; header[3] = T; header[4] = DEBUG_STEPS; header[5] = PE_ID;
+    header[0] = DEBUG_STATE_MAGIC; header[1] = 1; header[2] = B; header[3] = T; header[4] = steps; header[5] = PE_ID;
     header[6] = e.variant; header[7] = e.train_len;
     float factor = (float)e.rope_factor;
     memcpy(&header[10], &factor, 4);
@@ -1720,11 +1746,11 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     atomic_write(&af, logits, sizeof(float), (size_t)B * T * Vp);
     atomic_write(&af, &loss, sizeof(float), 1);
     atomic_write(&af, grads, sizeof(float), model.num_parameters);
-    atomic_write(&af, losses, sizeof(float), DEBUG_STEPS);
+    atomic_write(&af, losses, sizeof(float), steps);
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
            model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : masked ? "a third of the targets scored" : PE_EVAL_NAMES[e.variant],
-           loss, losses[0], losses[DEBUG_STEPS - 1]);
+           loss, losses[0], losses[steps - 1]);
     free(x); free(y); free(logits); free(grads);
     gpt2_free(&model);
 }
@@ -2197,6 +2223,78 @@ static int compare_checkpoints(const char* a_path, const char* b_path, double to
     return bad == 0 ? 0 : 1;
 }
 
+#ifdef PE_REF_POS_BIAS_GRAD
+// the sum over the pairs j <= i < T of every head of ds(h, i, j) b(i, j), the reference bias
+static double ref_bias_dot(const PERef* r, const double* ds, int T) {
+    double sum = 0;
+    for (int h = 0; h < r->NH; h++) {
+        for (int i = 0; i < T; i++) {
+            for (int j = 0; j <= i; j++) { sum += ds[((size_t)h * T + i) * T + j] * pe_ref_pos_bias(r, h, i, j); }
+        }
+    }
+    return sum;
+}
+
+// The reference gradient of a bias with parameters (PE_PART_REF's pe_ref_pos_bias_grad, which
+// the CUDA attention check holds the kernels' parameter gradients to) against central
+// differences of the reference bias itself: the derivative of F = sum_(h, i, j) ds_hij b(i, j)
+// over every pair of T = 48 positions of a layer, ds random, in every element of every tensor
+// of the encoding, each tensor by its relative L2 error, both layers of the tests' model
+static void test_ref_bias_gradient(void) {
+    const int T = 48;
+    const double eps = 1e-6, tol = 1e-6;
+    printf("the reference bias's parameter gradient (PE_PART_REF) against central differences of the reference bias\n");
+    GPT2Config cfg = tiny_config(T);
+    pe_test_config(&cfg);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 5);
+    uint64_t rng = random_seed(17);
+    perturb_parameters(&model, 0.1f, &rng);
+    pe_test_params(&model, &rng);
+    real* t[NUM_PARAMETER_TENSORS];
+    tensor_pointers(t, model.params_memory, model.param_sizes);
+    int NH = cfg.num_heads;
+    double* ds = (double*)malloc_check((size_t)NH * T * T * sizeof(double));
+    for (size_t e = 0; e < (size_t)NH * T * T; e++) { ds[e] = random_normal(&rng); }
+    for (int l = 0; l < cfg.num_layers; l++) {
+        PERef r;
+        pe_ref_init(&r, &cfg, model.param_sizes, (const real* const*)t, l);
+        double* d[P_PE_END - P_PE_BEGIN + 1];
+        for (int k = P_PE_BEGIN; k < P_PE_END; k++) { d[k - P_PE_BEGIN] = (double*)calloc_check(model.param_sizes[k] / cfg.num_layers + 1, sizeof(double)); }
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < T; i++) {
+                for (int j = 0; j <= i; j++) { pe_ref_pos_bias_grad(&r, h, i, j, ds[((size_t)h * T + i) * T + j], d); }
+            }
+        }
+        for (int k = P_PE_BEGIN; k < P_PE_END; k++) {
+            double* p = (double*)r.par[k - P_PE_BEGIN];
+            double num = 0, den = 0;
+            for (size_t e = 0; e < model.param_sizes[k] / cfg.num_layers; e++) {
+                double keep = p[e];
+                p[e] = keep + eps;
+                double fp = ref_bias_dot(&r, ds, T);
+                p[e] = keep - eps;
+                double fm = ref_bias_dot(&r, ds, T);
+                p[e] = keep;
+                double fd = (fp - fm) / (2 * eps);
+                num += (fd - d[k - P_PE_BEGIN][e]) * (fd - d[k - P_PE_BEGIN][e]);
+                den += fd * fd;
+            }
+            double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+            char what[128];
+            snprintf(what, sizeof(what), "layer %d, %s: relative L2 error", l, PARAM_NAMES[k]);
+            check(rel <= tol && den > 0, what, rel, tol);
+            free(d[k - P_PE_BEGIN]);
+        }
+        pe_ref_free(&r);
+    }
+    free(ds);
+    gpt2_free(&model);
+}
+#else
+static void test_ref_bias_gradient(void) {}
+#endif
+
 int main(int argc, char** argv) {
     if (argc > 4 && strcmp(argv[1], "compare") == 0) {
         return compare_checkpoints(argv[2], argv[3], atof(argv[4]));
@@ -2243,6 +2341,7 @@ int main(int argc, char** argv) {
             test_gradients(1, 0, 1);
         } else {
             test_gradients(1, 0, 0);
+            test_ref_bias_gradient();
             if (DAPE_ID > 1) { test_gradients(0, 0, 0); } // the last k/2 rows by the other edge rule
             if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, 1, 0); }
         }

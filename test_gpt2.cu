@@ -8,6 +8,12 @@ make test-cuda-run runs every encoding):
                            gradient tensor by tensor, and the losses of 10 AdamW steps;
                            then the two checks below
   ./test_gpt2cu reference PREFIX   only the comparison with the CPU reference
+  ./test_gpt2cu gradients PREFIX   only its logits, loss and gradients (no AdamW steps)
+  ./test_gpt2cu pe-tensors PREFIX  the names of the encoding's parameter tensors in that
+                           checkpoint (DAPE's too), one a line, "NAME vanishing" for one whose
+                           gradient vanishes identically (PE_REF_ROW_CONSTANT, DAPE_ROW_CONSTANT): the tensors whose
+                           gradients the emulation's planted sign flips negate
+                           (dev/cuda/emulate/trainers.sh)
   ./test_gpt2cu attention  the attention kernels alone at long lengths (T = 4096 and
                            lengths that are no multiple of the tiles, head sizes 32, 64,
                            128) against a CPU reference computed row by row
@@ -89,7 +95,12 @@ static void errors(const float* x, const float* ref, size_t n, double* rel, doub
 // ----------------------------------------------------------------------------
 // the GPU path against the CPU path's debug state
 
-static void test_reference(const char* prefix) {
+// the encoding's parameter tensors (and DAPE's): those a model of another encoding lacks (wpe
+// is learned's)
+static int pe_tensor(const GPT2* model, int k) { return model->param_sizes[k] > 0 && (k == P_WPE || k >= P_PE_BEGIN); }
+
+// steps_too: whether to run the reference's AdamW steps after the gradients
+static void test_reference(const char* prefix, int steps_too) {
     printf("GPU vs CPU reference %s (%s, %s)\n", prefix, model_label(PE_ID, DAPE_ID), PRECISION_NAME);
     char path[1024];
     snprintf(path, sizeof(path), "%s_state.bin", prefix);
@@ -174,7 +185,7 @@ static void test_reference(const char* prefix) {
     }
 
     // the AdamW steps of the CPU writer: same settings, clipping at global norm 1
-    for (int step = 0; step < steps; step++) {
+    for (int step = 0; step < steps && steps_too; step++) {
         gpt2_zero_grad(&model);
         gpt2_forward(&model, x, y, B, T, 1.0f);
         gpt2_backward(&model);
@@ -261,18 +272,30 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "device") == 0) { return 0; }
-    if (argc < 2 || (strcmp(argv[1], "reference") == 0 && argc < 3)) {
-        fprintf(stderr, "usage: %s PREFIX | reference PREFIX | attention | memory | device\n", argv[0]);
+    int with_prefix = argc > 1 && (strcmp(argv[1], "reference") == 0 || strcmp(argv[1], "gradients") == 0 || strcmp(argv[1], "pe-tensors") == 0);
+    if (argc < 2 || (with_prefix && argc < 3)) {
+        fprintf(stderr, "usage: %s PREFIX | reference PREFIX | gradients PREFIX | pe-tensors PREFIX | attention | memory | device\n", argv[0]);
         return 1;
     }
-    if (strcmp(argv[1], "reference") == 0) {
-        test_reference(argv[2]);
+    if (strcmp(argv[1], "pe-tensors") == 0) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s_model.bin", argv[2]);
+        GPT2 model;
+        gpt2_build_from_checkpoint(&model, path);
+        for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { // a gradient that vanishes identically is marked so
+            if (pe_tensor(&model, k)) { printf("%s%s\n", PARAM_NAMES[k], (DAPE_ID == 0 ? PE_REF_ROW_CONSTANT(k) : DAPE_ROW_CONSTANT(k)) ? " vanishing" : ""); }
+        }
+        gpt2_free(&model);
+        return 0;
+    }
+    if (strcmp(argv[1], "reference") == 0 || strcmp(argv[1], "gradients") == 0) {
+        test_reference(argv[2], strcmp(argv[1], "reference") == 0);
     } else if (strcmp(argv[1], "attention") == 0) {
         test_attention();
     } else if (strcmp(argv[1], "memory") == 0) {
         test_memory();
     } else {
-        test_reference(argv[1]);
+        test_reference(argv[1], 1);
         test_attention();
         test_memory();
     }

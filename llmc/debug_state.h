@@ -2,7 +2,8 @@
 The reference that holds the CUDA path equal to the CPU path: `./test_gpt2 debug-state
 PREFIX` (CPU, fp32) writes PREFIX_model.bin (a checkpoint) and PREFIX_state.bin with a
 batch, the logits, the loss and every parameter gradient of that batch, and the losses
-of DEBUG_STEPS AdamW steps on it; `./test_gpt2cu PREFIX` loads the same checkpoint on
+of DEBUG_STEPS AdamW steps on it (DEBUG_TINY_STEPS for the tiny model that the CPU
+emulation of the CUDA path runs); `./test_gpt2cu PREFIX` loads the same checkpoint on
 the GPU, runs the same batch and steps, and compares value by value.
 
 PREFIX_state.bin: int32 header[256] = {DEBUG_STATE_MAGIC, 1, B, T, steps, PE id, evaluation
@@ -18,6 +19,9 @@ step_losses[steps].
 
 #define DEBUG_STATE_MAGIC 20240327
 #define DEBUG_STEPS 10
+// the tiny model's (debug-state-tiny): every encoding and variant runs in the emulation in
+// `make test`, where a step costs about a quarter of a second; 3 steps see two updates
+#define DEBUG_TINY_STEPS 3
 // the AdamW steps: learning rate, betas, eps, weight decay; gradients clipped at norm 1
 #define DEBUG_LR 1e-3f
 #define DEBUG_BETA1 0.9f

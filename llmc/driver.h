@@ -253,9 +253,10 @@ static void add_eval_variant(TrainArgs* a, int v, const char* flag) {
     a->eval_variants[a->num_eval_variants++] = v;
 }
 
-// -rs: RoPE scaling methods, each an extra set of extrapolation rows (a rope model only)
+// -rs: RoPE scaling methods, each an extra set of extrapolation rows (the evaluation variants
+// of an encoding that has them: rope)
 static void parse_rope_scaling(TrainArgs* a, const char* s) {
-    if (PE_ID != PE_ID_ROPE) { fatal("flag -rs: RoPE scaling needs a rope model, this binary is PE '%s'", pe_name(PE_ID)); }
+    if (!pe_has_eval_variant(PE_EVAL_PI)) { fatal("flag -rs: RoPE scaling is no evaluation variant of this binary's PE '%s'", pe_name(PE_ID)); }
     char buf[256];
     char* items[PE_EVAL_NUM];
     if (strlen(s) >= sizeof(buf)) { fatal("flag -rs: list too long"); }
@@ -339,7 +340,9 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-rf")) { a->rope_factor = parse_float(f, v, 1.0f, 1e6f); }
         else if (!strcmp(f, "-xb")) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
-            if (PE_ID != PE_ID_XPOS) { fatal("flag -xb: blockwise causal attention is xPos's, this binary is PE '%s'", pe_name(PE_ID)); }
+            if (!pe_has_eval_variant(PE_EVAL_BCA)) {
+                fatal("flag -xb: blockwise causal attention (xPos's) is no evaluation variant of this binary's PE '%s'", pe_name(PE_ID));
+            }
             add_eval_variant(a, PE_EVAL_BCA, "-xb");
         }
         else if (!strcmp(f, "-rp")) {
@@ -1392,7 +1395,7 @@ static int train_main(int argc, char** argv) {
         if (!gpt2_config_from_preset(&cfg, a.model, a.T, PE_ID)) {
             fatal("-e %s is neither a .bin checkpoint nor a preset (nano, cpu, tiny, small, medium, d6..d48, task)", a.model);
         }
-        if (PE_ID == PE_ID_LEARNED && a.rand_pos > cfg.max_seq_len) { cfg.max_seq_len = a.rand_pos; } // a row per position
+        pe_config_positions(&cfg, a.rand_pos); // positions drawn from [0, -rp): learned's table has a row for each
         if (data_vocab > 0) { cfg.vocab_size = data_vocab; cfg.padded_vocab_size = round_up(data_vocab, 128); }
         gpt2_build_from_config(&model, &cfg, a.seed);
     }
@@ -1436,7 +1439,7 @@ static int train_main(int argc, char** argv) {
     // trainer does not record it: maxT stands for it, which for learned is the table's length)
     if (training) { cfg->train_len = a.T; }
     int train_len = cfg->train_len > 0 ? cfg->train_len : cfg->max_seq_len;
-    if (cfg->train_len == 0 && PE_ID == PE_ID_LEARNED && mp.rank == 0) {
+    if (cfg->train_len == 0 && PE_HAS_POSITION_TABLE && mp.rank == 0) {
         printf("note: the checkpoint does not record its training length (an older trainer's, or llm.c's): taken as its maxT = %d\n",
                cfg->max_seq_len);
     }

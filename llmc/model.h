@@ -110,6 +110,12 @@ static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
 #ifndef PE_LIMIT_NOTE // the n/a of an evaluation beyond the limit
 #define PE_LIMIT_NOTE "beyond the encoding's range"
 #endif
+#ifdef PE_POSITION_TABLE // maxT is the length of a table of positions (learned's)
+#define PE_HAS_POSITION_TABLE 1
+#else // maxT is the training length: nothing to size for the positions a new model is given
+#define PE_HAS_POSITION_TABLE 0
+static void pe_config_positions(GPT2Config* c, int positions) {}
+#endif
 
 // ----------------------------------------------------------------------------
 // parameter tensors
@@ -156,6 +162,36 @@ static void fill_in_parameter_sizes(size_t* sizes, const GPT2Config* cfg) {
     size_t k = cfg->dape, D = cfg->dape_width, Cin = dape_in_channels(cfg->pe, (int)NH);
 #define P_SIZE_(NAME, field, decay, size, init) sizes[P_##NAME] = (size);
     PARAMETER_TENSORS(P_SIZE_)
+}
+
+// The encoding's parameters at one layer, in double, as the tests' references of a bias of
+// positions read them (an encoding's PE_PART_REF: pe_ref_pos_bias, pe_ref_pos_bias_grad; both
+// trainers' tests fill one from their model): the configuration, and par[k] the values of
+// tensor P_PE_BEGIN + k at that layer (PE_AT(par, NAME) names tensor P_<NAME>'s)
+#define PE_AT(par, NAME) ((par)[P_##NAME - P_PE_BEGIN])
+typedef struct {
+    GPT2Config cfg;
+    int NH, hs;
+    const double* par[P_PE_END - P_PE_BEGIN + 1];
+} PERef;
+
+
+// r for layer l of a model whose tensor k holds sizes[k] values of `real` at tensors[k] (on
+// the host): the layer's share of each of the encoding's tensors (its size / L) converted to
+// double, in memory of r's own (pe_ref_free)
+static void pe_ref_init(PERef* r, const GPT2Config* cfg, const size_t* sizes, const real* const* tensors, int l) {
+    r->cfg = *cfg;
+    r->NH = cfg->num_heads;
+    r->hs = cfg->channels / cfg->num_heads;
+    for (int k = P_PE_BEGIN; k < P_PE_END; k++) {
+        size_t n = sizes[k] / cfg->num_layers;
+        double* p = (double*)malloc_check(n * sizeof(double) + 1);
+        for (size_t e = 0; e < n; e++) { p[e] = tensors[k][(size_t)l * n + e]; }
+        r->par[k - P_PE_BEGIN] = p;
+    }
+}
+static void pe_ref_free(PERef* r) {
+    for (int k = P_PE_BEGIN; k < P_PE_END; k++) { free((void*)r->par[k - P_PE_BEGIN]); }
 }
 
 static size_t count_parameters(const GPT2Config* cfg) {

@@ -12,6 +12,9 @@ An encoding's file has four parts, each included where it is needed (PE_PART):
   PE_PART_CPU         the CPU path's hooks (train_gpt2.c), the readable reference
   PE_PART_CUDA        the CUDA path's hooks and kernels (train_gpt2.cu)
   PE_PART_TEST        an independent reference in double precision, for the tests
+  PE_PART_REF         a bias of positions alone (and its parameters), written again in
+                      double, for both trainers' tests (test_gpt2.c and the CUDA attention
+                      check, llmc/attention_check.cuh)
 docs/adding-an-encoding.md says what each hook does and which may be left out.
 
 The id is stored in word 8 of the checkpoint header; 0 = learned, so llm.c's checkpoints
@@ -134,6 +137,7 @@ static inline const char* pe_names_dape(void) { return pe_names_with(1); }
 #define PE_PART_CPU 2
 #define PE_PART_CUDA 3
 #define PE_PART_TEST 4
+#define PE_PART_REF 5
 
 // The CPU path computes in `real`: float for training; the gradient checks build the very
 // same code with -DREAL_DOUBLE so that finite differences are exact to ~1e-9. The CUDA

@@ -10,6 +10,6 @@ includer defines PE_PART first, e.g.
 each part is included once, by its own includer.
 */
 #ifndef PE_PART
-#error "define PE_PART (llmc/pe.h: PE_PART_DEFINITION, PE_PART_CPU, PE_PART_CUDA, PE_PART_TEST) before including pe_part.h"
+#error "define PE_PART (llmc/pe.h: PE_PART_DEFINITION, PE_PART_CPU, PE_PART_CUDA, PE_PART_TEST, PE_PART_REF) before including pe_part.h"
 #endif
 #include PE_FILE

@@ -110,7 +110,7 @@ static void task_set_score(GPT2* model, const TaskSet* s, int64_t batch_tokens, 
     memset(out, 0, sizeof(*out));
     int R = s->R, V = model->config.vocab_size;
     if (R > gpt2_max_length(model)) {
-        out->note = model->config.pe == PE_ID_LEARNED ? "n/a: beyond the learned positions" : "n/a: beyond the encoding's range";
+        out->note = "n/a: " PE_LIMIT_NOTE;
         return;
     }
     int batch = batch_tokens / R > 1 ? (int)(batch_tokens / R) : 1;

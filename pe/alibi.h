@@ -29,10 +29,16 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
 __device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { return {pb->slopes[h], i, 0.0f}; }
 __device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j) { return alibi_bias(r->slope, r->i - j); }
 
-#elif PE_PART == PE_PART_TEST
+#elif PE_PART == PE_PART_REF
 
-#define PE_REF_BIAS
-static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) { return -model->alibi_slopes[h] * (double)(i - j); }
+#define PE_REF_POS_BIAS
+static double pe_ref_pos_bias(const PERef* r, int h, int i, int j) {
+    float slopes[1024];
+    alibi_slopes(slopes, r->NH); // checked against the reference's values by pe_tests
+    return -(double)slopes[h] * (i - j);
+}
+
+#elif PE_PART == PE_PART_TEST
 
 #define PE_TESTS
 static void pe_tests(void) {

@@ -64,6 +64,11 @@ checkpoint.
     X(DAPE_W2, dape_w2, 1, L * NH * D * k,    fill_uniform(p, n, -dape_init_bound(cfg, 1), dape_init_bound(cfg, 1), rng)) \
     X(DAPE_B2, dape_b2, 0, k > 0 ? L * NH : 0, fill_uniform(p, n, -dape_init_bound(cfg, 1), dape_init_bound(cfg, 1), rng))
 
+// b2 adds a constant of the head to every score of a row, which the softmax cancels: its
+// gradient vanishes identically (the base's own row constants, PE_REF_ROW_CONSTANT, are then
+// inputs of DAPE's network and no longer vanish)
+#define DAPE_ROW_CONSTANT(k) ((k) == P_DAPE_B2)
+
 static inline int dape_variant_known(int k) { return k == 0 || k == 1 || k == 3 || k == 5 || k == 7; }
 
 // the bases DAPE runs on (llmc/pe_list.h); those with a bias feed it as H more input channels

@@ -259,21 +259,52 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
     cudaCheckLaunch("fire_bias_reduce_kernel");
 }
 
-#elif PE_PART == PE_PART_TEST
+#elif PE_PART == PE_PART_REF
 
-// the DAPE repo's FIRE: log(|c x| + 1), normalizer max(i, |l * L0|), L0 = T_train // 2
-#define PE_REF_BIAS
-static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    int NH = model->config.num_heads;
-    double c = model->params.fire_c[l], L = fabs(model->params.fire_L[l] * (double)(model->config.max_seq_len / 2));
-    double u = log(fabs(c * (i - j)) + 1) / (log(fabs(c * fmax(i, L)) + 1) + 1e-6);
-    double out = model->params.fire_b2[l * NH + h];
+// the DAPE repo's FIRE: log(|c x| + 1), normalizer max(i, |l * L0|), L0 = T_train // 2; the
+// MLP's input u, and its derivatives in c and l
+static double ref_fire_input(const PERef* r, int i, int j, double* du_dc, double* du_dl) {
+    double c = PE_AT(r->par, FIRE_C)[0], l = PE_AT(r->par, FIRE_L)[0], L0 = (double)(r->cfg.max_seq_len / 2);
+    double n = i - j, L = fabs(l * L0), lp = fmax(i, L);
+    double num = log(fabs(c * n) + 1), den = log(fabs(c * lp) + 1) + 1e-6;
+    double sc = c >= 0 ? 1 : -1;
+    // d num/dc = sign(c) n / (|c| n + 1); d den/dc the same at lp; den depends on l where L > i
+    double dnum = sc * n / (fabs(c) * n + 1), dden = sc * lp / (fabs(c) * lp + 1);
+    *du_dc = dnum / den - num * dden / (den * den);
+    *du_dl = L > i ? -num / (den * den) * fabs(c) / (fabs(c) * L + 1) * L0 * (l >= 0 ? 1 : -1) : 0;
+    return num / den;
+}
+#define PE_REF_POS_BIAS
+#define PE_REF_POS_BIAS_GRAD
+// b2 adds a constant to a whole row of a head's scores, which the softmax cancels: its gradient
+// vanishes identically (the attention checks bound it instead of comparing it)
+#define PE_REF_ROW_CONSTANT(k) ((k) == P_FIRE_B2)
+static double pe_ref_pos_bias(const PERef* r, int h, int i, int j) {
+    double dc, dl, u = ref_fire_input(r, i, j, &dc, &dl);
+    double out = PE_AT(r->par, FIRE_B2)[h];
     for (int k = 0; k < 32; k++) {
-        double hid = model->params.fire_w1[l * 32 + k] * u + model->params.fire_b1[l * 32 + k];
-        out += model->params.fire_w2[((size_t)l * NH + h) * 32 + k] * (hid > 0 ? hid : 0);
+        double hid = PE_AT(r->par, FIRE_W1)[k] * u + PE_AT(r->par, FIRE_B1)[k];
+        out += PE_AT(r->par, FIRE_W2)[h * 32 + k] * (hid > 0 ? hid : 0);
     }
     return out;
 }
+static void pe_ref_pos_bias_grad(const PERef* r, int h, int i, int j, double ds, double* const* d) {
+    double dc, dl, u = ref_fire_input(r, i, j, &dc, &dl), du = 0;
+    for (int k = 0; k < 32; k++) {
+        double w1 = PE_AT(r->par, FIRE_W1)[k], w2 = PE_AT(r->par, FIRE_W2)[h * 32 + k];
+        double hid = w1 * u + PE_AT(r->par, FIRE_B1)[k];
+        if (hid <= 0) { continue; }
+        PE_AT(d, FIRE_W2)[h * 32 + k] += ds * hid;
+        PE_AT(d, FIRE_W1)[k] += ds * w2 * u;
+        PE_AT(d, FIRE_B1)[k] += ds * w2;
+        du += ds * w2 * w1;
+    }
+    PE_AT(d, FIRE_B2)[h] += ds;
+    PE_AT(d, FIRE_C)[0] += du * dc;
+    PE_AT(d, FIRE_L)[0] += du * dl;
+}
+
+#elif PE_PART == PE_PART_TEST
 
 // thresholds L = 0.6 L0 and (through |l|) 1.3 L0 in alternate layers, both within a test's
 // sequence: both sides of max(L, i)

@@ -190,17 +190,34 @@ static void pe_project(GPT2* model) {
 #endif
 }
 
-#elif PE_PART == PE_PART_TEST
+#elif PE_PART == PE_PART_REF
 
-#define PE_REF_BIAS
-static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    int NH = model->config.num_heads;
+// -r1 log(1 + r2 n) or -a n^p of the distance n = i - j, and their derivatives in the head's two
+// parameters (n^p's in p taken as 0 at n = 0, as PyTorch's pow)
+#define PE_REF_POS_BIAS
+#define PE_REF_POS_BIAS_GRAD
 #if PE_IS(KERPLE)
-    return -model->params.kerple_r1[l * NH + h] * log(1 + model->params.kerple_r2[l * NH + h] * (double)(i - j));
-#else
-    return -model->params.kpower_a[l * NH + h] * pow((double)(i - j), (double)model->params.kpower_p[l * NH + h]);
-#endif
+static double pe_ref_pos_bias(const PERef* r, int h, int i, int j) {
+    return -PE_AT(r->par, KERPLE_R1)[h] * log(1 + PE_AT(r->par, KERPLE_R2)[h] * (i - j));
 }
+static void pe_ref_pos_bias_grad(const PERef* r, int h, int i, int j, double ds, double* const* d) {
+    double r1 = PE_AT(r->par, KERPLE_R1)[h], r2 = PE_AT(r->par, KERPLE_R2)[h], n = i - j;
+    PE_AT(d, KERPLE_R1)[h] -= ds * log(1 + r2 * n);
+    PE_AT(d, KERPLE_R2)[h] -= ds * r1 * n / (1 + r2 * n);
+}
+#else
+static double pe_ref_pos_bias(const PERef* r, int h, int i, int j) {
+    return -PE_AT(r->par, KPOWER_A)[h] * pow((double)(i - j), PE_AT(r->par, KPOWER_P)[h]);
+}
+static void pe_ref_pos_bias_grad(const PERef* r, int h, int i, int j, double ds, double* const* d) {
+    if (i == j) { return; }
+    double a = PE_AT(r->par, KPOWER_A)[h], np = pow((double)(i - j), PE_AT(r->par, KPOWER_P)[h]);
+    PE_AT(d, KPOWER_A)[h] -= ds * np;
+    PE_AT(d, KPOWER_P)[h] -= ds * a * np * log((double)(i - j));
+}
+#endif
+
+#elif PE_PART == PE_PART_TEST
 
 #if PE_IS(KERPLE_POWER)
 #define PE_TESTS

@@ -23,6 +23,14 @@ static int pe_max_length(const GPT2Config* c) { return c->max_seq_len; }
 #define PE_LIMIT_REASON "its position table ends at maxT ="
 #define PE_LIMIT_NOTE "beyond the learned positions"
 
+// maxT is the table's length, not the training length (llmc/model.h): a new model gets a row
+// for every position it may be given, and a checkpoint that does not record its training length
+// (llm.c's) is evaluated as trained at maxT, with a note
+#define PE_POSITION_TABLE
+static void pe_config_positions(GPT2Config* c, int positions) {
+    if (positions > c->max_seq_len) { c->max_seq_len = positions; }
+}
+
 #elif PE_PART == PE_PART_CPU
 
 #define PE_EMBED

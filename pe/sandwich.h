@@ -69,16 +69,17 @@ static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int back
 __device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { return {b, h, i, 0.0f}; }
 __device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j) { return pb->table[(size_t)r->h * pb->len + r->i - j]; }
 
-#elif PE_PART == PE_PART_TEST
+#elif PE_PART == PE_PART_REF
 
 // NeMo: (sum_{k=1}^{d/2} cos((i-j) / 10000^(2k/d)) - d/2) / ((h+1) * 8 / NH), d = head size
-#define PE_REF_BIAS
-static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    int NH = model->config.num_heads, hs = model->config.channels / NH;
+#define PE_REF_POS_BIAS
+static double pe_ref_pos_bias(const PERef* r, int h, int i, int j) {
     double sum = 0;
-    for (int k = 1; k <= hs / 2; k++) { sum += cos((i - j) / pow(10000.0, 2.0 * k / hs)); }
-    return (sum - hs / 2.0) / ((h + 1) * 8.0 / NH);
+    for (int k = 1; k <= r->hs / 2; k++) { sum += cos((i - j) / pow(10000.0, 2.0 * k / r->hs)); }
+    return (sum - r->hs / 2.0) / ((h + 1) * 8.0 / r->NH);
 }
+
+#elif PE_PART == PE_PART_TEST
 
 // model's heads and for GPT-2 small's head size
 #define PE_TESTS

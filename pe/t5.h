@@ -134,7 +134,7 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
     cudaCheckLaunch("t5_bias_reduce_kernel");
 }
 
-#elif PE_PART == PE_PART_TEST
+#elif PE_PART == PE_PART_REF
 
 // T5's _relative_position_bucket (causal), computed the way the reference does in fp32
 static int ref_t5_bucket(int n) {
@@ -143,10 +143,15 @@ static int ref_t5_bucket(int n) {
     return v < 31 ? v : 31;
 }
 
-#define PE_REF_BIAS
-static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) {
-    return model->params.t5_table[((size_t)l * model->config.num_heads + h) * 32 + ref_t5_bucket(i - j)];
+// the table's entry of head h and the distance's bucket; its gradient: ds into that entry
+#define PE_REF_POS_BIAS
+#define PE_REF_POS_BIAS_GRAD
+static double pe_ref_pos_bias(const PERef* r, int h, int i, int j) { return PE_AT(r->par, T5_TABLE)[h * 32 + ref_t5_bucket(i - j)]; }
+static void pe_ref_pos_bias_grad(const PERef* r, int h, int i, int j, double ds, double* const* d) {
+    PE_AT(d, T5_TABLE)[h * 32 + ref_t5_bucket(i - j)] += ds;
 }
+
+#elif PE_PART == PE_PART_TEST
 
 #define PE_TESTS
 static void pe_tests(void) {

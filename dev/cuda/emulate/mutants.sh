@@ -2,7 +2,8 @@
 # Shows that the emulated tests catch real bugs: every mutant of mutate.py (a wrong fragment
 # index, a wrong ldmatrix address, each barrier and cp.async wait of the tensor-core kernels
 # left out, the __syncwarp() that ends t5's and fire's staging of a warp's pairs left out, a
-# wrong layout in the emulated mma) is planted in a fresh copy of the sources, built for its
+# wrong layout in the emulated mma, a parameter gradient's sign flipped where a block's partial
+# is written) is planted in a fresh copy of the sources, built for its
 # encoding with the emulation's compiler command, and its test (attention_bias check, or
 # mma_check) must fail with the mutant's text in its output: the emulation's report for a
 # missing barrier, __syncwarp() or wait, a failed comparison for a wrong index or layout.
@@ -22,11 +23,11 @@ while read -r name test pe expect; do
     if "$dir/test" $args > "$dir/log" 2>&1; then
         echo "mutant $name: NOT CAUGHT (its test passed; log: $dir/log)"
         failed=1
-    elif ! grep -qF -- "$expect" "$dir/log"; then
+    elif ! grep -qE -- "$expect" "$dir/log"; then
         echo "mutant $name: NOT CAUGHT as expected (no '$expect' in its output; log: $dir/log)"
         failed=1
     else
-        echo "mutant $name ($pe): caught ($(grep -m1 -F -- "$expect" "$dir/log" | tr -s ' ' | cut -c1-110))"
+        echo "mutant $name ($pe): caught ($(grep -m1 -E -- "$expect" "$dir/log" | tr -s ' ' | cut -c1-110))"
     fi
     rm -f "$dir/test"
 done < <(python3 dev/cuda/emulate/mutate.py --list)

@@ -1,6 +1,6 @@
 """Plants one bug (a mutant) in a prepared copy of the sources (prepare.py), to show that the
 emulated tests catch it: make test-cuda-emulate builds each mutant and expects its test to
-fail, with the given text in its output (a missing barrier, __syncwarp() or cp.async wait: the
+fail, with the given text (an extended regular expression) in its output (a missing barrier, __syncwarp() or cp.async wait: the
 emulation's report; a wrong index or layout: a failed comparison).
    usage: mutate.py PREPARED_DIR NAME     (mutate.py --list: the names, tests, encodings, texts)
 
@@ -31,6 +31,11 @@ MUTANTS = {
     # next pair's lanes overwrite the stage another lane still reads)
     't5-no-end-syncwarp': ('g->bucket += sum;\n    __syncwarp();', '__syncwarp();', '', 'check', 't5', 'shared-memory race between lanes'),
     'fire-no-end-syncwarp': ('g->dl += w2 * w1 * sl;\n    __syncwarp();', '__syncwarp();', '', 'check', 'fire', 'shared-memory race between lanes'),
+    # a parameter gradient's sign flipped where a block's partial is written (kerple's second
+    # parameter, r2; t5's whole table): the check compares each tensor on its own
+    'param-partial-sign': ('if (threadIdx.x == 0) { partials[(size_t)slot * N + k] = s; }', '= s;', '= k == 1 ? -s : s;',
+                           'check', 'kerple', 'd kerple_r2 .*FAIL'),
+    'lane-partial-sign': ('if (threadIdx.x == 0) { partials[(size_t)slot * n + q] = s; }', '= s;', '= -s;', 'check', 't5', 'd t5_table .*FAIL'),
     # the emulated mma itself with B's registers in the wrong order: mma_check must see it
     'emulated-mma-layout': ('uint32_t reg = lanes[n * 4 + (k % 8) / 2]->u[4 + k / 8];',
                             'u[4 + k / 8]', 'u[5 - k / 8]', 'mma', 'kerple', 'FAIL'),

@@ -9,6 +9,9 @@ the CPU emulation (cuda_runtime.h here), rewriting two constructs of CUDA C++:
   __shared__ [__align__(n)] T name[dims];        a static shared-memory variable of the block:
       static char emu_site_name; auto& name = *emu_shared<T[dims]>(&emu_site_name, n);
 
+and planting in the CUDA trainer's backward pass the sign flip that the tests switch on with
+EMU_FLIP_GRAD (emu_flip_gradient in cuda_runtime.h; dev/cuda/emulate/trainers.sh).
+
 usage: prepare.py REPO_ROOT OUT"""
 import glob, os, re, shutil, sys
 
@@ -43,6 +46,16 @@ def rewrite(text):
                 % (indent, name, name, typ, dims, name, align))
     return shared.sub(rep_shared, launch.sub(rep_launch, text))
 
+# the end of the CUDA trainer's backward pass, where every parameter gradient is complete
+BACKWARD_END = '    encoder_backward(g.wte, d.dres, a.inputs, B * T, C);\n}\n'
+FLIP = ('    emu_flip_gradient(model->grads_memory, model->param_offsets, model->param_sizes, PARAM_NAMES, '
+        'NUM_PARAMETER_TENSORS);\n')
+
+def plant_flip(text):
+    if text.count(BACKWARD_END) != 1:
+        sys.exit('prepare.py: the end of gpt2_backward is not found once in train_gpt2.cu (BACKWARD_END)')
+    return text.replace(BACKWARD_END, BACKWARD_END[:-2] + FLIP + '}\n')
+
 if __name__ == '__main__':
     root, out = sys.argv[1], sys.argv[2]
     for d in ('llmc', 'dev/cuda/emulate'):
@@ -55,6 +68,8 @@ if __name__ == '__main__':
                 + glob.glob(os.path.join(root, 'dev', 'cuda', '*.cu')) + glob.glob(os.path.join(root, 'dev', 'cuda', 'emulate', '*.cu'))):
         with open(rel) as f:
             text = rewrite(f.read())
+        if os.path.basename(rel) == 'train_gpt2.cu':
+            text = plant_flip(text)
         dst = os.path.join(out, os.path.relpath(rel, root))
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         with open(dst, 'w') as f:
