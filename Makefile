@@ -75,7 +75,7 @@ endif
 HEADERS := $(wildcard llmc/*.h pe/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean pe-list test-registry test-cpu test-checkpoints test-builds test-scripts test-fuzz test-experiment \
+.PHONY: all train_gpt2 test_gpt2 test clean pe-list test-registry test-cpu test-checkpoints record-fixture test-builds test-scripts test-fuzz test-experiment \
         test-python test-dape test-dape-builds test-evals test-sanitize test-tasks
 all: train_gpt2
 
@@ -168,7 +168,12 @@ $(BUILD)/checkpoint_loss_%: tests/checkpoint_loss.c train_gpt2.c $(HEADERS) | $(
 	gcc -O3 -march=x86-64-v3 -fno-math-errno -std=gnu11 -Wall -Wno-unused-function -Wno-unused-parameter -fopenmp -I. $(call stem_flags,$*) -o $@ tests/checkpoint_loss.c -lm
 
 test-checkpoints: $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
-	bash tests/checkpoints.sh $(BUILD)
+	bash tests/checkpoints.sh $(BUILD) check "$(CHECKPOINT_STEMS)" "$(PE_RP_LIST)"
+
+# a new encoding's fixtures (make record-fixture PE=<name> [DAPE=<variant>]): written into
+# tests/checkpoints/ and their numbers appended to losses.txt (a stem that has one is refused)
+record-fixture: $(BUILD)/checkpoint_loss_$(STEM)
+	bash tests/checkpoints.sh $(BUILD) record $(STEM)
 
 # AddressSanitizer and UBSan on the CPU trainer (learned; plain loops, no OpenMP, no MPI)
 # and the tokenizer run as programs (tests/sanitize.sh): training, resume, every evaluation

@@ -90,6 +90,8 @@ static uint64_t tiny_model_batch(GPT2* model, int maxT, int seed, int draw, int*
 
 typedef double (*BiasFn)(GPT2* model, int l, int b, int h, int i, int j, int T);
 static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int T);
+// the bias of plain causal attention (nope's), for identities
+static double no_bias(GPT2* model, int l, int b, int h, int i, int j, int T) { return 0; }
 static double qkv_vs_reference(GPT2* model, int l, int B, int T);
 typedef void (*FailFn)(const void*);
 static void expect_failure(const char* what, FailFn fn, const void* arg, const char* expect);

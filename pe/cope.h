@@ -298,8 +298,6 @@ static uint64_t pe_loss_piece(GPT2* model, int B, int T) {
     return piece;
 }
 
-static double no_bias(GPT2* model, int l, int b, int h, int i, int j, int T) { return 0; }
-
 // CoPE with E = 0 (its start) is NoPE; with E of weight it is not
 #define PE_TESTS
 static void pe_tests(void) {

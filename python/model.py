@@ -72,12 +72,13 @@ GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attpr
                 "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
                    "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e",
-                   "txl_wr", "txl_rw", "txl_rr"]
+                   "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c"]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
 ROPE_BASE = 10000.0
 T5_NUM_BUCKETS, T5_MAX_EXACT, T5_MAX_DISTANCE = 32, 16, 128
 FIRE_HIDDEN = 32
+TISA_KERNELS = 5
 FIRE_EPS = float(np.float32(1e-6))
 SINUSOIDAL_FIRST_POS = 2
 XPOS_SCALE_BASE = 512.0
@@ -686,11 +687,30 @@ class TransformerXL(Encoding):
         return (AC - q @ k.transpose(2, 3) + BD) * (1 / math.sqrt(hs))
 
 
+class Tisa(Encoding):
+    """TISA (the official module, ulmewennberg/tisa model/tisa.py): b(i, j) = f_h(i - j - 1),
+    f_h(r) = sum_k a_kh exp(-|c_kh| (mu_kh - r)^2), per layer the official [R, NH] tensors of
+    offsets mu, amplitudes a and sharpness c, R = 5 (i, j: the positions)."""
+    kind = "bias"
+    rp = True
+
+    @staticmethod
+    def tensors(cfg):
+        shape = (cfg.num_layers, TISA_KERNELS, cfg.num_heads)
+        return {"tisa_mu": shape, "tisa_a": shape, "tisa_c": shape}
+
+    def bias(self, model, l, h, ev, pos):
+        r = (pos[:, None] - pos[None, :] - 1).to(h.dtype)  # (T, T); above the diagonal masked anyway
+        mu, a, c = (t[l][:, :, None, None] for t in (model.tisa_mu, model.tisa_a, model.tisa_c))  # (R, NH, 1, 1)
+        return (a * torch.exp(-c.abs() * (mu - r) ** 2)).sum(0)
+
+
 ENCODINGS = {
     "learned": Learned(), "sinusoidal": Sinusoidal(), "rope": Rope(), "nope": Encoding(),
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
+    "tisa": Tisa(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)

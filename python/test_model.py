@@ -37,7 +37,11 @@ trainer, for every encoding, in float64 (make test-python):
      projects/cope/src/cope/context_position.py, not part of this repository): the official
      CoPE layer against model.py's transcription on random q, k, v, E (3 heads of 8, T = 50,
      P = 21, so positions clamp), in float64: the attention output and the gradients of q,
-     k, v and E.
+     k, v and E;
+ 10. with TISA_OFFICIAL=path/to/tisa.py (ulmewennberg/tisa's model/tisa.py, not part of this
+     repository): the official Tisa module against model.py's Tisa (3 heads, T = 50, offsets
+     within the sequence), in float64: the bias of every pair j <= i and the gradients of the
+     offsets, amplitudes and sharpness.
 
 Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
 both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
@@ -427,6 +431,33 @@ def check_official_cope(path):
     check("official: d E (pos_emb transposed)", dgot[3].numpy(), dwant[3][0].T.numpy())
 
 
+def check_official_tisa(path):
+    """The official Tisa module (its defaults: 5 kernels) against Tisa.bias: the bias of every
+    pair j <= i and the gradients of its three tensors."""
+    import importlib.util
+    import types
+    spec = importlib.util.spec_from_file_location("tisa", path)
+    official = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(official)
+    print("=== tisa: the official code (%s) against model.py (float64)" % path)
+    torch.manual_seed(0)
+    NH, T = 3, 50
+    module = official.Tisa(num_attention_heads=NH).double()
+    with torch.no_grad():  # offsets within the sequence, so that every kernel has weight
+        module.kernel_offsets.uniform_(-1, T)
+    want = module(T)  # (NH, T, T)
+    mu, a, c = (p.detach().clone().requires_grad_() for p in (module.kernel_offsets, module.kernel_amplitudes, module.kernel_sharpness))
+    owner = types.SimpleNamespace(tisa_mu=[mu], tisa_a=[a], tisa_c=[c])
+    got = M.Tisa().bias(owner, 0, torch.zeros(1, dtype=torch.float64), None, torch.arange(T))
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    check("official: the bias of every pair j <= i", got[:, causal].detach().numpy(), want[:, causal].detach().numpy())
+    g = torch.randn(NH, T, T, dtype=torch.float64) * causal
+    dwant = torch.autograd.grad((want * g).sum(), (module.kernel_offsets, module.kernel_amplitudes, module.kernel_sharpness))
+    dgot = torch.autograd.grad((got * g).sum(), (mu, a, c))
+    for name, x, y in zip(("offsets mu", "amplitudes a", "sharpness c"), dgot, dwant):
+        check("official: d %s" % name, x.numpy(), y.numpy())
+
+
 def main():
     args = sys.argv[1:]
     build = args[0] if args else "build"
@@ -462,6 +493,8 @@ def main():
                 test_tool_errors(ckpt, tmp)
     if os.environ.get("COPE_OFFICIAL"):
         check_official_cope(os.environ["COPE_OFFICIAL"])
+    if os.environ.get("TISA_OFFICIAL"):
+        check_official_tisa(os.environ["TISA_OFFICIAL"])
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 

@@ -6,7 +6,9 @@ any change of the code that does not mean to change the model (tests/checkpoints
                                  (and one trained at randomized positions, where the
                                  encoding takes them), trained a few steps so that every
                                  parameter has moved, into DIR/<stem>.bin and
-                                 DIR/<stem>_rp.bin; the tokens into DIR/tokens.bin
+                                 DIR/<stem>_rp.bin; the tokens into DIR/tokens.bin (a
+                                 tokens.bin already there must hold the same tokens: it is
+                                 checked, never written over)
   checkpoint_loss loss CKPT TOKENS
                                  one line: the mean loss of the first 2 x 32 tokens at
                                  the training length, of 2 x 64 tokens beyond it (n/a
@@ -33,10 +35,10 @@ static GPT2Config fixture_config(int rp) {
     c.vocab_size = FIX_V; c.padded_vocab_size = FIX_V; c.pe = PE_ID;
     gpt2_config_set_dape(&c);
     c.max_seq_len = FIX_TRAIN_T;
-    if (rp) { // positions drawn from [0, 64); learned needs that many rows
+    if (rp) { // positions drawn from [0, 64) (learned: as many rows)
         c.rp_len = FIX_LONG_T;
         c.rp_seed = 7;
-        if (PE_ID == PE_ID_LEARNED) { c.max_seq_len = FIX_LONG_T; }
+        pe_config_positions(&c, c.rp_len);
     }
     return c;
 }
@@ -80,9 +82,15 @@ int main(int argc, char** argv) {
         uint64_t rng = random_seed(20240326);
         for (int i = 0; i < FIX_TOKENS; i++) { toks[i] = (uint16_t)(random_u32(&rng) % FIX_V); }
         snprintf(path, sizeof(path), "%s/tokens.bin", argv[2]);
-        FILE* f = fopen_check(path, "wb");
-        fwrite(toks, sizeof(uint16_t), FIX_TOKENS, f);
-        fclose(f);
+        if (access(path, F_OK) == 0) {
+            uint16_t* there = read_tokens(path);
+            if (memcmp(there, toks, sizeof(toks)) != 0) { fatal("%s holds other tokens than the fixtures' (left as it is)", path); }
+            free(there);
+        } else {
+            FILE* f = fopen_check(path, "wb");
+            fwrite(toks, sizeof(uint16_t), FIX_TOKENS, f);
+            fclose(f);
+        }
         for (int rp = 0; rp <= (rp_supported(PE_ID) && DAPE_ID == 0); rp++) {
             GPT2Config cfg = fixture_config(rp);
             GPT2 model;
