@@ -27,9 +27,6 @@ PE_LIST := $(strip $(foreach e,$(pe_registry),$(if $(filter-out 0 1,$(e)),$(e)))
 ifeq ($(PE_LIST),)
 $(error no encodings read from llmc/pe_list.h)
 endif
-ifeq ($(filter $(PE),$(PE_LIST)),)
-$(error unknown PE '$(PE)'; valid names: $(PE_LIST))
-endif
 # the encodings that take randomized positions (rp = 1)
 PE_RP_LIST := $(shell sed -n 's/^ *X[$(open_paren)] *[0-9]*, *[A-Z0-9_]*, *\([a-z0-9_]*\), *[a-z0-9_]*, *[A-Z]*, *1,.*/\1/p' llmc/pe_list.h)
 pe_flag = -DPE_$(shell echo $(1) | tr a-z A-Z)
@@ -175,16 +172,18 @@ test-checkpoints: $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 record-fixture: $(BUILD)/checkpoint_loss_$(STEM)
 	bash tests/checkpoints.sh $(BUILD) record $(STEM)
 
-# AddressSanitizer and UBSan on the CPU trainer (learned; plain loops, no OpenMP, no MPI)
-# and the tokenizer run as programs (tests/sanitize.sh): training, resume, every evaluation
-# suite, the tokenizer's commands; any report fails
+# AddressSanitizer and UBSan on the CPU trainer (learned; plain loops, no OpenMP, no MPI),
+# the tokenizer and ./tasks run as programs (tests/sanitize.sh): training, resume, every
+# evaluation suite, the tokenizer's and ./tasks' commands; any report fails
 SAN_CFLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -std=gnu11 -Wall -Wextra -Wno-unused-parameter \
               -Wno-unused-function
 $(BUILD)/asan_train_gpt2_learned: train_gpt2.c $(HEADERS) | $(BUILD)
 	clang $(SAN_CFLAGS) -Idev/no_openmp -Wno-unknown-pragmas -DPE_LEARNED -o $@ train_gpt2.c -lm
 $(BUILD)/asan_tokenizer: data/tokenizer.c llmc/utils.h | $(BUILD)
 	clang $(SAN_CFLAGS) -pthread -o $@ data/tokenizer.c -lpcre2-8
-test-sanitize: $(BUILD)/asan_train_gpt2_learned $(BUILD)/asan_tokenizer $(BUILD)/test_gpt2_learned gpt2_tokenizer.bin gpt2_passkey.bin
+$(BUILD)/asan_tasks: data/tasks.c llmc/utils.h llmc/rand.h llmc/dataloader.h llmc/tasks.h | $(BUILD)
+	clang $(SAN_CFLAGS) -o $@ data/tasks.c
+test-sanitize: $(BUILD)/asan_train_gpt2_learned $(BUILD)/asan_tokenizer $(BUILD)/asan_tasks $(BUILD)/test_gpt2_learned gpt2_tokenizer.bin gpt2_passkey.bin
 	bash tests/sanitize.sh
 
 # the extrapolation experiment in its quick form: every expected row, finite numbers

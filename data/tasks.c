@@ -53,12 +53,16 @@ static int task_row_len(int task, int n) {
     }
 }
 
+// the longest answer to an input of len tokens: dup's is twice the input, every other task's
+// at most the input's length and one (add's carry): what task_solve's `out` must hold
+static int task_answer_max(int task, int len) { return task == TASK_DUP ? 2 * len : len + 1; }
+
 static int is_digit(int t, int below) { return t >= TOK_0 && t < TOK_0 + below; }
 static int is_letter(int t) { return t >= TOK_A && t < TOK_A + 26; }
 
-// The answer to input in[0..len) of a task, into out; returns its length, or -1 if the
-// input is not one of the task's (wrong symbols or structure, a partial sum leaving 0..9).
-// Sets *lambda to the example's length.
+// The answer to input in[0..len) of a task, into out (task_answer_max(task, len) tokens);
+// returns its length, or -1 if the input is not one of the task's (wrong symbols or
+// structure, a partial sum leaving 0..9). Sets *lambda to the example's length.
 static int task_solve(int task, const int* in, int len, int* out, int* lambda) {
     if (len < 1) { return -1; }
     *lambda = len;
@@ -222,8 +226,8 @@ static void write_task_file(const char* path, int task, int min_len, int max_len
     if (ntok > INT_MAX) { fatal("%s: %d examples in rows of %d tokens are more tokens than a shard's header holds", path, examples, R); }
     uint16_t* tokens = (uint16_t*)calloc_check((size_t)ntok, sizeof(uint16_t)); // TOK_PAD is 0
     uint8_t* mask = (uint8_t*)calloc_check((size_t)ntok, 1);
-    int* in = (int*)malloc_check(MAX_ROW * sizeof(int));
-    int* out = (int*)malloc_check(MAX_ROW * sizeof(int));
+    int* in = (int*)malloc_check((size_t)R * sizeof(int)); // an input is shorter than its row
+    int* out = (int*)malloc_check((size_t)task_answer_max(task, R) * sizeof(int));
     uint64_t rng = random_seed(stream);
     for (int e = 0; e < examples; e++) {
         int n = min_len + (int)(random_u32(&rng) % (uint32_t)(max_len - min_len + 1));
@@ -288,8 +292,8 @@ static void task_file_read(TaskFile* tf, const char* path) {
     fread_check(tf->tokens, sizeof(uint16_t), (size_t)ntok, f, path);
     fread_check(tf->mask, 1, (size_t)ntok, f, path);
     fclose(f);
-    int* in = (int*)malloc_check(MAX_ROW * sizeof(int));
-    int* out = (int*)malloc_check(MAX_ROW * sizeof(int));
+    int* in = (int*)malloc_check((size_t)tf->R * sizeof(int)); // an input is shorter than its row
+    int* out = (int*)malloc_check((size_t)task_answer_max(tf->task, tf->R) * sizeof(int));
     for (int r = 0; r <= tf->rows; r++) {
         const uint16_t* row = tf->tokens + (int64_t)r * tf->R;
         const uint8_t* m = tf->mask + (int64_t)r * tf->R;
@@ -342,7 +346,7 @@ static void cmd_solve(const char* name, const char* text) {
     int len = (int)strlen(text), answer_len, lambda;
     if (len > MAX_ROW) { fatal("the input is longer than %d tokens", MAX_ROW); }
     int* in = (int*)malloc_check((size_t)(len + 1) * sizeof(int));
-    int* out = (int*)malloc_check(MAX_ROW * sizeof(int));
+    int* out = (int*)malloc_check((size_t)task_answer_max(task, len) * sizeof(int));
     for (int i = 0; i < len; i++) {
         const char* c = text[i] != '\0' ? strchr(TASK_TOKENS, text[i]) : NULL;
         if (c == NULL) { fatal("'%c' is no token of the task vocabulary (%s)", text[i], TASK_TOKENS); }
@@ -357,10 +361,24 @@ static void cmd_solve(const char* name, const char* text) {
 
 static void cmd_write(const char* dir, int n, const int* lengths, int num_lengths, int train, int val, int test, int seed,
                       const int* tasks, int num_tasks) {
+    // every file's path checked before anything is created, as its crash-safe write will
+    // (llmc/utils.h: atomic_path_check): a path cut short would make a stray folder
+    char path[PATH_MAX + 64];
+    for (int k = 0; k < num_tasks; k++) {
+        for (int i = -2; i < num_lengths; i++) { // train.bin, val.bin, then each test file
+            char name[32];
+            if (i < 0) { snprintf(name, sizeof(name), "%s.bin", i == -2 ? "train" : "val"); }
+            else { snprintf(name, sizeof(name), "test_%04d.bin", lengths[i]); }
+            if (snprintf(path, sizeof(path), "%s/%s/%s", dir, TASK_NAMES[tasks[k]], name) >= (int)sizeof(path)) {
+                fatal("path too long: %s/%s/%s", dir, TASK_NAMES[tasks[k]], name);
+            }
+            atomic_path_check(path);
+        }
+    }
     ensure_dir_writable(dir);
     for (int k = 0; k < num_tasks; k++) {
         int task = tasks[k];
-        char sub[PATH_MAX], path[PATH_MAX + 32];
+        char sub[PATH_MAX];
         snprintf(sub, sizeof(sub), "%s/%s", dir, TASK_NAMES[task]);
         ensure_dir_writable(sub);
         // each file its own stream of the seed: the task, the split (0 train, 1 val, 2 test), a test file's length
@@ -405,16 +423,13 @@ int main(int argc, char** argv) {
             else if (a[1] == 'v') { val = (int)parse_long(a, v, 1, 1 << 24); }
             else if (a[1] == 'x') { test = (int)parse_long(a, v, 1, 1 << 24); }
             else if (a[1] == 's') { seed = (int)parse_long(a, v, 0, INT_MAX); }
-            else { // a comma list of lengths
+            else { // a comma list of lengths, as the trainers' (llmc/utils.h: split_list)
                 char buf[512];
+                char* items[MAX_LENGTHS];
                 if (strlen(v) >= sizeof(buf)) { fatal("flag -l: list too long"); }
                 strcpy(buf, v);
-                num_lengths = 0;
-                for (char* item = strtok(buf, ","); item != NULL; item = strtok(NULL, ",")) {
-                    if (num_lengths == MAX_LENGTHS) { fatal("flag -l: at most %d lengths", MAX_LENGTHS); }
-                    lengths[num_lengths++] = (int)parse_long(a, item, 1, MAX_TASK_LEN);
-                }
-                if (num_lengths == 0) { fatal("flag -l expects lengths separated by commas, e.g. 10,20,40"); }
+                num_lengths = split_list(buf, items, MAX_LENGTHS, "-l", "lengths separated by commas, e.g. 10,20,40");
+                for (int k = 0; k < num_lengths; k++) { lengths[k] = (int)parse_long(a, items[k], 1, MAX_TASK_LEN); }
             }
         } else if (a[0] == '-' && isalpha((unsigned char)a[1])) { // not an input of solve, such as "-0+"
             fatal("unknown flag %s (./tasks without arguments lists them)", a);

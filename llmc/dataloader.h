@@ -308,8 +308,9 @@ static int dataloader_buckets(DataLoader* dl, int pass_tokens, RowBucket* out) {
     return groups;
 }
 
-// reads every token of every shard and checks it against the vocabulary (the test sets are
-// checked whole when a run starts, so that a bad token stops it before it trains)
+// reads every token of every shard and checks it against the vocabulary, and every mask of a
+// masked shard (mask_check_rows): the test sets are checked whole when a run starts, so that a
+// bad token or mask stops it before it trains, not at an evaluation after hours of training
 static void dataloader_check_tokens(const DataLoader* dl) {
     const int64_t chunk = 1 << 20;
     uint16_t* buf = (uint16_t*)malloc_check((size_t)chunk * sizeof(uint16_t));
@@ -325,6 +326,18 @@ static void dataloader_check_tokens(const DataLoader* dl) {
                     fatal("%s: token %d at position %lld is out of range (vocab size %d)", path, buf[i], (long long)(p + i), dl->vocab_size);
                 }
             }
+        }
+        if (dl->row_len > 0) { // the mask, after the tokens: rows of R bytes and the byte that ends the last
+            int R = dl->row_len;
+            int64_t rows = (dl->shard_ntok[s] - 1) / R, per_read = chunk / R > 0 ? chunk / R : 1;
+            uint8_t* m = (uint8_t*)malloc_check((size_t)(per_read * R + 1));
+            for (int64_t r = 0; r < rows; r += per_read) {
+                int64_t n = rows - r < per_read ? rows - r : per_read;
+                fseek_check(f, (long)(SHARD_HEADER_INTS * sizeof(int) + dl->shard_ntok[s] * sizeof(uint16_t) + r * R), SEEK_SET, path);
+                fread_check(m, 1, (size_t)(n * R + 1), f, path);
+                mask_check_rows(m, n, R, path, r * R);
+            }
+            free(m);
         }
         fclose(f);
     }

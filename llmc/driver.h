@@ -169,22 +169,6 @@ static void usage(void) {
     exit(0);
 }
 
-// splits a flag's comma list in place (buf holds a copy of the value): single commas
-// between items, an empty list or item is an error; returns the number of items
-// (expected says what the items are, for that error: "lengths separated by commas, ...")
-static int split_list(char* buf, char** items, int max, const char* flag, const char* expected) {
-    int n = 0;
-    for (char* item = buf;;) {
-        char* comma = strchr(item, ',');
-        if (comma != NULL) { *comma = '\0'; }
-        if (item[0] == '\0') { fatal("flag %s expects %s", flag, expected); }
-        if (n == max) { fatal("flag %s: at most %d items", flag, max); }
-        items[n++] = item;
-        if (comma == NULL) { return n; }
-        item = comma + 1;
-    }
-}
-
 // -E: "none", or lengths separated by commas
 static void parse_eval_lengths(TrainArgs* a, const char* s) {
     a->num_eval_lengths = 0;
@@ -381,6 +365,18 @@ static void default_eval_lengths(TrainArgs* a, int train_len) {
     if (a->num_eval_lengths >= 0) { return; }
     a->num_eval_lengths = 0;
     for (int k = 0; k < 5 && ((int64_t)train_len << k) <= (1 << 24); k++) { a->eval_lengths[a->num_eval_lengths++] = train_len << k; }
+}
+
+// the flags that only the perplexity windows (-E) read: given where there are none (-E none,
+// or answer-only data, where that is the default), a note says they do nothing
+static void note_flags_without_windows(const TrainArgs* a) {
+    static const char* const flags[] = {"-K", "-W", "-L"};
+    if (a->num_eval_lengths != 0) { return; }
+    char given[16] = "";
+    for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++) {
+        if (flag_given(a, flags[k])) { append_format(given, sizeof(given), " %s", flags[k]); }
+    }
+    if (given[0] != '\0') { printf("note:%s: no perplexity windows to score (-E none): ignored\n", given); }
 }
 
 // ----------------------------------------------------------------------------
@@ -617,9 +613,12 @@ static const ResumeFlag RESUME_FLAGS[] = { // at most STATE_NUM_FLAGS; -b and -t
     {"-x", 0, 0, offsetof(TrainArgs, max_steps)}, {"-u", 0, 0, offsetof(TrainArgs, warmup)},
     {"-l", 0, 1, offsetof(TrainArgs, lr)}, {"-q", 0, 1, offsetof(TrainArgs, final_lr_frac)},
     {"-c", 0, 1, offsetof(TrainArgs, weight_decay)}, {"-sl", 0, 1, offsetof(TrainArgs, skip_loss_z)},
-    {"-sg", 0, 1, offsetof(TrainArgs, skip_grad_z)},
+    {"-sg", 0, 1, offsetof(TrainArgs, skip_grad_z)}, {"-lb", 0, 0, offsetof(TrainArgs, pass_tokens)},
 };
 #define NUM_RESUME_FLAGS ((int)(sizeof(RESUME_FLAGS) / sizeof(RESUME_FLAGS[0])))
+// the flags a state file records where it does not say how many (its word 14 is 0): those
+// before -lb, which resumes as the run's flags (cmdline) and the defaults give it
+#define RESUME_FLAGS_UNCOUNTED 11
 
 // a recorded flag's value as text
 static void resume_flag_text(const ResumeFlag* f, int word, char* out, size_t n) {
@@ -631,6 +630,7 @@ static void resume_flag_text(const ResumeFlag* f, int word, char* out, size_t n)
 // what a state file records of the run: its flags, the -e it started from, its training data
 static void resume_record(TrainState* s, const TrainArgs* a, const DataLoader* train) {
     for (int k = 0; k < NUM_RESUME_FLAGS; k++) { memcpy(&s->flags[k], (const char*)a + RESUME_FLAGS[k].offset, 4); }
+    s->num_flags = NUM_RESUME_FLAGS;
     snprintf(s->model, sizeof(s->model), "%s", a->model);
     snprintf(s->train_pattern, sizeof(s->train_pattern), "%s", a->train_pattern);
     s->data_shards = (int)train->num_shards;
@@ -649,7 +649,8 @@ static void resume_flags_apply(TrainArgs* a, TrainState* s, const char* path, co
     }
     if (!flag_given(a, "-i")) { a->train_pattern = s->train_pattern; }
     char taken[512] = "";
-    for (int k = 0; k < NUM_RESUME_FLAGS; k++) {
+    int recorded = s->num_flags > 0 ? s->num_flags : RESUME_FLAGS_UNCOUNTED;
+    for (int k = 0; k < NUM_RESUME_FLAGS && k < recorded; k++) {
         const ResumeFlag* f = &RESUME_FLAGS[k];
         char* field = (char*)a + f->offset;
         int now;
@@ -1147,8 +1148,8 @@ static void extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess* m
 }
 
 // the test files of -H, -P and -A, read and checked once at the start, and every shard of
-// every set of -j checked, headers and tokens (a malformed or missing one stops the run before
-// it trains); the perplexity windows (-E) need plain shards, not the tasks' masked ones
+// every set of -j checked, headers, tokens and masks (a malformed or missing one stops the run
+// before it trains); the perplexity windows (-E) need plain shards, not the tasks' masked ones
 typedef struct {
     EvalFile hellaswag;
     PasskeyTokens passkey;
@@ -1215,9 +1216,11 @@ static void passkey(GPT2* model, const TrainArgs* a, const MultiProcess* mp, con
 }
 
 // Before a run evaluates: the tables it appends to (llmc/utils.h) must be absent or its own,
-// and a resumed training run drops their rows of the steps after the one it resumes from
-// (resume_step; -1: none), which it evaluates again, as main.log drops those steps' lines
-static void eval_tables_prepare(const TrainArgs* a, int resume_step) {
+// and a training run drops their rows of the steps after the one it starts from (start_step:
+// the step it resumes from, 0 for a run from the start, which a run killed before its first
+// checkpoint and restarted is; -1: an evaluation-only run, which drops none): it evaluates
+// them again, as main.log drops those steps' lines
+static void eval_tables_prepare(const TrainArgs* a, int start_step) {
     struct { int written; const char* name; const char* header; } tables[] = {
         {a->num_eval_lengths > 0, EXTRAPOLATION_CSV, EXTRAPOLATION_CSV_HEADER},
         {a->num_eval_lengths > 0, POSITIONS_CSV, POSITIONS_CSV_HEADER},
@@ -1226,7 +1229,7 @@ static void eval_tables_prepare(const TrainArgs* a, int resume_step) {
         {a->tasks != NULL, TASKS_CSV, TASKS_CSV_HEADER},
     };
     for (size_t k = 0; k < sizeof(tables) / sizeof(tables[0]); k++) {
-        if (tables[k].written) { csv_prepare(a->output_dir, tables[k].name, tables[k].header, resume_step >= 0 ? resume_step : INT_MAX); }
+        if (tables[k].written) { csv_prepare(a->output_dir, tables[k].name, tables[k].header, start_step >= 0 ? start_step : INT_MAX); }
     }
 }
 
@@ -1444,6 +1447,7 @@ static int train_main(int argc, char** argv) {
                cfg->max_seq_len);
     }
     default_eval_lengths(&a, train_len);
+    if (mp.rank == 0) { note_flags_without_windows(&a); }
     // every product of flags in 64 bits: a micro-step's tokens must fit an int
     int64_t tokens_per_micro = (int64_t)a.B * a.T * mp.world;
     if (tokens_per_micro > INT32_MAX) {
@@ -1538,7 +1542,7 @@ static int train_main(int argc, char** argv) {
     }
     Logger logger;
     logger_init(&logger, a.output_dir, mp.rank, training, resume_step >= 0 ? resume_step : 0);
-    if (a.output_dir != NULL && mp.rank == 0) { eval_tables_prepare(&a, training ? resume_step : -1); }
+    if (a.output_dir != NULL && mp.rank == 0) { eval_tables_prepare(&a, training ? start_step : -1); }
     if (training && resume_step < 0 && a.output_dir != NULL && mp.rank == 0) { run_flags_save(&a); }
     if (training && a.overfit) { dataloader_reset(&train); dataloader_next_batch(&train); } // the first batch, resumed or not
     RowBucket* buckets = training ? (RowBucket*)malloc_check((size_t)a.B * sizeof(RowBucket)) : NULL;

@@ -410,9 +410,10 @@ static size_t checkpoint_count_nonfinite(const char* path) {
 // windows). llm.c's state file idea, with our own fields. Header words: 0 magic, 1 version,
 // 2 processes, 3 rank, 4 PE id, 10 step, 11 consecutive skipped updates, 12 updates, 13 the
 // OpenMP threads of the rank that wrote it (0: not recorded, as in files written before it was),
-// 20-21 sampling RNG, 30-35 data position and length of m and v, 40-55 the run's flags
-// that resume depends on (llmc/driver.h: RESUME_FLAGS), 56-61 the identity of the training
-// data, 64-127 the -e it started from, 128-255 its -i pattern (NUL-terminated strings).
+// 14 how many of words 40-55 hold flags (0: the 11 of files written before it was), 20-21
+// sampling RNG, 30-35 data position and length of m and v, 40-55 the run's flags that resume
+// depends on (llmc/driver.h: RESUME_FLAGS), 56-61 the identity of the training data, 64-127
+// the -e it started from, 128-255 its -i pattern (NUL-terminated strings).
 
 #define STATE_MAGIC 20240527
 #define STATE_VERSION 102
@@ -433,6 +434,7 @@ typedef struct {
     int bad_steps;        // consecutive skipped updates (training health)
     int threads;          // OpenMP threads of the process that wrote it (0: not recorded)
     int flags[STATE_NUM_FLAGS];     // the run's flags, as raw int32 words (the driver says which)
+    int num_flags;                  // how many of them are recorded (0: as many as files had before it was)
     int data_shards;                // the training data: number of shards,
     int64_t data_tokens;            // tokens in all,
     uint64_t data_hash;             // hash of the shards' names and token counts
@@ -451,6 +453,7 @@ static void state_header_fill(int* h, const TrainState* s) {
     h[11] = s->bad_steps;
     h[12] = s->updates;
     h[13] = s->threads;
+    h[14] = s->num_flags;
     memcpy(&h[20], &s->rng, 8);
     memcpy(&h[30], &s->shard_idx, 8);
     memcpy(&h[32], &s->shard_pos, 8);
@@ -483,6 +486,7 @@ static FILE* state_open(const char* path, TrainState* s, int64_t tail) {
     s->bad_steps = h[11];
     s->updates = h[12];
     s->threads = h[13];
+    s->num_flags = h[14];
     memcpy(&s->rng, &h[20], 8);
     memcpy(&s->shard_idx, &h[30], 8);
     memcpy(&s->shard_pos, &h[32], 8);
@@ -494,6 +498,7 @@ static FILE* state_open(const char* path, TrainState* s, int64_t tail) {
     memcpy(s->model, &h[64], STATE_MODEL_BYTES);
     memcpy(s->train_pattern, &h[128], STATE_PATTERN_BYTES);
     if (s->world < 1 || s->rank < 0 || s->rank >= s->world || s->step < 0 || s->updates < 0 || s->bad_steps < 0 || s->threads < 0
+        || s->num_flags < 0 || s->num_flags > STATE_NUM_FLAGS
         || s->model[STATE_MODEL_BYTES - 1] != '\0' || s->train_pattern[STATE_PATTERN_BYTES - 1] != '\0') {
         fatal("%s: corrupt header", path);
     }

@@ -45,7 +45,8 @@ typedef struct {
 } TaskSets;
 
 // reads and checks every task file of a pattern: masked shards (llmc/dataloader.h) whose
-// header names a task, every token below the model's vocabulary V
+// header names a task, every token below the model's vocabulary V, one example or more, each
+// with an answer and EOS scored
 static void task_sets_load(TaskSets* ts, const char* pattern, int V) {
     glob_t g;
     if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) { fatal("-A: no file matches '%s'", pattern); }
@@ -75,6 +76,16 @@ static void task_sets_load(TaskSets* ts, const char* pattern, int V) {
             if (s->tokens[i] >= V) { fatal("-A: %s: token %d at position %lld is out of range (vocab size %d)", path, s->tokens[i], (long long)i, V); }
         }
         mask_check_rows(s->mask, s->rows, s->R, path, 0);
+        // an example scores its answer, of one token or more, and EOS: exact match and token
+        // accuracy are fractions of examples and of answer tokens, none of which may be 0
+        if (s->rows == 0) { fatal("-A: %s holds no example (one row each): nothing to score", path); }
+        for (int r = 0; r < s->rows; r++) {
+            int scored = 0;
+            for (int t = 1; t < s->R; t++) { scored += s->mask[(int64_t)r * s->R + t]; }
+            if (scored < 2) {
+                fatal("-A: %s: example %d scores %d token(s); a task's example scores its answer (one token or more) and EOS", path, r, scored);
+            }
+        }
     }
     globfree(&g);
 }

@@ -255,9 +255,18 @@ static int pending_tmp_slot(const char* tmp) {
     fatal("more than %d files written at once", MAX_PENDING_TMP);
 }
 
+// refuses a path that a crash-safe write cannot write: one whose temporary name (the path
+// with TMP_PREFIX, 8 hex digits, a process id and a write number, each with its dot, before
+// its file name) would not fit PATH_MAX. A program that writes several files checks each
+// of them first, before it creates anything (./tasks write).
+#define TMP_NAME_EXTRA (sizeof(TMP_PREFIX) - 1 + 9 + 11 + 11)
+static void atomic_path_check(const char* path) {
+    if (strlen(path) + TMP_NAME_EXTRA >= PATH_MAX) { fatal("path too long: %s", path); }
+}
+
 static void atomic_open(AtomicFile* af, const char* path) {
     static unsigned counter = 0; // writes of this process so far
-    if (strlen(path) >= PATH_MAX) { fatal("path too long: %s", path); }
+    atomic_path_check(path);
     refuse_special_file(path, 1);
     strcpy(af->path, path);
     const char* slash = strrchr(path, '/');
@@ -373,8 +382,8 @@ static void csv_open(AtomicFile* af, const char* dir, const char* name, const ch
 }
 
 // Before a run evaluates: the table <dir>/<name> must be absent or this table, and a
-// resumed training run (max_step: the step it resumes from; INT_MAX otherwise) drops the
-// rows of the steps after it, which it makes again.
+// training run (max_step: the step it starts from, that of its checkpoint or 0; INT_MAX
+// otherwise) drops the rows of the steps after it, which it makes again.
 static void csv_prepare(const char* dir, const char* name, const char* header, int max_step) {
     char path[PATH_MAX];
     csv_path(path, sizeof(path), dir, name);
@@ -399,6 +408,23 @@ static void csv_row(AtomicFile* af, const char* fmt, ...) {
 
 // ----------------------------------------------------------------------------
 // strict parsing of command-line values: the whole string must be a number in range
+
+// splits a flag's comma list in place (buf holds a copy of the value; the trainers' lists and
+// ./tasks' -l): single commas between items, an empty list or item is an error; returns the
+// number of items (expected says what the items are, for that error: "lengths separated by
+// commas, ...")
+static int split_list(char* buf, char** items, int max, const char* flag, const char* expected) {
+    int n = 0;
+    for (char* item = buf;;) {
+        char* comma = strchr(item, ',');
+        if (comma != NULL) { *comma = '\0'; }
+        if (item[0] == '\0') { fatal("flag %s expects %s", flag, expected); }
+        if (n == max) { fatal("flag %s: at most %d items", flag, max); }
+        items[n++] = item;
+        if (comma == NULL) { return n; }
+        item = comma + 1;
+    }
+}
 
 static long parse_long(const char* flag, const char* s, long lo, long hi) {
     char* end = NULL;

@@ -120,6 +120,11 @@ if [[ "$(awk -F, '$4 == "last24" { print $3 ":" $5 ":" $6 }' "$DIR/lastn/extrapo
     && ! awk -F, '$4 == "last24" && $3 == 16' "$DIR/lastn/positions.csv" | grep -q .; then
     echo "  ok    -L 24: the row at length 16 is n/a, the one at 32 scores 2 x 24 tokens"
 else echo "  FAIL  -L beyond an -E length"; cat "$DIR/lastn/extrapolation.csv"; failures=$((failures + 1)); fi
+# -K, -W and -L only shape the perplexity windows: without them (-E none) a note says they do nothing
+(cd "$DIR" && "$BIN" "${OK[@]}" -x 0 -m 1 -K 64 -W 8 -L 4 > "$DIR/out" 2> /dev/null)
+if grep -q "^note: -K -W -L: no perplexity windows to score (-E none): ignored" "$DIR/out"; then
+    echo "  ok    -K, -W, -L with -E none: a note that they are ignored"
+else echo "  FAIL  -K, -W, -L with -E none: no note"; failures=$((failures + 1)); fi
 # evaluation only: the default -E lengths and sliding stride both follow the checkpoint's
 # training length (maxT = 32), not -t
 (cd "$DIR" && "$BIN" -e "$DIR/ck/model_00000002.bin" -x 0 -t 16 -b 2 -m 1 -K 64 -j "$VAL" > "$DIR/out" 2> /dev/null)

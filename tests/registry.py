@@ -2,11 +2,14 @@
 generated from it: every line's file pe/<file>.h exists and NAME is name in capitals, the
 ids run 0, 1, 2, ... in order; python/model.py's ENCODINGS hold the same names in the same
 order with the same kind, randomized positions and revision (when PyTorch is there to import
-it); the README's table of encodings names each one once.
+it); the README's table of encodings names each one once; make refuses a build whose names
+are not the registry's (PE, DAPE, DAPE_D of several words or out of range, and a binary named
+directly with such a stem) with one error naming the valid ones, and builds the valid ones.
 
 usage: python3 tests/registry.py  (from anywhere; make test runs it)"""
 import os
 import re
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,6 +28,51 @@ def registry():
         fail("no lines X(id, NAME, name, file, kind, rp, dape, rev) in llmc/pe_list.h")
     return [dict(id=int(r[0]), NAME=r[1], name=r[2], file=r[3], kind=r[4].lower(), rp=r[5] == "1", dape=r[6] == "1", rev=int(r[7]))
             for r in rows]
+
+
+def make_dry(args):
+    """make -n ARGS in the repository (without the calling make's flags): its exit status and output"""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    p = subprocess.run(["make", "-n", "--no-print-directory", "-C", ROOT] + args, env=env, capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def make_checks(names):
+    """the build's names checked at make time (Makefile, dape.mk): one error, with the valid names"""
+    valid = "valid names: " + " ".join(names)
+    refused = [
+        (["train_gpt2", "PE=nonsense"], "unknown PE 'nonsense'; " + valid),
+        (["train_gpt2", "PE=nonsense learned"], "unknown PE 'nonsense learned'; " + valid),
+        (["train_gpt2", "PE=kerple learned"], "unknown PE 'kerple learned'; " + valid),
+        (["train_gpt2", "PE=%"], "unknown PE '%'; " + valid),
+        (["train_gpt2", "PE=kerple", "DAPE=1x3 mlp"], "unknown DAPE '1x3 mlp'; valid: mlp 1x3 1x5 1x7"),
+        (["train_gpt2", "PE=cable", "DAPE=1x3"], "DAPE runs on the bases"),
+        (["train_gpt2", "PE=kerple", "DAPE=1x3", "DAPE_D=2000"], "DAPE_D must be a width from 1 to 1024, not '2000'"),
+        (["train_gpt2", "PE=kerple", "DAPE=1x3", "DAPE_D=1025"], "DAPE_D must be a width from 1 to 1024, not '1025'"),
+        (["train_gpt2", "PE=kerple", "DAPE=1x3", "DAPE_D=64 32"], "DAPE_D must be a width from 1 to 1024, not '64 32'"),
+        (["train_gpt2", "PE=kerple", "DAPE=1x3", "DAPE_EDGE_EXACT=0 1"], "DAPE_EDGE_EXACT must be 0 or 1"),
+        (["build/train_gpt2_kerple_dape1x3_d0"], "kerple_dape1x3_d0: DAPE_D must be a width from 1 to 1024, not '0'"),
+        (["build/test_gpt2_kerple_dape1x3_d2000"], "kerple_dape1x3_d2000: DAPE_D must be a width from 1 to 1024, not '2000'"),
+        (["build/train_gpt2_nonsense"], "nonsense: unknown PE 'nonsense'; " + valid),
+        (["build/gradcheck_cable_dape1x3"], "cable_dape1x3: DAPE runs on the bases"),
+        (["build/train_gpt2_kerple_dape1x3_foo"], "kerple_dape1x3_foo: not a binary's name (its names make kerple_dape1x3)"),
+    ]
+    for args, text in refused:
+        rc, out = make_dry(args)
+        errors = [line for line in out.splitlines() if "***" in line]
+        if rc == 0 or len(errors) != 1 or text not in errors[0]:
+            fail("make %s: exit %d, expected one error with \"%s\"; got: %s" % (" ".join(args), rc, text, out.strip()[-300:]))
+    accepted = [
+        (["train_gpt2", "PE=kerple", "DAPE=1x3", "DAPE_D=1024"], "-DPE_KERPLE -DDAPE_KERNEL=3 -DDAPE_WIDTH=1024"),
+        (["build/test_gpt2_nope_dape1x5_d64_edge0"], "-DPE_NOPE -DDAPE_KERNEL=5 -DDAPE_WIDTH=64 -DDAPE_EDGE_EXACT=0"),
+        (["build/train_gpt2_" + names[-1]], "-DPE_" + names[-1].upper() + " "),
+    ]
+    for args, text in accepted:
+        rc, out = make_dry(args)
+        if rc != 0 or text not in out:
+            fail("make %s: exit %d, expected a build with %s; got: %s" % (" ".join(args), rc, text, out.strip()[-300:]))
+    if not failures:
+        print("  ok    make: %d bad builds refused with one error naming the valid names, %d valid ones built" % (len(refused), len(accepted)))
 
 
 def main():
@@ -69,6 +117,7 @@ def main():
             fail("README.md's table of encodings names %s, the registry %s" % (listed, names))
         else:
             print("  ok    README.md: one row for each encoding")
+    make_checks(names)
     if failures:
         print("FAIL: %d disagreements with the registry" % len(failures))
         sys.exit(1)

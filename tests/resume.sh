@@ -7,7 +7,7 @@
 #  3. with update skipping on (-sl, -sg), a run resumed past the outlier detector's
 #     128-step window prints the same z-scores and skips the same steps;
 #  4. a resume without the run's flags takes them from its state file (bit-exact), and one
-#     with -a 1 overfits the same batch (bit-exact);
+#     with -a 1 overfits the same batch (bit-exact); one with another -lb says so in a line;
 #  5. what an output directory and a resume refuse, with one line and a nonzero exit: a new
 #     run over an old one, a second trainer into a directory in use, a resume past the new
 #     -x, changed -b/-t/-d/-a/-e/-i, an old state file, a FIFO as the state file, -x 0 -y 1
@@ -18,7 +18,8 @@
 #     again from step 0 with its own flags and ends bit-identical to an uninterrupted run; a
 #     run with every evaluation flag (-j sets, -n, -v, -V, -E, -K, -W, -L, -H, -P, -s 0) killed
 #     after a checkpoint and resumed with `-o DIR -y 1` alone ends with the main.log, the four
-#     evaluation tables and the checkpoints of an uninterrupted run;
+#     evaluation tables and the checkpoints of an uninterrupted run, and so does that run killed
+#     after its evaluations and before its first checkpoint, started again from step 0;
 #  7. a trainer removes only the temporary files whose writer is gone: a user's files and a
 #     tokenizer writing into the directory at the same time are left alone;
 #  8. a resume with another number of OpenMP threads (not bit-exact) says so in a warning.
@@ -111,6 +112,19 @@ cp "$DIR"/a/{model_00000003.bin,state_00000003_00000.bin,DONE_00000003,main.log}
 "$BIN" "${SMALL[@]}" -a 1 -x 6 -n 3 -o "$DIR/a2" -y 1 > /dev/null
 "$TEST" compare "$DIR/a/model_00000006.bin" "$DIR/a2/model_00000006.bin" 0 > /dev/null || fail "-a 1: the resumed checkpoint differs"
 echo "ok: steps 4-6 resumed without flags, and with -a 1, are bit-identical"
+# a resume with another -lb says so, as one with another -l; a state file that does not count its
+# flags (word 14 = 0: written before -lb was recorded) resumes with the run's -lb, silently
+for lb in lb lb_old; do
+    mkdir -p "$DIR/$lb"
+    cp "$DIR"/r/{model_00000003.bin,state_00000003_00000.bin,DONE_00000003,main.log} "$DIR/$lb/"
+done
+printf '\0\0\0\0' | dd of="$DIR/lb_old/state_00000003_00000.bin" bs=1 seek=56 conv=notrunc status=none
+"$BIN" "${SMALL[@]}" -x 6 -lb 0 -o "$DIR/lb" -y 1 > "$DIR/lb.log"
+grep -q "^resume: -lb 0 replaces this run's -lb [0-9]* from step 3 on" "$DIR/lb.log" || { grep resume "$DIR/lb.log"; fail "another -lb: no line"; }
+"$BIN" "${SMALL[@]}" -x 6 -lb 0 -o "$DIR/lb_old" -y 1 > "$DIR/lb_old.log"
+! grep -q -- "-lb" "$DIR/lb_old.log" || { grep -- "-lb" "$DIR/lb_old.log"; fail "a state file without -lb: a line about it"; }
+"$TEST" compare "$DIR/r/model_00000006.bin" "$DIR/lb_old/model_00000006.bin" 0 > /dev/null || fail "a state file without -lb: the resumed checkpoint differs"
+echo "ok: $(grep "^resume: -lb" "$DIR/lb.log"); a state file without it resumes as before"
 
 echo "=== $PE: what an output directory and a resume refuse"
 # refused WHAT TEXT ARGS...: a nonzero exit within 60 s and one line on stderr containing TEXT
@@ -232,6 +246,19 @@ done
     || fail "the checkpoints differ: $(ls "$DIR/full2" | grep '^DONE_' | tr '\n' ' ')"
 "$TEST" compare "$DIR/full/model_00000006.bin" "$DIR/full2/model_00000006.bin" 0 > /dev/null || fail "the resumed run's checkpoint differs"
 echo "ok: resumed with its own flags: main.log, $TABLES and checkpoints 2, 4, 6 of the uninterrupted run"
+# the run killed before its first checkpoint, after evaluations: its flags, main.log and the
+# tables' rows (here: of every step), no checkpoint; started again from step 0, it must leave
+# the tables as the uninterrupted run did (their rows of the steps after 0 dropped, as main.log's)
+mkdir -p "$DIR/full3"
+cp "$DIR"/full/{cmdline,main.log} "$DIR/full3/"
+for f in $TABLES; do cp "$DIR/full/$f" "$DIR/full3/"; done
+"$BIN" -o "$DIR/full3" -y 1 > "$DIR/full3.log"
+grep -q "the run starts again at step 0 with its flags" "$DIR/full3.log" || fail "no restart from step 0"
+cmp "$DIR/full/main.log" "$DIR/full3/main.log" || { diff "$DIR/full/main.log" "$DIR/full3/main.log"; fail "main.log differs"; }
+for f in $TABLES; do
+    cmp "$DIR/full/$f" "$DIR/full3/$f" || { diff "$DIR/full/$f" "$DIR/full3/$f" | head; fail "started again: $f differs"; }
+done
+echo "ok: started again from step 0 without a checkpoint: main.log and $TABLES of the uninterrupted run"
 
 echo "=== $PE: only temporary files whose writer is gone are removed"
 [ -x ./tokenizer ] || fail "./tokenizer is not built (make tokenizer)"

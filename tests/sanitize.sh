@@ -10,6 +10,9 @@
 #      stack buffer), and a 300-character test set name (refused)
 #   4. the tokenizer's commands: encode, decode, shard, info, dump, write-bin, eval,
 #      write-passkey
+#   5. ./tasks' commands: write, check, show, solve (dup of 6147 bits, whose answer outgrew
+#      its buffer), and check of a dup file whose input is longer than its rows' lengths
+#      (refused); a task file of one token that is not PAD given to -A (refused)
 # A sanitizer's report ends the program with a nonzero status, which fails the test. The
 # model is the passkey template's (test_gpt2 passkey-remap: 560 tokens, 2 layers of 64
 # channels), so that everything runs in about a minute.
@@ -18,7 +21,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/build/asan_train_gpt2_learned
 TOK=$ROOT/build/asan_tokenizer
-for need in "$BIN" "$TOK" build/test_gpt2_learned gpt2_passkey.bin gpt2_tokenizer.bin data/gpt2/encoder.json; do
+TASKS=$ROOT/build/asan_tasks
+for need in "$BIN" "$TOK" "$TASKS" build/test_gpt2_learned gpt2_passkey.bin gpt2_tokenizer.bin data/gpt2/encoder.json; do
     [ -e "$need" ] || { echo "error: $need is missing; run the test with \`make test-sanitize\`" >&2; exit 1; }
 done
 DIR=$(mktemp -d /tmp/test_sanitize.XXXXXX)
@@ -58,6 +62,30 @@ cmp -s "$DIR/gpt2_tokenizer.bin" gpt2_tokenizer.bin || fail "write-bin differs f
 run "write-passkey" "$TOK" write-passkey "$DIR/gpt2_passkey.bin"
 cmp -s "$DIR/gpt2_passkey.bin" gpt2_passkey.bin || fail "write-passkey differs from gpt2_passkey.bin"
 
+echo "=== ./tasks' commands"
+run "write: every task" "$TASKS" write -n 4 -e 16 -v 4 -x 4 -l 2,8 "$DIR/tasks"
+run "check: every file" "$TASKS" check "$DIR"/tasks/*/*.bin
+run "show" "$TASKS" show "$DIR/tasks/dup/test_0008.bin" 4
+bits=$(printf '01%.0s' $(seq 3073))0
+run "solve: dup of 6147 bits" "$TASKS" solve dup "$bits"
+[ "$(cat "$DIR/out")" = "$bits$bits" ] || fail "dup of 6147 bits: a wrong answer"
+python3 - "$DIR/dup_long.bin" <<'PY'
+import struct, sys
+R = 3 * 4096 + 3 # dup's rows for lengths up to 4096: an input of R - 2 bits, then SEP
+toks = [1] + [7] * (R - 2) + [2, 0]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 2, len(toks), R, 43, 8, 1, 4096, 1, 1, *[0] * 246))
+    f.write(struct.pack("<%dH" % len(toks), *toks))
+    f.write(bytes(len(toks)))
+PY
+refused "check: a dup input of 12289 bits (an answer of 24578)" "example 0 has length 12289, outside the header's 1..4096" "$TASKS" check "$DIR/dup_long.bin"
+python3 - "$DIR/one_token.bin" <<'PY'
+import struct, sys
+with open(sys.argv[1], "wb") as f: # a task file (copy) of one token, 5, not PAD: no example
+    f.write(struct.pack("<256i", 20240520, 2, 1, 13, 43, 2, 1, 5, 1, 0, *[0] * 246))
+    f.write(struct.pack("<H", 5) + bytes(1))
+PY
+
 echo "=== the trainer: training, resume, evaluation with every suite"
 mkdir -p "$DIR/pk"
 build/test_gpt2_learned passkey-remap "$DIR/pk" gpt2_passkey.bin 80 400 100 "$DIR/hellaswag_gpt2.bin" > /dev/null
@@ -76,4 +104,5 @@ run "evaluation alone: every suite, two sets, randomized positions and plain one
 LONG="$(printf './%.0s' $(seq 2100))pk_train_*.bin"
 refused "a 4200-character -i and two -E lengths" "no file matches the data pattern './././" "$BIN" -e init.bin -t 80 -b 4 -x 1 -i "$LONG" -E 40,80 -j "pk_val_*.bin"
 refused "a test set name of 300 characters" "is longer than 64 characters" "$BIN" -e init.bin -x 0 -j "$(printf 'n%.0s' $(seq 300))=pk_val_*.bin"
+refused "-A: a task file of one token, not PAD" "one_token.bin holds no example" "$BIN" -e init.bin -x 0 -j "pk_val_*.bin" -A "$DIR/one_token.bin"
 echo "sanitizers: no report"

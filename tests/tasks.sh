@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The algorithmic tasks and answer-only training (make test-tasks; the masked loss's fp64
 # gradient check runs before it, build/gradcheck_learned gradcheck masked):
-#   1. data/tasks.c: the answers of hand-worked inputs of every task, inputs that are no task's
-#      refused; files of one seed identical to the byte, another seed's not; every file read
-#      back and checked (./tasks check); damaged files refused with one line
+#   1. data/tasks.c: the answers of hand-worked inputs of every task (dup of 10000 bits too),
+#      inputs that are no task's refused; files of one seed identical to the byte, another
+#      seed's not; every file read back and checked (./tasks check); damaged files, -l with an
+#      empty item and a directory too long for its files refused with one line, nothing created
 #   2. masked shards in the trainer: every malformed mask, a row length that is not -t, plain
 #      and masked shards in one pattern, perplexity windows on task data, a plain shard as a
-#      task file, a foreign tasks.csv: one line on stderr and a nonzero exit
+#      task file, a foreign tasks.csv, a -j set's bad mask (before the first step), task files
+#      with nothing to score (-A): one line on stderr and a nonzero exit; -W on task data: a note
 #   3. the step's loss is the mean over its scored targets however the batch is split: B
 #      rows in one micro-batch, in two (-d), over two processes (mpirun), and whole rather
 #      than in length buckets (-lb -1) give the same losses and the same model
@@ -72,6 +74,10 @@ expect "a partial sum beyond 9" "no input of task sum" "$ROOT/tasks" solve sum 5
 expect "a leading zero" "no input of task add" "$ROOT/tasks" solve add 10+1
 expect "a letter in a bit string" "no input of task parity" "$ROOT/tasks" solve parity 01a
 expect "a character outside the vocabulary" "no token of the task vocabulary" "$ROOT/tasks" solve copy "ab?"
+# dup's answer is twice its input: 10000 bits give 20000 (its buffer once held one row)
+bits=$(printf '10%.0s' $(seq 5000))
+[ "$(./tasks solve dup "$bits" 2> "$DIR/err")" = "$bits$bits" ] && ok "dup of 10000 bits: its 20000-bit answer" \
+    || bad "dup of 10000 bits: $(cat "$DIR/err")"
 
 echo "=== data/tasks.c: files"
 ./tasks write -n 5 -e 8192 -v 64 -x 64 -l 5,10 -s 7 "$DIR/a" > /dev/null
@@ -97,6 +103,16 @@ cp "$T/test_0005.bin" "$DIR/mask.bin"; patch "$DIR/mask.bin" $((1024 + 2 * 64 * 
 expect "check: an input token scored" "its mask byte is 1" "$ROOT/tasks" check "$DIR/mask.bin"
 head -c 3000 "$T/test_0005.bin" > "$DIR/short.bin"
 expect "check: a truncated file" "but the file has 3000 bytes" "$ROOT/tasks" check "$DIR/short.bin"
+expect "-l with an empty item" "flag -l expects lengths separated by commas" "$ROOT/tasks" -l 1,,2 write "$DIR/empty_item"
+[ ! -e "$DIR/empty_item" ] && ok "nothing written" || bad "-l 1,,2 wrote $DIR/empty_item"
+# a directory of 4092 characters: every path is checked before anything is created (a name cut short
+# made a stray folder DIR/co before the error)
+LONGDIR=$DIR/long
+while [ ${#LONGDIR} -lt 3840 ]; do LONGDIR=$LONGDIR/$(printf 'd%.0s' $(seq 239)); done
+LONGDIR=$LONGDIR/$(printf 'e%.0s' $(seq $((4091 - ${#LONGDIR}))))
+mkdir -p "$LONGDIR"
+expect "write into a directory of ${#LONGDIR} characters" "path too long: $LONGDIR/copy/train.bin" "$ROOT/tasks" write -n 3 "$LONGDIR" copy
+[ -z "$(ls -A "$LONGDIR")" ] && ok "nothing created in it" || bad "write created $(ls -A "$LONGDIR") in the long directory"
 
 echo "=== masked shards in the trainer: bad input"
 OK=(-e task -b 8 -x 2 -v 0 -i "$T/train.bin" -j "$T/val.bin")
@@ -110,11 +126,37 @@ python3 -c "import sys; f = open(sys.argv[1], 'r+b'); f.seek(1024 + 2 * 106497 +
 expect "a row without a scored target" "the row at token 13 has no scored target" "$BIN" "${OK[@]}" -i "$DIR/none.bin"
 cp "$T/train.bin" "$DIR/rows.bin"; patch "$DIR/rows.bin" 8 '<i' 106496; truncate -s $((1024 + 3 * 106496)) "$DIR/rows.bin"
 expect "tokens that are not whole rows" "are not whole rows of 13" "$BIN" "${OK[@]}" -i "$DIR/rows.bin"
+# a test set's masks are checked with its tokens when the run starts, not at the last step's validation
+cp "$T/val.bin" "$DIR/noscore_val.bin"
+python3 -c "import sys; f = open(sys.argv[1], 'r+b'); f.seek(1024 + 2 * 833 + 130); f.write(bytes(13))" "$DIR/noscore_val.bin"
+expect "a -j set's row without a scored target" "noscore_val.bin: the row at token 130 has no scored target" "$BIN" "${OK[@]}" -j "$DIR/noscore_val.bin"
+grep -q "^step" "$DIR/out" && bad "a -j set's bad mask: the run trained before the check" || ok "refused before the first step"
 PLAIN=$ROOT/data/starter/starter_val_000000.bin
 mkdir -p "$DIR/mixed"; cp "$T/train.bin" "$DIR/mixed/a.bin"; cp "$PLAIN" "$DIR/mixed/b.bin"
 expect "plain and masked shards in one pattern" "of different kinds" "$BIN" "${OK[@]}" -i "$DIR/mixed/*.bin"
 expect "perplexity windows on task data" "-E: the test set 'val'" "$BIN" "${OK[@]}" -E 13,26
 expect "a plain shard as a task file" "is a plain token shard, not a task file" "$BIN" "${OK[@]}" -A "$PLAIN"
+# task files with nothing to score: no example (one PAD token), an example whose mask scores only
+# EOS, rows of 2 tokens (a target, which is EOS) gave -nan accuracies
+python3 - "$DIR" <<'PY'
+import struct, sys
+def task_file(name, R, tokens, mask, examples):
+    with open("%s/%s" % (sys.argv[1], name), "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 2, len(tokens), R, 43, 2, 1, 5, 1, examples, *[0] * 246))
+        f.write(struct.pack("<%dH" % len(tokens), *tokens))
+        f.write(bytes(mask))
+task_file("no_examples.bin", 13, [0], [0], 0)
+task_file("rows_of_2.bin", 2, [1, 3, 0], [0, 1, 0], 1)
+PY
+cp "$T/test_0005.bin" "$DIR/eos_only.bin"
+python3 -c "import sys; f = open(sys.argv[1], 'r+b'); f.seek(1024 + 2 * 833 + 7); f.write(bytes(5))" "$DIR/eos_only.bin"
+expect "-A: a task file without examples" "no_examples.bin holds no example" "$BIN" -e task -x 0 -j "$T/val.bin" -A "$DIR/no_examples.bin"
+expect "-A: the CUDA trainer, the same" "no_examples.bin holds no example" "$CUDA" -e task -x 0 -j "$T/val.bin" -A "$DIR/no_examples.bin"
+expect "-A: an example that scores only EOS" "eos_only.bin: example 0 scores 1 token(s)" "$BIN" -e task -x 0 -j "$T/val.bin" -A "$DIR/eos_only.bin"
+expect "-A: rows of 2 tokens" "rows_of_2.bin: example 0 scores 1 token(s)" "$BIN" -e task -x 0 -j "$T/val.bin" -A "$DIR/rows_of_2.bin"
+"$BIN" "${OK[@]}" -W 4 > "$DIR/out" 2>&1
+grep -q "^note: -W: no perplexity windows to score (-E none): ignored" "$DIR/out" && ok "-W on task data (no perplexity windows): a note" \
+    || bad "-W on task data: no note: $(grep -m3 note "$DIR/out")"
 mkdir -p "$DIR/foreign"; echo "my own notes" > "$DIR/foreign/tasks.csv"
 expect "a tasks.csv that is not the trainer's" "is not this program's table" "$BIN" -e task -x 0 -j "$T/val.bin" -A "$T/test_0005.bin" -o "$DIR/foreign"
 [ "$(cat "$DIR/foreign/tasks.csv")" = "my own notes" ] && ok "that file is left as it was" || bad "the foreign tasks.csv was changed"
