@@ -117,10 +117,28 @@ def main():
             fail("README.md's table of encodings names %s, the registry %s" % (listed, names))
         else:
             print("  ok    README.md: one row for each encoding")
+    rp_lists(reg)
     make_checks(names)
     if failures:
         print("FAIL: %d disagreements with the registry" % len(failures))
         sys.exit(1)
+
+
+def rp_lists(reg):
+    """The lists of the encodings that take randomized positions written out in prose (the
+    README's bullet, docs/encodings.md's sentence) name those of the registry's rp column."""
+    want = sorted(e["name"] for e in reg if e["rp"])
+    for path, pattern in (("README.md", r"\*\*Randomized positions\*\* \(`-rp L`, Ruoss et al\. 2023; ([^)]*)\)"),
+                          ("docs/encodings.md", r"Randomized positions \(`-rp L`, Ruoss et al\. 2023\) run on (.*?): each step")):
+        m = re.search(pattern, open(os.path.join(ROOT, path)).read(), re.S)
+        if m is None:
+            fail("%s: no list of the encodings with randomized positions (%s)" % (path, pattern))
+            continue
+        listed = sorted(re.findall(r"\w+", m.group(1).replace(" and ", " ")))
+        if listed != want:
+            fail("%s lists %s as taking randomized positions, the registry %s" % (path, listed, want))
+        else:
+            print("  ok    %s: the encodings with randomized positions" % path)
 
 
 if __name__ == "__main__":
