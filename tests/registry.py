@@ -31,9 +31,10 @@ def registry():
 
 
 def make_dry(args):
-    """make -n ARGS in the repository (without the calling make's flags): its exit status and output"""
+    """make -n -B ARGS in the repository (without the calling make's flags; -B: the commands of a
+    binary that is there already, as make test builds them first): its exit status and output"""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    p = subprocess.run(["make", "-n", "--no-print-directory", "-C", ROOT] + args, env=env, capture_output=True, text=True)
+    p = subprocess.run(["make", "-n", "-B", "--no-print-directory", "-C", ROOT] + args, env=env, capture_output=True, text=True)
     return p.returncode, p.stdout + p.stderr
 
 
