@@ -36,4 +36,19 @@ step_losses[steps].
 #define DEBUG_B 4
 #define DEBUG_T 64
 
+// The given positions of the tests' variant "pos" (positions as data, llmc/pe.h): row 0
+// shifted (t + 5), row 1 in two chunks as PoSE makes them (t, then t + 11 from the middle on),
+// the others gapped (2t + b). Returns their range.
+static int debug_positions(int* pos, int B, int T) {
+    int span = 0;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            int p = b == 0 ? t + 5 : b == 1 ? t + (t >= T / 2 ? 11 : 0) : 2 * t + b;
+            pos[b * T + t] = p;
+            if (p >= span) { span = p + 1; }
+        }
+    }
+    return span;
+}
+
 #endif // LLMC_DEBUG_STATE_H

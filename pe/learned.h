@@ -40,7 +40,7 @@ static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     const int* pos = pe_positions(model, 0);
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
-        const real* p = wpe + (size_t)pos[bt % T] * C;
+        const real* p = wpe + (size_t)pos[bt] * C;
         real* o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) { o[c] += p[c]; }
     }
@@ -50,7 +50,7 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
     real* dwpe = model->grads.wpe;
     const int* pos = pe_positions(model, 0);
     for (int bt = 0; bt < B * T; bt++) {
-        real* d = dwpe + (size_t)pos[bt % T] * C;
+        real* d = dwpe + (size_t)pos[bt] * C;
         const real* g = dout + (size_t)bt * C;
         for (int c = 0; c < C; c++) { d[c] += g[c]; }
     }

@@ -115,9 +115,9 @@ static double rope_frequencies(double* inv_freq, int hs, const PEEval* e, int T)
 
 #elif PE_PART == PE_PART_CPU
 
-// rotates (direction 1) or rotates back (-1) q and k of every token, token t at position
-// pos[t] (of a range of `span` positions: xpos's centre), with the frequencies of the
-// evaluation variant e and xPos's decay of scale base gamma
+// rotates (direction 1) or rotates back (-1) q and k of every token, token t of row b at
+// position pos[b T + t] (of a range of `span` positions: xpos's centre), with the frequencies
+// of the evaluation variant e and xPos's decay of scale base gamma
 static void rope_rotate(real* qkv, const PEEval* e, double gamma, const int* pos, int span, int B, int T, int C, int NH,
                         int direction) {
     int hs = C / NH;
@@ -127,10 +127,11 @@ static void rope_rotate(real* qkv, const PEEval* e, double gamma, const int* pos
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             real* row = qkv + ((size_t)b * T + t) * 3 * C;
+            int pt = pos[(size_t)b * T + t];
             for (int k = 0; 2 * k < hs; k++) {
-                double angle = pos[t] * inv_freq[k];
+                double angle = pt * inv_freq[k];
                 real cs = (real)cos(angle), sn = (real)(direction * sin(angle));
-                double z = pow(xpos_zeta(k, hs), (pos[t] - (span + 1) / 2) / gamma);
+                double z = pow(xpos_zeta(k, hs), (pt - (span + 1) / 2) / gamma);
                 double f[2] = {mscale * z, mscale / z}; // the factors of q and k
                 for (int part = 0; part < 2; part++) { // q, then k
                     for (int h = 0; h < NH; h++) {
@@ -148,12 +149,12 @@ static void rope_rotate(real* qkv, const PEEval* e, double gamma, const int* pos
 static void pe_layer_forward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
     rope_rotate(model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA,
-                pe_positions(model, l), model->rp_span, B, T, c->channels, c->num_heads, 1);
+                pe_positions(model, l), model->pos_span, B, T, c->channels, c->num_heads, 1);
 }
 static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
     rope_rotate(model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA,
-                pe_positions(model, l), model->rp_span, B, T, c->channels, c->num_heads, -1);
+                pe_positions(model, l), model->pos_span, B, T, c->channels, c->num_heads, -1);
 }
 
 #if PE_IS(XPOS)
@@ -274,7 +275,7 @@ static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {
                 // torchscale: zeta = (2k + 0.4 hs) / (1.4 hs), q times zeta^(n/512), k times
                 // zeta^(-n/512), n = pos - ceil(T/2) (randomized positions: the middle of their range)
                 double zeta = (2.0 * k + 0.4 * hs) / (1.4 * hs);
-                f = pow(zeta, (part == 0 ? 1 : -1) * (pos - ceil(model->rp_span / 2.0)) / 512.0);
+                f = pow(zeta, (part == 0 ? 1 : -1) * (pos - ceil(model->pos_span / 2.0)) / 512.0);
 #endif
                 double* p = qkv + part * C + h * hs + 2 * k;
                 double a = p[0], b = p[1];
@@ -307,8 +308,8 @@ static void test_xpos(void) {
     real* r = (real*)malloc_check(n * sizeof(real));
     for (size_t i = 0; i < n; i++) { a[i] = r[i] = random_normal(&rng); }
     PEEval plain = {PE_EVAL_PLAIN, 1, T};
-    int pos[40];
-    for (int t = 0; t < T; t++) { pos[t] = t; }
+    int pos[80]; // (B, T)
+    for (int bt = 0; bt < B * T; bt++) { pos[bt] = bt % T; }
     rope_rotate(a, &plain, INFINITY, pos, T, B, T, C, NH, 1);
     double e = 0;
     for (int bt = 0; bt < B * T; bt++) {

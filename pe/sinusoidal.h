@@ -31,7 +31,7 @@ static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     const int* positions = pe_positions(model, 0);
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
-        double pos = positions[bt % T] + SINUSOIDAL_FIRST_POS;
+        double pos = positions[bt] + SINUSOIDAL_FIRST_POS;
         real* o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) { o[c] *= scale; }
         for (int k = 0; k < half; k++) {
