@@ -1745,7 +1745,8 @@ static void test_gradients(int edge_exact, int at, int masked) {
 // randomized positions from [0, 2T) (the checkpoint's words 12, 13), one fixed draw (its
 // key in the state's words 12-13) for the batch and every step; or "mask": the targets of
 // answer-only data, two of every three TARGET_UNSCORED (and the first ten), the loss the
-// mean of the others.
+// mean of the others; or "pos": the given positions of debug_positions (the state's word 15
+// is 1, and they follow the step losses).
 // tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
 // (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full; DEBUG_TINY_STEPS steps)
 static void write_debug_state(const char* prefix, const char* variant, int tiny) {
@@ -1760,8 +1761,11 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     gpt2_config_set_dape(&cfg);
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
     int masked = variant != NULL && strcmp(variant, "mask") == 0;
-    if (rp && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no randomized positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
+    int given = variant != NULL && strcmp(variant, "pos") == 0;
+    if ((rp || given) && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
     if (rp) { cfg.rp_len = 2 * T; cfg.rp_seed = 77; }
+    int* pos = (int*)malloc_check((size_t)B * T * sizeof(int));
+    if (given) { pe_config_positions(&cfg, debug_positions(pos, B, T)); }
     pe_test_config(&cfg);
     int Vp = cfg.padded_vocab_size;
     GPT2 model;
@@ -1770,11 +1774,12 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     perturb_parameters(&model, 0.02f, &rng);
     pe_test_params(&model, &rng);
     PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
-    while (variant != NULL && !rp && !masked && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && !masked && !given && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = pe_has_eval_variant(e.variant);
     if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     model.pe_eval = e;
     model.rp_key = rp_key(RP_STREAM_TEST, 5, 0);
+    model.pos_in = given ? pos : NULL;
     char path[1024];
     snprintf(path, sizeof(path), "%s_model.bin", prefix);
     gpt2_save_checkpoint(&model, path);
@@ -1810,6 +1815,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     uint64_t np = model.num_parameters;
     memcpy(&header[8], &np, 8);
     memcpy(&header[12], &model.rp_key, 8);
+    header[15] = given;
     snprintf(path, sizeof(path), "%s_state.bin", prefix);
     AtomicFile af;
     atomic_open(&af, path);
@@ -1820,11 +1826,13 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     atomic_write(&af, &loss, sizeof(float), 1);
     atomic_write(&af, grads, sizeof(float), model.num_parameters);
     atomic_write(&af, losses, sizeof(float), steps);
+    if (given) { atomic_write(&af, pos, sizeof(int), (size_t)B * T); }
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : masked ? "a third of the targets scored" : PE_EVAL_NAMES[e.variant],
+           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : given ? "given positions" : masked ? "a third of the targets scored"
+           : PE_EVAL_NAMES[e.variant],
            loss, losses[0], losses[steps - 1]);
-    free(x); free(y); free(logits); free(grads);
+    free(x); free(y); free(logits); free(grads); free(pos);
     gpt2_free(&model);
 }
 

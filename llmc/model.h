@@ -125,7 +125,8 @@ static void pe_config_positions(GPT2Config* c, int positions) {}
 // draw of randomized positions (-rp), or none (the indices).
 
 // The positions of a forward pass over B x T tokens into pos, (draws, B, T): row b of draw d at
-// pos + (d B + b) T. Given positions (given: (B, T), each row's own, >= 0) serve every draw; else
+// pos + (d B + b) T. Given positions (given: (B, T), each row's own, >= 0 and never decreasing
+// along the row, so that a key's never passes its query's) serve every draw; else
 // a model with randomized positions (rp_len > 0) draws each draw's T positions from
 // [0, rp_len) (rp_draw: n = rp_draw_count(draw_len, T) of them, the first T kept; the rows
 // share them); else 0..T-1. Returns their range: the largest given position + 1, rp_len, or T.
@@ -140,7 +141,9 @@ static int pe_positions_make(int* pos, const int* given, int draws, int B, int T
     if (given != NULL) {
         span = 0;
         for (size_t i = 0; i < BT; i++) {
-            if (given[i] < 0) { fatal("position %d of token %zu of the batch: positions are >= 0", given[i], i); }
+            if (given[i] < 0 || (i % T > 0 && given[i] < given[i - 1])) {
+                fatal("position %d of token %zu of the batch: positions are >= 0 and never decrease along a row", given[i], i);
+            }
             if (given[i] >= span) { span = given[i] + 1; }
         }
     } else if (rp_len > 0) {
