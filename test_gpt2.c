@@ -153,16 +153,17 @@ static void pe_test_gradients(GPT2* model, int B, int T) {}
 #endif
 
 // naive attention with an explicit bias matrix from `bias` on the model's stored q, k, v
-// of layer l, at the tokens' positions (randomized positions: the layer's draw); returns
+// of layer l, at the tokens' positions (given or drawn: the layer's, row by row); returns
 // the largest difference to the model's stored attention output
 static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int T) {
     int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
-    const int* pos = pe_positions(model, l);
+    const int* positions = pe_positions(model, l);
     const real* qkv = model->acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
     const real* out = model->acts.t.atty + (size_t)l * model->acts_N * C;
     double* scores = (double*)malloc_check((size_t)T * T * sizeof(double));
     double maxdiff = 0;
     for (int b = 0; b < B; b++) {
+        const int* pos = positions + (size_t)b * T;
         for (int h = 0; h < NH; h++) {
             for (int i = 0; i < T; i++) {
                 for (int j = 0; j < T; j++) {
@@ -354,7 +355,7 @@ static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
             for (int c = 0; c < C; c++) { acc += x[c] * model->params.qkvw[((size_t)l * 3 * C + o) * C + c]; }
             ref[o] = acc;
         }
-        pe_ref_rotate(model, ref, pe_positions(model, l)[bt % T], T);
+        pe_ref_rotate(model, ref, pe_positions(model, l)[bt], T);
         for (int o = 0; o < 3 * C; o++) { maxdiff = fmax(maxdiff, fabs(ref[o] - stored[o])); }
     }
     return maxdiff;
@@ -365,7 +366,7 @@ static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
     int C = model->config.channels;
     double maxdiff = 0;
     for (int bt = 0; bt < B * T; bt++) {
-        int pos = pe_positions(model, 0)[bt % T];
+        int pos = pe_positions(model, 0)[bt];
         for (int c = 0; c < C; c++) {
             double ref = pe_ref_embed(model, model->params.wte[(size_t)x[bt] * C + c], pos, c);
             maxdiff = fmax(maxdiff, fabs(ref - model->acts.t.encoded[(size_t)bt * C + c]));
@@ -374,13 +375,19 @@ static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
     return maxdiff;
 }
 
+// the positions a test's model runs at: the indices, a draw of randomized positions from
+// [0, 3T), or given ones (debug_positions: shifted, in chunks, gapped; below 2T + B)
+enum { AT_INDICES, AT_DRAWN, AT_GIVEN };
+static const char* const AT_NAMES[] = {"", ", randomized positions", ", given positions"};
+
 // the tiny model of up to T tokens in the regimes the encoding's tests ask for (pe_test_config,
-// pe_test_params), built from `seed`, with randomized positions from [0, 3T) of seed rp_seed
-// when rp_seed > 0 under the draw key (RP_STREAM_TEST, key), its parameters perturbed from
-// random_seed(draw), whose state it returns for what the test draws next
-static uint64_t regime_model(GPT2* model, int T, int rp_seed, int seed, int key, int draw) {
+// pe_test_params), built from `seed`, at positions `at` (AT_DRAWN: of seed rp_seed under the
+// draw key (RP_STREAM_TEST, key); AT_GIVEN: room for them, which the caller gives, pos_in), its
+// parameters perturbed from random_seed(draw), whose state it returns for what the test draws next
+static uint64_t regime_model(GPT2* model, int T, int at, int rp_seed, int seed, int key, int draw) {
     GPT2Config cfg = tiny_config(T);
-    if (rp_seed > 0) { cfg.rp_len = 3 * T; cfg.rp_seed = rp_seed; }
+    if (at == AT_DRAWN) { cfg.rp_len = 3 * T; cfg.rp_seed = rp_seed; }
+    if (at == AT_GIVEN) { pe_config_positions(&cfg, 3 * T); }
     pe_test_config(&cfg);
     gpt2_build_from_config(model, &cfg, seed);
     model->rp_key = rp_key(RP_STREAM_TEST, (uint64_t)key, 0);
@@ -390,14 +397,16 @@ static uint64_t regime_model(GPT2* model, int T, int rp_seed, int seed, int key,
     return rng;
 }
 
-// rp: under randomized positions drawn from [0, 3T) (the encodings that have them)
-static void test_reference_forward(int rp) {
-    printf("forward pass against the definition (%s%s)\n", pe_name(PE_ID), rp ? ", randomized positions" : "");
+// at: the positions (the encodings that take them: randomized, or given per row)
+static void test_reference_forward(int at) {
+    printf("forward pass against the definition (%s%s)\n", pe_name(PE_ID), AT_NAMES[at]);
     int B = 2, T = 40; // T > 16 exercises T5's logarithmic buckets
     GPT2 model;
-    uint64_t rng = regime_model(&model, T, rp ? 5 : 0, 7, 1, 11);
+    uint64_t rng = regime_model(&model, T, at, 5, 7, 1, 11);
     GPT2Config cfg = model.config;
-    int x[80], y[80];
+    int x[80], y[80], given[80];
+    debug_positions(given, B, T);
+    model.pos_in = at == AT_GIVEN ? given : NULL;
     random_tokens(x, B * T, cfg.vocab_size, &rng);
     random_tokens(y, B * T, cfg.vocab_size, &rng);
     gpt2_forward(&model, x, y, B, T, 1); // a training forward keeps every layer's activations
@@ -416,6 +425,64 @@ static void test_reference_forward(int rp) {
 #endif
         check(da < 1e-5, what, da, 1e-5);
     }
+    gpt2_free(&model);
+}
+
+// ---- positions as data (llmc/model.h pe_positions_make) ----
+
+// the logits, the loss and every gradient of one training pass over x, y (B x T) at the
+// positions given (NULL: none) into logits (B T Vp) and grads (the parameters'); returns the loss
+static double pass_at(GPT2* model, const int* x, const int* y, int B, int T, const int* given, float* logits, real* grads) {
+    model->pos_in = given;
+    gpt2_zero_grad(model);
+    gpt2_forward(model, x, y, B, T, 1);
+    gpt2_backward(model);
+    for (int bt = 0; bt < B * T; bt++) { gpt2_logits_row(model, bt / T, bt % T, logits + (size_t)bt * model->config.padded_vocab_size); }
+    memcpy(grads, model->grads_memory, model->num_parameters * sizeof(real));
+    model->pos_in = NULL;
+    return model->mean_loss;
+}
+
+static void fail_given_positions(const void* arg) {
+    GPT2Config cfg = tiny_config(8);
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 1);
+    int x[8] = {0}, pos[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    model.pos_in = pos;
+    gpt2_forward(&model, x, NULL, 1, 8, 0);
+}
+
+// An encoding that takes positions, given 0..T-1 in every row, computes what it computes
+// without them, bit for bit (logits, loss, every gradient), and other positions change its
+// logits; one that takes none refuses them in one line.
+static void test_given_positions(void) {
+    printf("given positions (%s)\n", model_label(PE_ID, DAPE_ID));
+    if (!rp_supported(PE_ID) || DAPE_ID != 0) {
+        expect_failure("positions given to an encoding that takes none", fail_given_positions, NULL, "which takes none");
+        return;
+    }
+    enum { B = 3, T = 30 };
+    GPT2 model;
+    uint64_t rng = regime_model(&model, T, AT_GIVEN, 0, 23, 7, 29);
+    int x[B * T], y[B * T], indices[B * T], given[B * T];
+    random_tokens(x, B * T, model.config.vocab_size, &rng);
+    random_tokens(y, B * T, model.config.vocab_size, &rng);
+    for (int bt = 0; bt < B * T; bt++) { indices[bt] = bt % T; }
+    debug_positions(given, B, T);
+    size_t nl = (size_t)B * T * model.config.padded_vocab_size, np = model.num_parameters;
+    float* la = (float*)malloc_check(nl * sizeof(float));
+    float* lb = (float*)malloc_check(nl * sizeof(float));
+    real* ga = (real*)malloc_check(np * sizeof(real));
+    real* gb = (real*)malloc_check(np * sizeof(real));
+    double loss_a = pass_at(&model, x, y, B, T, NULL, la, ga);
+    double loss_b = pass_at(&model, x, y, B, T, indices, lb, gb);
+    int same = loss_a == loss_b && memcmp(la, lb, nl * sizeof(float)) == 0 && memcmp(ga, gb, np * sizeof(real)) == 0;
+    check(same, "0..T-1 given in every row: the logits, loss and gradients without them, bit for bit", !same, 0);
+    pass_at(&model, x, y, B, T, given, lb, gb);
+    double change = 0;
+    for (size_t k = 0; k < nl; k++) { change = fmax(change, fabs(la[k] - lb[k])); }
+    check(change > 1e-3, "shifted, chunked and gapped positions change the logits", change, 1e-3);
+    free(la); free(lb); free(ga); free(gb);
     gpt2_free(&model);
 }
 
@@ -930,7 +997,7 @@ static void test_length_buckets(int rp) {
     enum { B = 6, T = 40 };
     const int live[B] = {40, 7, 23, 7, 31, 2}; // 5 lengths, the longest T
     GPT2 model;
-    uint64_t rng = regime_model(&model, T, rp ? 9 : 0, 17, 6, 19);
+    uint64_t rng = regime_model(&model, T, rp ? AT_DRAWN : AT_INDICES, 9, 17, 6, 19);
     int x[B * T], y[B * T];
     random_tokens(x, B * T, model.config.vocab_size, &rng);
     random_tokens(y, B * T, model.config.vocab_size, &rng);
@@ -1576,22 +1643,26 @@ static double dape_min_preactivation(GPT2* model, int B, int T) {
 // randomized positions from [0, 3T), checking the tensors the positions reach first (wpe,
 // qkvw, the encoding's own); masked: the loss of answer-only data, on a third of the
 // targets (the others TARGET_UNSCORED), which must also be their mean loss in an unmasked pass
-static void test_gradients(int edge_exact, int rp, int masked) {
+static void test_gradients(int edge_exact, int at, int masked) {
 #ifndef REAL_DOUBLE
     printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
-    (void)edge_exact; (void)rp; (void)masked;
+    (void)edge_exact; (void)at; (void)masked;
     failures++;
 #else
     printf("gradient checks against central finite differences (%s, fp64%s%s%s)\n", model_label(PE_ID, DAPE_ID),
            DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "",
-           rp ? ", randomized positions" : "", masked ? ", a third of the targets scored" : "");
+           AT_NAMES[at], masked ? ", a third of the targets scored" : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
-    if (rp) { cfg.rp_len = 3 * T; cfg.rp_seed = 8; }
+    if (at == AT_DRAWN) { cfg.rp_len = 3 * T; cfg.rp_seed = 8; }
+    if (at == AT_GIVEN) { pe_config_positions(&cfg, 3 * T); }
     pe_test_config(&cfg);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 13);
     model.rp_key = rp_key(RP_STREAM_TEST, 3, 0); // one draw for every forward pass of the check
+    int given[48];
+    debug_positions(given, B, T);
+    model.pos_in = at == AT_GIVEN ? given : NULL;
     model.dape_edge_exact = edge_exact;
     uint64_t rng = random_seed(17);
     perturb_parameters(&model, 0.1, &rng);
@@ -1628,7 +1699,7 @@ static void test_gradients(int edge_exact, int rp, int masked) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
         size_t n = model.param_sizes[k];
         if (n == 0) { continue; }
-        if (rp && k != P_WPE && k != P_QKVW && k < P_PE_BEGIN) { offset += n; continue; }
+        if (at != AT_INDICES && k != P_WPE && k != P_QKVW && k < P_PE_BEGIN) { offset += n; continue; }
         // up to 24 single elements, spread over the tensor, and one random direction
         double worst = 0, worst_abs = 0;
         int samples = n < 24 ? (int)n : 24;
@@ -1674,7 +1745,8 @@ static void test_gradients(int edge_exact, int rp, int masked) {
 // randomized positions from [0, 2T) (the checkpoint's words 12, 13), one fixed draw (its
 // key in the state's words 12-13) for the batch and every step; or "mask": the targets of
 // answer-only data, two of every three TARGET_UNSCORED (and the first ten), the loss the
-// mean of the others.
+// mean of the others; or "pos": the given positions of debug_positions (the state's word 15
+// is 1, and they follow the step losses).
 // tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
 // (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full; DEBUG_TINY_STEPS steps)
 static void write_debug_state(const char* prefix, const char* variant, int tiny) {
@@ -1689,8 +1761,11 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     gpt2_config_set_dape(&cfg);
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
     int masked = variant != NULL && strcmp(variant, "mask") == 0;
-    if (rp && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no randomized positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
+    int given = variant != NULL && strcmp(variant, "pos") == 0;
+    if ((rp || given) && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
     if (rp) { cfg.rp_len = 2 * T; cfg.rp_seed = 77; }
+    int* pos = (int*)malloc_check((size_t)B * T * sizeof(int));
+    if (given) { pe_config_positions(&cfg, debug_positions(pos, B, T)); }
     pe_test_config(&cfg);
     int Vp = cfg.padded_vocab_size;
     GPT2 model;
@@ -1699,11 +1774,12 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     perturb_parameters(&model, 0.02f, &rng);
     pe_test_params(&model, &rng);
     PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
-    while (variant != NULL && !rp && !masked && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && !masked && !given && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = pe_has_eval_variant(e.variant);
     if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     model.pe_eval = e;
     model.rp_key = rp_key(RP_STREAM_TEST, 5, 0);
+    model.pos_in = given ? pos : NULL;
     char path[1024];
     snprintf(path, sizeof(path), "%s_model.bin", prefix);
     gpt2_save_checkpoint(&model, path);
@@ -1739,6 +1815,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     uint64_t np = model.num_parameters;
     memcpy(&header[8], &np, 8);
     memcpy(&header[12], &model.rp_key, 8);
+    header[15] = given;
     snprintf(path, sizeof(path), "%s_state.bin", prefix);
     AtomicFile af;
     atomic_open(&af, path);
@@ -1749,11 +1826,13 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     atomic_write(&af, &loss, sizeof(float), 1);
     atomic_write(&af, grads, sizeof(float), model.num_parameters);
     atomic_write(&af, losses, sizeof(float), steps);
+    if (given) { atomic_write(&af, pos, sizeof(int), (size_t)B * T); }
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : masked ? "a third of the targets scored" : PE_EVAL_NAMES[e.variant],
+           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : given ? "given positions" : masked ? "a third of the targets scored"
+           : PE_EVAL_NAMES[e.variant],
            loss, losses[0], losses[steps - 1]);
-    free(x); free(y); free(logits); free(grads);
+    free(x); free(y); free(logits); free(grads); free(pos);
     gpt2_free(&model);
 }
 
@@ -1777,20 +1856,28 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
 // (num_params as uint64 at word 8, the RoPE factor as a double at word 10, the draws' key
 // as uint64 at word 12, their number (0: plain positions) at word 14), then int32
 // inputs[B*T], int32 targets[B*T], real logits[B*T*Vp], real loss, real grads[num_params],
-// int32 positions[draws*T].
+// int32 positions[draws*B*T].
+// The variant "pos": the given positions of debug_positions (llmc/debug_state.h) in every
+// draw (the encodings that take positions).
 static void write_torch_reference(const char* prefix, const char* checkpoint, const char* variant) {
     char path[1024];
     int B = TORCH_REF_B, T = TORCH_REF_T;
     int rp = variant != NULL && strcmp(variant, "rp") == 0;
     int masked = variant != NULL && strcmp(variant, "mask") == 0;
+    int given = variant != NULL && strcmp(variant, "pos") == 0;
     PEEval e = {PE_EVAL_PLAIN, 4.0, T / 2};
-    while (variant != NULL && !rp && !masked && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
+    while (variant != NULL && !rp && !masked && !given && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
     int ok = pe_has_eval_variant(e.variant);
-    if (!ok || (rp && (!rp_supported(PE_ID) || DAPE_ID != 0))) { fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
+    if (!ok || ((rp || given) && (!rp_supported(PE_ID) || DAPE_ID != 0))) {
+        fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID));
+    }
+    int* pos = (int*)malloc_check((size_t)B * T * sizeof(int));
+    int span = debug_positions(pos, B, T);
     if (checkpoint == NULL) {
         GPT2Config cfg = tiny_config(T);
         cfg.num_heads = 3; cfg.channels = 24;
         if (rp) { cfg.rp_len = 2 * T; cfg.rp_seed = 31; }
+        if (given) { pe_config_positions(&cfg, span); }
         pe_test_config(&cfg);
         GPT2 init;
         gpt2_build_from_config(&init, &cfg, 1234);
@@ -1807,7 +1894,8 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     model.pe_eval = e;
     if (rp && model.config.rp_len == 0) { fatal("torch-reference rp: %s has no randomized positions", checkpoint); }
     model.rp_key = rp_key(RP_STREAM_TEST, 4, 0);
-    int draws = rp ? rp_draws(PE_ID, model.config.num_layers) : 0;
+    model.pos_in = given ? pos : NULL;
+    int draws = rp || given ? rp_draws(PE_ID, model.config.num_layers) : 0;
     int C = model.config.channels, V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     int* x = (int*)malloc_check((size_t)B * T * sizeof(int));
     int* y = (int*)malloc_check((size_t)B * T * sizeof(int));
@@ -1837,9 +1925,9 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     atomic_write(&af, logits, sizeof(real), (size_t)B * T * Vp);
     atomic_write(&af, &model.mean_loss, sizeof(real), 1);
     atomic_write(&af, model.grads_memory, sizeof(real), model.num_parameters);
-    atomic_write(&af, model.rp_pos, sizeof(int), (size_t)draws * T);
+    atomic_write(&af, model.positions, sizeof(int), (size_t)draws * B * T);
     atomic_commit(&af);
-    free(x); free(y); free(logits);
+    free(x); free(y); free(logits); free(pos);
     gpt2_free(&model);
 }
 
@@ -2340,16 +2428,17 @@ int main(int argc, char** argv) {
         mp_finalize();
     } else if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
         if (argc > 2 && strcmp(argv[2], "masked") == 0) {
-            test_gradients(1, 0, 1);
+            test_gradients(1, AT_INDICES, 1);
         } else {
-            test_gradients(1, 0, 0);
+            test_gradients(1, AT_INDICES, 0);
             test_ref_bias_gradient();
-            if (DAPE_ID > 1) { test_gradients(0, 0, 0); } // the last k/2 rows by the other edge rule
-            if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, 1, 0); }
+            if (DAPE_ID > 1) { test_gradients(0, AT_INDICES, 0); } // the last k/2 rows by the other edge rule
+            if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, AT_DRAWN, 0); test_gradients(1, AT_GIVEN, 0); }
         }
     } else {
-        test_reference_forward(0);
-        if (rp_supported(PE_ID) && DAPE_ID == 0) { test_reference_forward(1); }
+        test_reference_forward(AT_INDICES);
+        if (rp_supported(PE_ID) && DAPE_ID == 0) { test_reference_forward(AT_DRAWN); test_reference_forward(AT_GIVEN); }
+        test_given_positions();
         test_random_positions();
         pe_tests();
         test_permutation();

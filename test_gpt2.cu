@@ -137,6 +137,9 @@ static void test_reference(const char* prefix, int steps_too) {
     fread_check(&ref_loss, sizeof(float), 1, f, path);
     fread_check(ref_grads, sizeof(float), np, f, path);
     fread_check(ref_steps, sizeof(float), steps, f, path);
+    int* given = (int*)malloc_check(BT * sizeof(int)); // the variant "pos": the positions the reference was given
+    if (header[15]) { fread_check(given, sizeof(int), BT, f, path); }
+    model.pos_in = header[15] ? given : NULL;
     fclose(f);
 
     // one forward and backward pass
@@ -183,6 +186,33 @@ static void test_reference(const char* prefix, int steps_too) {
         }
         at += n;
     }
+    // an encoding that takes positions, given 0..T-1 in every row (a second instance of the
+    // bias kernels), computes what it computes at the indices, bit for bit (but wte's gradient,
+    // which encoder_backward sums with atomics in no fixed order: to 1e-6)
+    if (rp_supported(PE_ID) && DAPE_ID == 0 && model.pos_in == NULL && model.config.rp_len == 0) {
+        float* logits0 = (float*)malloc_check(BT * Vp * sizeof(float));
+        for (size_t bt = 0; bt < BT; bt++) { gpt2_logits_row(&model, (int)(bt / T), (int)(bt % T), logits0 + bt * Vp); }
+        float loss0 = model.mean_loss;
+        for (size_t bt = 0; bt < BT; bt++) { given[bt] = (int)(bt % T); }
+        model.pos_in = given;
+        gpt2_zero_grad(&model);
+        gpt2_forward(&model, x, y, B, T, 1.0f);
+        gpt2_backward(&model);
+        model.pos_in = NULL;
+        float* again = download_float(model.grads_memory, model.num_padded);
+        size_t wte_at = model.param_offsets[P_WTE], wte_n = model.param_sizes[P_WTE];
+        int same = model.mean_loss == loss0 && memcmp(again, padded, wte_at * sizeof(float)) == 0
+                   && memcmp(again + wte_at + wte_n, padded + wte_at + wte_n, (model.num_padded - wte_at - wte_n) * sizeof(float)) == 0;
+        for (size_t bt = 0; bt < BT && same; bt++) {
+            gpt2_logits_row(&model, (int)(bt / T), (int)(bt % T), row);
+            same = memcmp(row, logits0 + bt * Vp, Vp * sizeof(float)) == 0;
+        }
+        check(same, "given positions 0..T-1: the logits, loss and gradients at the indices, bit for bit", !same, 0);
+        double r, m;
+        errors(again + wte_at, padded + wte_at, wte_n, &r, &m);
+        check(r <= 1e-6, "given positions 0..T-1: wte's gradient (atomics), relative L2", r, 1e-6);
+        free(logits0); free(again);
+    }
 
     // the AdamW steps of the CPU writer: same settings, clipping at global norm 1
     for (int step = 0; step < steps && steps_too; step++) {
@@ -195,7 +225,7 @@ static void test_reference(const char* prefix, int steps_too) {
         snprintf(what, sizeof(what), "step %2d loss %.6f vs CPU %.6f: abs difference", step + 1, loss, ref_steps[step]);
         check(fabs(loss - ref_steps[step]) <= TOL_STEPS, what, fabs(loss - ref_steps[step]), TOL_STEPS);
     }
-    free(x); free(y); free(ref_logits); free(ref_grads); free(ref_steps); free(row); free(padded); free(grads);
+    free(x); free(y); free(ref_logits); free(ref_grads); free(ref_steps); free(row); free(padded); free(grads); free(given);
     gpt2_free(&model);
 }
 

@@ -190,11 +190,12 @@ typedef struct {
     real* pe_rel;         // txl: (acts_T, C) the layer's projected sinusoids P
     real* pe_drel;        // txl: (acts_B, acts_T + 2, C) per batch row: dP, then dr_w, dr_r
     PEEval pe_eval;       // the evaluation variant in effect (llmc/pe.h; zeros: plain)
+    const int* pos_in;    // (B, T) the positions given for the next forward passes (NULL: none; llmc/pe.h)
     uint64_t rp_key;      // randomized positions: the key of the next forward pass's draw (the driver's)
-    int* rp_pos;          // (draws, acts_T) the positions of the last forward pass: a draw, or 0..T-1
     int rp_draw_len;      // drawn positions per draw (the forward pass takes the first T): the driver's
                           // batch length while it runs the batch's rows in length buckets; 0: T
-    int rp_span;          // their range: the draws' L, or T
+    int* positions;       // (draws, acts_B, acts_T) the positions of the last forward pass (pe_positions)
+    int pos_span;         // their range: the largest given + 1, the draws' L, or T
     // the last forward pass
     int batch_size;
     int seq_len;
@@ -523,10 +524,10 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 // PE_ATTENTION a layer's attention is attention_forward / attention_backward with the bias
 // hooks). model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise
 // causal attention, plain positions): the driver sets it around its extrapolation evaluation,
-// plain otherwise. Positions: an encoding reads the position of token t as
-// pe_positions(model, l)[t], which is t itself unless the model was trained with randomized
-// positions (llmc/pe.h, -rp L); the attention hands the bias hooks the positions of query and
-// key, not their indices.
+// plain otherwise. Positions: an encoding reads the position of token t of row b as
+// pe_positions(model, l)[b T + t], which is t itself unless positions were given
+// (model->pos_in) or drawn (randomized positions, -rp L; llmc/pe.h); the attention hands the
+// bias hooks the positions of query and key, not their indices.
 // ============================================================================
 
 // the activations of layer l (slot 0 in evaluation, when only one layer is stored)
@@ -539,23 +540,19 @@ static int rp_active(const GPT2* model) {
     return model->config.rp_len > 0 && model->pe_eval.variant != PE_EVAL_PLAINPOS;
 }
 
-// the positions of a forward pass over T tokens into model->rp_pos: one draw per layer, or
-// one for the embedding (rp_draws), from the model's seed and the driver's key; 0..T-1
-// when none are drawn (each draw's row then holds them)
-static void pe_positions_draw(GPT2* model, int T) {
+// the positions of a forward pass over B x T tokens into model->positions (pe_positions_make):
+// the given ones, or one draw per layer or one for the embedding (rp_draws) from the model's
+// seed and the driver's key, or 0..T-1
+static void pe_positions_fill(GPT2* model, int B, int T) {
     const GPT2Config* c = &model->config;
-    int draws = rp_draws(c->pe, c->num_layers);
-    for (int d = 0; d < draws; d++) {
-        int* pos = model->rp_pos + (size_t)d * T;
-        if (rp_active(model)) { rp_draw(pos, T, rp_draw_count(model->rp_draw_len, T), c->rp_len, (uint64_t)c->rp_seed, model->rp_key, d); }
-        else { for (int t = 0; t < T; t++) { pos[t] = t; } }
-    }
-    model->rp_span = rp_active(model) ? c->rp_len : T;
+    model->pos_span = pe_positions_make(model->positions, model->pos_in, rp_draws(c->pe, c->num_layers), B, T,
+                                        rp_active(model) ? c->rp_len : 0, model->rp_draw_len, (uint64_t)c->rp_seed, model->rp_key);
 }
 
-// the positions of the tokens in layer l (or in the embedding, l = 0) of the last forward pass
+// the positions (B, T) of the tokens in layer l (or in the embedding, l = 0) of the last forward pass
 static const int* pe_positions(const GPT2* model, int l) {
-    return model->rp_pos + (size_t)(rp_draws(model->config.pe, model->config.num_layers) > 1 ? l : 0) * model->seq_len;
+    size_t BT = (size_t)model->batch_size * model->seq_len;
+    return model->positions + (size_t)(rp_draws(model->config.pe, model->config.num_layers) > 1 ? l : 0) * BT;
 }
 // ---- end of randomized positions ----
 
@@ -675,7 +672,7 @@ static void attention_row_dots(real* s, const real* x, const real* kt, int i, in
 // softmax(q.k / sqrt(hs) + b(i, j)) v, one query row at a time so that only one row of
 // scores (per thread) ever exists; each row's log-sum-exp is kept for the backward pass.
 // qkv is (B, T, 3C) with q, k, v side by side, out is (B, T, C), lse is (B, NH, T); the
-// bias is that of the tokens' positions pos (pe_positions). Scratch per thread: a row of
+// bias is that of the tokens' positions pos (B, T) (pe_positions). Scratch per thread: a row of
 // scores and the head's keys transposed, Tp (hs + 1).
 void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, const int* pos, real* scratch,
                        int B, int T, int C, int NH) {
@@ -686,11 +683,12 @@ void attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, 
         for (int h = 0; h < NH; h++) {
             real* s = scratch + omp_get_thread_num() * attention_scratch_len(hs, T, 0);
             real* kt = s + attention_padded_T(T);
+            const int* pb_pos = pos + (size_t)b * T; // row b's positions
             attention_keys_transposed(kt, qkv, 1, b, h, T, C, hs);
             for (int i = 0; i < T; i++) {
-                PERow r = pe_bias_row(pb, b, h, pos[i]);
+                PERow r = pe_bias_row(pb, b, h, pb_pos[i]);
                 attention_row_dots(s, qkv + ((size_t)b * T + i) * C3 + h * hs, kt, i, T, hs);
-                for (int j = 0; j <= i; j++) { s[j] = s[j] * scale + pe_bias(pb, &r, pos[j]); }
+                for (int j = 0; j <= i; j++) { s[j] = s[j] * scale + pe_bias(pb, &r, pb_pos[j]); }
                 lse[((size_t)b * NH + h) * T + i] = attention_row_output(out + ((size_t)b * T + i) * C + h * hs, s, qkv, b, h, i, T, C, hs);
             }
         }
@@ -715,6 +713,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
             real* dp = p + Tp;
             real* kt = dp + Tp;
             real* vt = kt + (size_t)hs * Tp;
+            const int* pb_pos = pos + (size_t)b * T; // row b's positions
             attention_keys_transposed(kt, qkv, 1, b, h, T, C, hs);
             attention_keys_transposed(vt, qkv, 2, b, h, T, C, hs);
             for (int i = 0; i < T; i++) {
@@ -726,15 +725,15 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
                 real D = 0;
                 #pragma omp simd reduction(+:D)
                 for (int c = 0; c < hs; c++) { D += g[c] * o[c]; }
-                PERow r = pe_bias_row(pb, b, h, pos[i]);
+                PERow r = pe_bias_row(pb, b, h, pb_pos[i]);
                 attention_row_dots(p, q, kt, i, T, hs);
                 attention_row_dots(dp, g, vt, i, T, hs);
-                for (int j = 0; j <= i; j++) { p[j] = p[j] * scale + pe_bias(pb, &r, pos[j]) - row_lse; }
+                for (int j = 0; j <= i; j++) { p[j] = p[j] * scale + pe_bias(pb, &r, pb_pos[j]) - row_lse; }
                 #pragma omp simd
                 for (int j = 0; j <= i; j++) { p[j] = exp_vec(p[j]); }
                 for (int j = 0; j <= i; j++) { // ds_ij, and into the PE's gradients
                     dp[j] = p[j] * (dp[j] - D);
-                    pe_bias_backward(pb, b, &r, pos[j], dp[j]);
+                    pe_bias_backward(pb, b, &r, pb_pos[j], dp[j]);
                     dp[j] *= scale;
                 }
                 for (int j = 0; j <= i; j++) {
@@ -872,7 +871,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     free(model->logits);
     free(model->inputs);
     free(model->targets);
-    free(model->rp_pos);
+    free(model->positions);
     free(model->pe_rel);
     free(model->pe_drel);
     memset(&model->grads_acts, 0, sizeof(model->grads_acts));
@@ -891,7 +890,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->logits = (real*)malloc_check((size_t)CLASSIFIER_CHUNK * model->config.padded_vocab_size * sizeof(real));
     model->inputs = (int*)malloc_check(N * sizeof(int));
     model->targets = (int*)malloc_check(N * sizeof(int));
-    model->rp_pos = (int*)malloc_check((size_t)rp_draws(model->config.pe, model->config.num_layers) * T * sizeof(int));
+    model->positions = (int*)malloc_check((size_t)rp_draws(model->config.pe, model->config.num_layers) * N * sizeof(int));
     model->pe_rel = NULL;
     model->pe_drel = NULL;
     pe_alloc_activations(model, B, T, training);
@@ -936,7 +935,10 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     if (training) { gpt2_ensure_grads(model); }
     model->batch_size = B;
     model->seq_len = T;
-    pe_positions_draw(model, T);
+    pe_positions_fill(model, B, T);
+    if (model->pos_span > pe_max_length(cfg)) {
+        fatal("PE %s cannot take position %d: %s %d", pe_name(cfg->pe), model->pos_span - 1, PE_LIMIT_REASON, pe_max_length(cfg));
+    }
     memcpy(model->inputs, inputs, (size_t)B * T * sizeof(int));
     if (targets != NULL) { memcpy(model->targets, targets, (size_t)B * T * sizeof(int)); }
     if (training) { activation_set_clear(&model->grads_acts, cfg, model->acts_N, model->acts_layers, (size_t)B * T); }
@@ -1123,7 +1125,7 @@ void gpt2_free(GPT2* model) {
     free(model->pe_table);
     free(model->inputs);
     free(model->targets);
-    free(model->rp_pos);
+    free(model->positions);
     free(model->pe_rel);
     free(model->pe_drel);
 }

@@ -191,9 +191,8 @@ typedef struct {
     float* pe_w;       // (NL, N, NH) cable: the per-token weight w = x W_w + b_w
     floatX* proj;      // (N, C) an attention or MLP projection before its residual add
     floatX* logits;    // (min(N, CLASSIFIER_CHUNK), Vp) classifier scratch
-    float4* rope;      // (T, hs/2) rope, xpos: cos, sin and the q and k factors of each position and pair
     floatX* pe_rel;    // (T, C) txl: the layer's projected sinusoids P = R W_r^T
-    int* positions;    // (draws, T) randomized positions of the last forward pass (llmc/pe.h)
+    int* positions;    // (draws, B, T) the positions of the last forward pass, given or drawn (llmc/model.h)
     int* inputs;       // (N)
     int* targets;      // (N)
 } ActivationTensors;
@@ -250,13 +249,16 @@ typedef struct {
     floatX* pe_rel_table;   // (pe_rel_len, C) txl: the sinusoids R_n of each distance
     int pe_rel_len;
     PEEval pe_eval;         // the evaluation variant in effect (llmc/pe.h; zeros: plain)
+    const int* pos_in;      // (B, T) the positions given for the next forward passes (NULL: none; llmc/model.h)
     uint64_t rp_key;        // randomized positions: the key of the next forward pass's draw (the driver's)
-    int* rp_host;           // (draws, acts_T) the draw on the host, copied to acts.positions
-    int rp_drawn;           // the last forward pass drew positions (else they are the indices)
     int rp_draw_len;        // drawn positions per draw (the forward pass takes the first T): the driver's
                             // batch length while it runs the batch's rows in length buckets; 0: T
-    int rp_span;            // their range: the draws' L, or T
-    int rope_table_T;       // the length and variant the rope table was computed for (0: none)
+    int* pos_host;          // (draws, acts_B, acts_T) the positions on the host, copied to acts.positions
+    int pos_kind;           // of the last forward pass: POS_INDICES (no table), POS_DRAWN (shared by the rows), POS_GIVEN
+    int pos_span;           // their range: the largest given + 1, the draws' L, or T
+    float4* rope_table;     // (rope_len, hs/2) rope, xpos: cos, sin and the q and k factors of positions 0..rope_len-1
+    int rope_len;           // its positions, and the length, range and variant it was computed for (0: none)
+    int rope_table_T, rope_table_span;
     PEEval rope_table_eval;
     float* host_losses;     // (N) host copy of the last per-token losses (pinned)
     int* host_tokens;       // (2N) pinned staging of the batch's inputs and targets for the copies
@@ -744,32 +746,35 @@ static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers =
     cudaCheck(cudaMemcpy(*table, host, bytes, cudaMemcpyHostToDevice));
 }
 
-// ---- randomized positions (llmc/pe.h; train_gpt2.c's pe_positions_draw) ----
-// are the positions of this forward pass drawn?
+// ---- positions (llmc/model.h: positions as data; train_gpt2.c's pe_positions_fill) ----
+// are the positions of this forward pass drawn (a model trained with -rp, not under the
+// plainpos evaluation variant)?
 static int rp_active(const GPT2* model) {
     return model->config.rp_len > 0 && model->pe_eval.variant != PE_EVAL_PLAINPOS;
 }
 
-// the positions of a forward pass over T tokens: drawn on the host (the same bits as the
-// CPU path) and copied to the device, or the indices 0..T-1 (no table)
-static void pe_positions_draw(GPT2* model, int T) {
+// the positions of a forward pass over B x T tokens: given or drawn, made on the host (the
+// same bits as the CPU path, pe_positions_make) and copied to the device; the indices 0..T-1
+// need no table
+enum { POS_INDICES, POS_DRAWN, POS_GIVEN };
+static void pe_positions_fill(GPT2* model, int B, int T) {
     const GPT2Config* c = &model->config;
-    model->rp_drawn = rp_active(model);
-    model->rp_span = model->rp_drawn ? c->rp_len : T;
-    if (!model->rp_drawn) { return; }
+    model->pos_kind = model->pos_in != NULL ? POS_GIVEN : rp_active(model) ? POS_DRAWN : POS_INDICES;
     int draws = rp_draws(c->pe, c->num_layers);
-    int n = rp_draw_count(model->rp_draw_len, T);
-    for (int d = 0; d < draws; d++) { rp_draw(model->rp_host + (size_t)d * T, T, n, c->rp_len, (uint64_t)c->rp_seed, model->rp_key, d); }
-    cudaCheck(cudaMemcpyAsync(model->acts.positions, model->rp_host, (size_t)draws * T * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
+    model->pos_span = pe_positions_make(model->pos_host, model->pos_in, draws, B, T, rp_active(model) ? c->rp_len : 0,
+                                        model->rp_draw_len, (uint64_t)c->rp_seed, model->rp_key);
+    if (model->pos_kind == POS_INDICES) { return; }
+    cudaCheck(cudaMemcpyAsync(model->acts.positions, model->pos_host, (size_t)draws * B * T * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
 }
 
-// the device positions of the tokens in layer l (or the embedding, l = 0) of the last
-// forward pass; NULL: the indices (unused in the builds of encodings without randomized positions)
+// the device positions (B, T) of the tokens in layer l (or the embedding, l = 0) of the last
+// forward pass; NULL: the indices (unused in the builds of encodings that take no positions)
 [[maybe_unused]] static const int* pe_positions(const GPT2* model, int l) {
-    if (!model->rp_drawn) { return NULL; }
-    return model->acts.positions + (size_t)(rp_draws(model->config.pe, model->config.num_layers) > 1 ? l : 0) * model->seq_len;
+    if (model->pos_kind == POS_INDICES) { return NULL; }
+    size_t BT = (size_t)model->batch_size * model->seq_len;
+    return model->acts.positions + (size_t)(rp_draws(model->config.pe, model->config.num_layers) > 1 ? l : 0) * BT;
 }
-// ---- end of randomized positions ----
+// ---- end of positions ----
 
 // pe_bias_flush of the encodings with learned bias parameters (t5, kerple, fire): the
 // key-side accumulators of every thread summed over the block into the block's partial
@@ -849,9 +854,6 @@ static void pe_project(GPT2* model) {}
 // the kernels' PEGradOf (llmc/attention_bias.cuh): never called
 PEGrad pe_grad_of(const PEBias*);
 // the buffers of an encoding's own that the activations hold (defined 1 by the encoding)
-#ifndef PE_ROPE_TABLE
-#define PE_ROPE_TABLE 0
-#endif
 #ifndef PE_REL_BUFFERS
 #define PE_REL_BUFFERS 0
 #endif
@@ -873,7 +875,7 @@ static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, co
     pe_bias_setup(&pb, model, l, B, T, 0);
 #if PE_BIAS_OF_POSITIONS && DAPE_ID == 0
     const int* pos = pe_positions(model, l);
-    if (pos != NULL) { attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, ctx.stream); return; }
+    if (pos != NULL) { attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos, T}, B, T, NH, HS, ctx.stream); return; }
 #endif
     attention_forward(out, lse, qkv, pb, B, T, NH, HS, ctx.stream);
 }
@@ -885,7 +887,7 @@ static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX
 #if PE_BIAS_OF_POSITIONS && DAPE_ID == 0
     const int* pos = pe_positions(model, l);
     if (pos != NULL) {
-        attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos}, B, T, NH, HS, ctx.stream);
+        attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, PEPositions<PEBias>{pb, pos, T}, B, T, NH, HS, ctx.stream);
         pe_bias_reduce(&pb, model, l, B);
         return;
     }
@@ -1069,8 +1071,8 @@ static void gpt2_free_activations(GPT2* model) {
     cuda_free(&model->gs_memory);
     if (model->host_losses != NULL) { cudaCheck(cudaFreeHost(model->host_losses)); }
     if (model->host_tokens != NULL) { cudaCheck(cudaFreeHost(model->host_tokens)); }
-    free(model->rp_host);
-    model->rp_host = NULL;
+    free(model->pos_host);
+    model->pos_host = NULL;
     memset(&model->acts, 0, sizeof(model->acts));
     memset(&model->gs, 0, sizeof(model->gs));
     model->host_losses = NULL;
@@ -1099,7 +1101,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         (void**)&a->encoded, (void**)&a->ln1, (void**)&a->ln1_mean, (void**)&a->ln1_rstd, (void**)&a->qkv, (void**)&a->atty,
         (void**)&a->att_lse, (void**)&a->residual2, (void**)&a->ln2, (void**)&a->ln2_mean, (void**)&a->ln2_rstd, (void**)&a->fch,
         (void**)&a->fch_gelu, (void**)&a->residual3, (void**)&a->lnf, (void**)&a->lnf_mean, (void**)&a->lnf_rstd, (void**)&a->losses,
-        (void**)&a->pe_a, (void**)&a->pe_s, (void**)&a->pe_w, (void**)&a->proj, (void**)&a->logits, (void**)&a->rope,
+        (void**)&a->pe_a, (void**)&a->pe_s, (void**)&a->pe_w, (void**)&a->proj, (void**)&a->logits,
         (void**)&a->pe_rel, (void**)&a->positions, (void**)&a->inputs, (void**)&a->targets,
     };
     size_t abytes[] = {
@@ -1108,8 +1110,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
         NL * N * 4 * C * X, NL * N * C * X, N * C * X, N * F, N * F, N * F,
         PE_TOKEN_ACTS >= 1 ? NL * pe_stride * F : 0, PE_TOKEN_ACTS >= 2 ? NL * pe_stride * F : 0, PE_TOKEN_ACTS >= 3 ? NL * pe_stride * F : 0,
         N * C * X, (N < CLASSIFIER_CHUNK ? N : CLASSIFIER_CHUNK) * Vp * X,
-        PE_ROPE_TABLE ? (size_t)T * (C / NH / 2) * sizeof(float4) : 0,
-        PE_REL_BUFFERS ? (size_t)T * C * X : 0, (size_t)rp_draws(cfg->pe, L) * T * sizeof(int),
+        PE_REL_BUFFERS ? (size_t)T * C * X : 0, (size_t)rp_draws(cfg->pe, L) * N * sizeof(int),
         N * sizeof(int), N * sizeof(int),
     };
     model->acts_memory = carve(aptrs, abytes, (int)(sizeof(abytes) / sizeof(abytes[0])), "the activations");
@@ -1134,13 +1135,12 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     // pinned host memory: the copies of the batch and of the losses run asynchronously
     cudaCheck(cudaMallocHost((void**)&model->host_losses, N * sizeof(float)));
     cudaCheck(cudaMallocHost((void**)&model->host_tokens, 2 * N * sizeof(int)));
-    model->rp_host = (int*)malloc_check((size_t)rp_draws(cfg->pe, L) * T * sizeof(int));
+    model->pos_host = (int*)malloc_check((size_t)rp_draws(cfg->pe, L) * N * sizeof(int));
     model->acts_N = N;
     model->pe_stride = pe_stride;
     model->acts_B = B;
     model->acts_T = T;
     model->acts_layers = (int)NL;
-    model->rope_table_T = 0; // rope and xpos compute their table at the next forward pass
 }
 
 // allocates the parameter gradients on first use (evaluation never needs them)
@@ -1184,7 +1184,10 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     model->batch_size = B;
     model->seq_len = T;
     model->last_training = training && targets != NULL;
-    pe_positions_draw(model, T);
+    pe_positions_fill(model, B, T);
+    if (model->pos_span > pe_max_length(cfg)) {
+        fatal("PE %s cannot take position %d: %s %d", pe_name(cfg->pe), model->pos_span - 1, PE_LIMIT_REASON, pe_max_length(cfg));
+    }
     cudaStream_t st = ctx.stream;
     ActivationTensors a = model->acts;
     TensorSet<floatX> p = model->params;
@@ -1390,6 +1393,7 @@ void gpt2_free(GPT2* model) {
     cuda_free(&model->alibi_slopes);
     cuda_free(&model->pe_table);
     cuda_free(&model->pe_rel_table);
+    cuda_free(&model->rope_table);
     cuda_context_free();
 }
 

@@ -91,30 +91,41 @@ template<class G> struct GradPerLane<G, std::void_t<decltype(G::per_lane)>> { st
 template<class PE> using PERowOf = decltype(pe_bias_row(static_cast<const PE*>(nullptr), 0, 0, 0));
 template<class PE> using PEGradOf = decltype(pe_grad_of(static_cast<const PE*>(nullptr)));
 
-// An encoding's bias at the tokens' positions: the hooks of PE, called with pos[i] and pos[j]
-// for query i and key j (a draw of randomized positions, llmc/pe.h); a second instance of
-// the kernels, so that those with PE itself, at the indices, stay as they are. Positions
+// An encoding's bias at the tokens' positions: the hooks of PE, called with the positions of
+// query i and key j of batch row b, pos[b T + i] and pos[b T + j] (given or drawn, llmc/model.h);
+// a second instance of the kernels, so that those with PE itself, at the indices, stay as
+// they are. Its row (PEPosRow) is the encoding's, with where row b's positions start. Positions
 // only enter the bias: masking and the per-token gradients of pe_bias_flush stay with the
-// tokens. Positions increase with the tokens, so pos[j] <= pos[i] exactly when j <= i.
+// tokens. Positions never decrease along a row, so pos_j <= pos_i wherever j <= i.
 template<class PE>
 struct PEPositions {
     PE pe;
-    const int* pos; // (T) device
+    const int* pos; // (B, T) device
+    int T;
 };
 template<class PE>
-__device__ __forceinline__ int pe_position(const PEPositions<PE>* w, int t) { return w->pos[t]; }
+struct PEPosRow {
+    PERowOf<PE> r;
+    int at;      // row b's first position: pos + b T
+    float shift; // the encoding's row's
+};
 template<class PE>
 PEGradOf<PE> pe_grad_of(const PEPositions<PE>*);
+// the position of key j of the row (a key past the row's end, which the kernels hand to the
+// hooks of pairs they then drop, reads the row's last)
 template<class PE>
-__device__ __forceinline__ PERowOf<PE> pe_bias_row(const PEPositions<PE>* w, int b, int h, int i) {
-    return pe_bias_row(&w->pe, b, h, pe_position(w, i));
+__device__ __forceinline__ int pe_position(const PEPositions<PE>* w, const PEPosRow<PE>* r, int j) { return w->pos[r->at + min(j, w->T - 1)]; }
+template<class PE>
+__device__ __forceinline__ PEPosRow<PE> pe_bias_row(const PEPositions<PE>* w, int b, int h, int i) {
+    PERowOf<PE> r = pe_bias_row(&w->pe, b, h, w->pos[b * w->T + min(i, w->T - 1)]);
+    return {r, b * w->T, r.shift};
 }
 template<class PE>
-__device__ __forceinline__ float pe_bias(const PEPositions<PE>* w, const PERowOf<PE>* r, int j) { return pe_bias(&w->pe, r, pe_position(w, j)); }
+__device__ __forceinline__ float pe_bias(const PEPositions<PE>* w, const PEPosRow<PE>* r, int j) { return pe_bias(&w->pe, &r->r, pe_position(w, r, j)); }
 template<class PE>
-__device__ __forceinline__ void pe_bias_backward_warp(const PEPositions<PE>* w, PEGradOf<PE>* g, int side, const PERowOf<PE>* r, int j,
+__device__ __forceinline__ void pe_bias_backward_warp(const PEPositions<PE>* w, PEGradOf<PE>* g, int side, const PEPosRow<PE>* r, int j,
                                                       float ds, bool valid) {
-    pe_bias_backward_warp(&w->pe, g, side, r, pe_position(w, j), ds, valid);
+    pe_bias_backward_warp(&w->pe, g, side, &r->r, pe_position(w, r, j), ds, valid);
 }
 template<class PE>
 __device__ __forceinline__ void pe_bias_flush(const PEPositions<PE>* w, PEGradOf<PE>* g, int side, int b, int h, int t, bool valid, int slot) {

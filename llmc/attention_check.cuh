@@ -172,11 +172,11 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { tensors[k] = c->par + m->param_offsets[k]; }
     pe_ref_init(&c->ref, &m->config, m->param_sizes, tensors, 0);
     m->rp_key = rp_key(RP_STREAM_TEST, 6, 0);
-    pe_positions_draw(m, s.T); // the trainer's draw, shared by the batch and the heads
+    pe_positions_fill(m, s.B, s.T); // the trainer's draw, shared by the batch and the heads
     c->pos_dev = pe_positions(m, 0);
     if (c->pos_dev != NULL) {
         c->pos = (int*)malloc_check(s.T * sizeof(int));
-        memcpy(c->pos, m->rp_host, s.T * sizeof(int));
+        memcpy(c->pos, m->pos_host, s.T * sizeof(int));
     }
     if (m->acts.pe_s != NULL) { // S: a random walk with increments -softplus(N(0, 1)); w around 1
         c->S = (float*)malloc_check(N * s.NH * sizeof(float));

@@ -118,6 +118,48 @@ static void pe_config_positions(GPT2Config* c, int positions) {}
 #endif
 
 // ----------------------------------------------------------------------------
+// positions as data: every encoding that takes positions (the registry's rp column) reads
+// token t of row b at position pos[b T + t] instead of t (the embeddings' rows, the rotations'
+// angles, a bias's pos_i - pos_j), on both paths. One producer fills them for a forward pass:
+// positions given by the caller (the data path: PoSE's chunks; an evaluation's offset), or a
+// draw of randomized positions (-rp), or none (the indices).
+
+// The positions of a forward pass over B x T tokens into pos, (draws, B, T): row b of draw d at
+// pos + (d B + b) T. Given positions (given: (B, T), each row's own, >= 0 and never decreasing
+// along the row, so that a key's never passes its query's) serve every draw; else
+// a model with randomized positions (rp_len > 0) draws each draw's T positions from
+// [0, rp_len) (rp_draw: n = rp_draw_count(draw_len, T) of them, the first T kept; the rows
+// share them); else 0..T-1. Returns their range: the largest given position + 1, rp_len, or T.
+static int pe_positions_make(int* pos, const int* given, int draws, int B, int T, int rp_len, int draw_len, uint64_t seed,
+                             uint64_t key) {
+    size_t BT = (size_t)B * T;
+    int span = T;
+    if (given != NULL && (!rp_supported(PE_ID) || DAPE_ID != 0)) {
+        fatal("positions given to PE '%s', which takes none (the encodings that take positions: %s; not with DAPE)", pe_name(PE_ID),
+              pe_names_rp());
+    }
+    if (given != NULL) {
+        span = 0;
+        for (size_t i = 0; i < BT; i++) {
+            if (given[i] < 0 || (i % T > 0 && given[i] < given[i - 1])) {
+                fatal("position %d of token %zu of the batch: positions are >= 0 and never decrease along a row", given[i], i);
+            }
+            if (given[i] >= span) { span = given[i] + 1; }
+        }
+    } else if (rp_len > 0) {
+        span = rp_len;
+    }
+    for (int d = 0; d < draws; d++) {
+        int* p = pos + (size_t)d * BT;
+        if (given != NULL) { memcpy(p, given, BT * sizeof(int)); continue; }
+        if (rp_len > 0) { rp_draw(p, T, rp_draw_count(draw_len, T), rp_len, seed, key, d); }
+        else { for (int t = 0; t < T; t++) { p[t] = t; } }
+        for (int b = 1; b < B; b++) { memcpy(p + (size_t)b * T, p, (size_t)T * sizeof(int)); }
+    }
+    return span;
+}
+
+// ----------------------------------------------------------------------------
 // parameter tensors
 
 // X(NAME, field, decay, size, init): the enum P_<NAME>, the field of the trainers' parameter

@@ -5,7 +5,7 @@ encoding's id, name and kind, includes the encoding's file (pe/<file>.h) and hol
 every encoding shares: the evaluation variants, RoPE's scaled frequencies, and randomized
 positions.
 
-An encoding's file has four parts, each included where it is needed (PE_PART):
+An encoding's file has five parts, each included where it is needed (PE_PART):
   PE_PART_DEFINITION  its definition as a comment, its constants, the formulas both paths
                       share (host and device functions), its parameter tensors and their
                       initialization: included here, so llmc/model.h and both trainers see it

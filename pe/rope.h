@@ -115,9 +115,9 @@ static double rope_frequencies(double* inv_freq, int hs, const PEEval* e, int T)
 
 #elif PE_PART == PE_PART_CPU
 
-// rotates (direction 1) or rotates back (-1) q and k of every token, token t at position
-// pos[t] (of a range of `span` positions: xpos's centre), with the frequencies of the
-// evaluation variant e and xPos's decay of scale base gamma
+// rotates (direction 1) or rotates back (-1) q and k of every token, token t of row b at
+// position pos[b T + t] (of a range of `span` positions: xpos's centre), with the frequencies
+// of the evaluation variant e and xPos's decay of scale base gamma
 static void rope_rotate(real* qkv, const PEEval* e, double gamma, const int* pos, int span, int B, int T, int C, int NH,
                         int direction) {
     int hs = C / NH;
@@ -127,10 +127,11 @@ static void rope_rotate(real* qkv, const PEEval* e, double gamma, const int* pos
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             real* row = qkv + ((size_t)b * T + t) * 3 * C;
+            int pt = pos[(size_t)b * T + t];
             for (int k = 0; 2 * k < hs; k++) {
-                double angle = pos[t] * inv_freq[k];
+                double angle = pt * inv_freq[k];
                 real cs = (real)cos(angle), sn = (real)(direction * sin(angle));
-                double z = pow(xpos_zeta(k, hs), (pos[t] - (span + 1) / 2) / gamma);
+                double z = pow(xpos_zeta(k, hs), (pt - (span + 1) / 2) / gamma);
                 double f[2] = {mscale * z, mscale / z}; // the factors of q and k
                 for (int part = 0; part < 2; part++) { // q, then k
                     for (int h = 0; h < NH; h++) {
@@ -148,12 +149,12 @@ static void rope_rotate(real* qkv, const PEEval* e, double gamma, const int* pos
 static void pe_layer_forward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
     rope_rotate(model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA,
-                pe_positions(model, l), model->rp_span, B, T, c->channels, c->num_heads, 1);
+                pe_positions(model, l), model->pos_span, B, T, c->channels, c->num_heads, 1);
 }
 static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
     rope_rotate(model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * c->channels, &model->pe_eval, XPOS_GAMMA,
-                pe_positions(model, l), model->rp_span, B, T, c->channels, c->num_heads, -1);
+                pe_positions(model, l), model->pos_span, B, T, c->channels, c->num_heads, -1);
 }
 
 #if PE_IS(XPOS)
@@ -171,35 +172,33 @@ static inline real pe_bias(const PEBias* pb, const PERow* r, int j) { return xpo
 
 #elif PE_PART == PE_PART_CUDA
 
-// The table of cos, sin and the two factors is computed in double, as the CPU path, for the
-// frequencies of the evaluation variant in effect (rope_frequencies, YaRN's mscale in the
-// factors), and again whenever the length or the variant changes, or for every layer (forward
-// and backward) at its draw of randomized positions.
+// The table of cos, sin and the two factors of every position 0..span-1 and pair is computed in
+// double, as the CPU path, for the frequencies of the evaluation variant in effect
+// (rope_frequencies, YaRN's mscale in the factors), and again whenever the positions' range,
+// the length or the variant changes; a token reads the row of its position (given, drawn or
+// its index).
 #define PE_LAYER
-#define PE_ROPE_TABLE 1 // acts.rope: (T, hs/2) cos, sin and the q and k factors of each position and pair
 struct RopeFreq { double f[64]; }; // theta_k of hs/2 <= 64 pairs, by value to the kernel
-// rope_table_kernel: one thread per (token, pair) computes cos, sin and the q and k factors,
-// in double as the CPU path (token t at position pos[t] of a range of `span`, xpos's centre;
-// pos NULL: t of T)
-__global__ void rope_table_kernel(float4* table, RopeFreq freq, double mscale, double gamma, const int* pos, int span, int T, int hs) {
+// rope_table_kernel: one thread per (position, pair) computes cos, sin and the q and k
+// factors, in double as the CPU path (positions 0..span-1: xpos's centre is the range's)
+__global__ void rope_table_kernel(float4* table, RopeFreq freq, double mscale, double gamma, int span, int hs) {
     int half = hs / 2;
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= T * half) { return; }
-    int t = idx / half, k = idx % half;
-    int pt = pos != NULL ? pos[t] : t;
+    if (idx >= span * half) { return; }
+    int pt = idx / half, k = idx % half;
     double angle = pt * freq.f[k];
     double z = pow(xpos_zeta(k, hs), (pt - (span + 1) / 2) / gamma);
     table[idx] = make_float4((float)cos(angle), (float)sin(angle), (float)(mscale * z), (float)(mscale / z));
 }
-// rope_rotate_kernel: one thread per (token, head, pair) rotates that pair of q and of k;
-// direction -1 undoes it
-__global__ void rope_rotate_kernel(floatX* qkv, const float4* table, int N, int T, int C, int hs, float direction) {
+// rope_rotate_kernel: one thread per (token, head, pair) rotates that pair of q and of k by
+// the table's row of the token's position (pos (B, T); NULL: its index); direction -1 undoes it
+__global__ void rope_rotate_kernel(floatX* qkv, const float4* table, const int* pos, int N, int T, int C, int hs, float direction) {
     int half = hs / 2, pairs = C / 2;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * pairs) { return; }
     size_t bt = idx / pairs;
     int pc = idx % pairs; // pair index over all heads: head pc / half, frequency pc % half
-    int t = bt % T, k = pc % half;
+    int t = pos != NULL ? pos[bt] : (int)(bt % T), k = pc % half;
     float4 cs = table[t * half + k];
     float sn = direction * cs.y, f[2] = {cs.z, cs.w};
     for (int part = 0; part < 2; part++) { // q, then k
@@ -209,37 +208,44 @@ __global__ void rope_rotate_kernel(floatX* qkv, const float4* table, int N, int 
         x[1] = (floatX)(f[part] * (x0 * sn + x1 * cs.x));
     }
 }
-// the table of layer l for a forward pass over T tokens, unless it is already there (a
-// table of drawn positions is never kept: the next layer has its own)
-static void rope_table_update(GPT2* model, int l, int T) {
+// the table for a forward pass over T tokens whose positions lie in [0, pos_span), unless it
+// is already there (the memory grows to the longest range)
+static void rope_table_update(GPT2* model, int T) {
     const PEEval* e = &model->pe_eval;
     const PEEval* had = &model->rope_table_eval;
-    if (!model->rp_drawn && model->rope_table_T == T && had->variant == e->variant && had->rope_factor == e->rope_factor
+    int span = model->pos_span;
+    if (model->rope_table_T == T && model->rope_table_span == span && had->variant == e->variant && had->rope_factor == e->rope_factor
         && had->train_len == e->train_len) { return; }
     int hs = model->config.channels / model->config.num_heads;
+    if (model->rope_len < span) {
+        cudaCheck(cudaStreamSynchronize(ctx.stream)); // no kernel reads the old table any more
+        cuda_free((void**)&model->rope_table);
+        model->rope_table = (float4*)cuda_malloc((size_t)span * (hs / 2) * sizeof(float4), "the rope table");
+        model->rope_len = span;
+    }
     RopeFreq freq;
     double mscale = rope_frequencies(freq.f, hs, e, T);
-    rope_table_kernel<<<CEIL_DIV(T * hs / 2, 256), 256, 0, ctx.stream>>>(model->acts.rope, freq, mscale, XPOS_GAMMA,
-                                                                         pe_positions(model, l), model->rp_span, T, hs);
+    rope_table_kernel<<<CEIL_DIV(span * hs / 2, 256), 256, 0, ctx.stream>>>(model->rope_table, freq, mscale, XPOS_GAMMA, span, hs);
     cudaCheckLaunch("rope_table_kernel");
-    model->rope_table_T = model->rp_drawn ? 0 : T;
+    model->rope_table_T = T;
+    model->rope_table_span = span;
     model->rope_table_eval = *e;
 }
-static void rope_rotate(floatX* qkv, const float4* table, int B, int T, int C, int NH, float direction) {
+static void rope_rotate(floatX* qkv, const float4* table, const int* pos, int B, int T, int C, int NH, float direction) {
     size_t n = (size_t)B * T * (C / 2);
-    rope_rotate_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(qkv, table, B * T, T, C, C / NH, direction);
+    rope_rotate_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(qkv, table, pos, B * T, T, C, C / NH, direction);
     cudaCheckLaunch("rope_rotate_kernel");
 }
 static void pe_layer_forward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
-    rope_table_update(model, l, T);
-    rope_rotate(model->acts.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, model->acts.rope,
+    rope_table_update(model, T);
+    rope_rotate(model->acts.qkv + layer_slot(model, l) * model->acts_N * 3 * c->channels, model->rope_table, pe_positions(model, l),
                 B, T, c->channels, c->num_heads, 1.0f);
 }
 static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     GPT2Config* c = &model->config;
-    rope_table_update(model, l, T);
-    rope_rotate(model->gs.dbig, model->acts.rope, B, T, c->channels, c->num_heads, -1.0f);
+    rope_table_update(model, T);
+    rope_rotate(model->gs.dbig, model->rope_table, pe_positions(model, l), B, T, c->channels, c->num_heads, -1.0f);
 }
 #if PE_IS(XPOS)
 // blockwise causal attention (-xb): the window's half w/2, 0 when it is off (every key j <= i)
@@ -274,7 +280,7 @@ static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {
                 // torchscale: zeta = (2k + 0.4 hs) / (1.4 hs), q times zeta^(n/512), k times
                 // zeta^(-n/512), n = pos - ceil(T/2) (randomized positions: the middle of their range)
                 double zeta = (2.0 * k + 0.4 * hs) / (1.4 * hs);
-                f = pow(zeta, (part == 0 ? 1 : -1) * (pos - ceil(model->rp_span / 2.0)) / 512.0);
+                f = pow(zeta, (part == 0 ? 1 : -1) * (pos - ceil(model->pos_span / 2.0)) / 512.0);
 #endif
                 double* p = qkv + part * C + h * hs + 2 * k;
                 double a = p[0], b = p[1];
@@ -307,8 +313,8 @@ static void test_xpos(void) {
     real* r = (real*)malloc_check(n * sizeof(real));
     for (size_t i = 0; i < n; i++) { a[i] = r[i] = random_normal(&rng); }
     PEEval plain = {PE_EVAL_PLAIN, 1, T};
-    int pos[40];
-    for (int t = 0; t < T; t++) { pos[t] = t; }
+    int pos[80]; // (B, T)
+    for (int bt = 0; bt < B * T; bt++) { pos[bt] = bt % T; }
     rope_rotate(a, &plain, INFINITY, pos, T, B, T, C, NH, 1);
     double e = 0;
     for (int bt = 0; bt < B * T; bt++) {

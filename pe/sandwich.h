@@ -30,7 +30,7 @@ typedef struct { const real* table; int len; } PEBias;
 typedef struct { int h, i; } PERow;
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     int NH = model->config.num_heads, hs = model->config.channels / NH;
-    int len = T > model->rp_span ? T : model->rp_span; // distances below the positions' range
+    int len = T > model->pos_span ? T : model->pos_span; // distances below the positions' range
     if (model->pe_table_len < len) {
         free(model->pe_table);
         model->pe_table = (real*)malloc_check((size_t)NH * len * sizeof(real));
@@ -53,7 +53,7 @@ struct PEBias { const float* table; int len; };
 struct PERow { int b, h, i; float shift; };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) {
     int NH = model->config.num_heads, hs = model->config.channels / NH;
-    int len = T > model->rp_span ? T : model->rp_span; // distances below the positions' range
+    int len = T > model->pos_span ? T : model->pos_span; // distances below the positions' range
     if (model->pe_table_len < len) {
         float* host = (float*)malloc_check((size_t)NH * len * sizeof(float));
         for (int h = 0; h < NH; h++) {

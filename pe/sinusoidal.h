@@ -31,7 +31,7 @@ static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     const int* positions = pe_positions(model, 0);
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
-        double pos = positions[bt % T] + SINUSOIDAL_FIRST_POS;
+        double pos = positions[bt] + SINUSOIDAL_FIRST_POS;
         real* o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++) { o[c] *= scale; }
         for (int k = 0; k < half; k++) {
@@ -52,14 +52,15 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 
 #define PE_EMBED
 // sinusoidal_embed_forward_kernel: one thread per (token, column) scales the token's
-// embedding and adds its sinusoid, the angle in double as the CPU path (positions NULL: t)
+// embedding and adds its sinusoid, the angle in double as the CPU path (positions (B, T);
+// NULL: the token's index t)
 __global__ void sinusoidal_embed_forward_kernel(floatX* out, const int* positions, int N, int T, int C) {
     int half = C / 2;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) { return; }
-    int t = (idx / C) % T;
+    size_t bt = idx / C;
     int c = idx % C;
-    double pos = (positions != NULL ? positions[t] : t) + SINUSOIDAL_FIRST_POS;
+    double pos = (positions != NULL ? positions[bt] : (int)(bt % T)) + SINUSOIDAL_FIRST_POS;
     float p = 0.0f; // an odd C's last column gets none
     if (c < 2 * half) {
         int k = c % half;

@@ -282,6 +282,20 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
 # ----------------------------------------------------------------------------
 # positional encodings (train_gpt2.c, "positional encodings")
 
+def by_row(pos, fn):
+    """fn(rows, p) for a slice of the batch's rows and their positions p (T,), given the positions
+    pos (B, T): one call for every row when they share their positions, else one per row, the
+    results (tensors or tuples of them, None) joined along the batch."""
+    if (pos == pos[0]).all():
+        return fn(slice(None), pos[0])
+    parts = [fn(slice(b, b + 1), pos[b]) for b in range(pos.shape[0])]
+    if parts[0] is None:
+        return None
+    if isinstance(parts[0], tuple):
+        return tuple(torch.cat(z, dim=0) for z in zip(*parts))
+    return torch.cat(parts, dim=0)
+
+
 def distances(pos):
     """(T, T) int64 matrix of pos_i - pos_j (query i, key j) for the tokens' positions pos (T,),
     0 above the diagonal (masked anyway)."""
@@ -805,12 +819,14 @@ class GPT(nn.Module):
         draws = 1 if cfg.pe in RP_ONE_DRAW else cfg.num_layers
         return np.array([rp_draw(T, cfg.rp_len, cfg.rp_seed, key, d) for d in range(draws)], dtype=np.int64)
 
-    def forward(self, idx, targets=None, pe_eval=None, positions=None):
+    def forward(self, idx, targets=None, pe_eval=None, positions=None, given_positions=None):
         """Logits (B, T, Vp) and the mean loss (None without targets; over the targets that are not
         -1, TARGET_UNSCORED) of token ids idx (B, T),
         under the evaluation variant pe_eval (a PEEval; None: the encoding as trained), at the
         positions `positions` (None: 0..T-1; a model with randomized positions: an array
-        (draws, T) such as draw_positions makes, sorted rows within [0, rp_len))."""
+        (draws, T) such as draw_positions makes, sorted rows within [0, rp_len)) or, for an
+        encoding that takes positions, at given_positions (B, T): each row's own, >= 0 and never
+        decreasing along the row (positions as data, llmc/model.h: PoSE's chunks, ...)."""
         cfg = self.cfg
         B, T = idx.shape
         C, NH, V = cfg.channels, cfg.num_heads, cfg.vocab_size
@@ -818,14 +834,23 @@ class GPT(nn.Module):
         if idx.min() < 0 or idx.max() >= V or (targets is not None and (targets.min() < TARGET_UNSCORED or targets.max() >= V)):
             raise ValueError("token id out of range [0, %d)" % V)
         draws = 1 if cfg.pe in RP_ONE_DRAW else cfg.num_layers
-        if positions is None:
-            pos, span = torch.arange(T, device=idx.device).expand(draws, T), T
+        if given_positions is not None:
+            pos = torch.as_tensor(np.asarray(given_positions), dtype=torch.long, device=idx.device)
+            if not self.pe.rp or tuple(pos.shape) != (B, T) or pos.min() < 0 or (pos[:, 1:] < pos[:, :-1]).any():
+                raise ValueError("given positions: (%d, %d) values >= 0, never decreasing along a row, of an encoding that "
+                                 "takes positions, got %s for PE '%s'" % (B, T, tuple(pos.shape), cfg.pe))
+            pos, span = pos.expand(draws, B, T), int(pos.max()) + 1
+        elif positions is None:
+            pos, span = torch.arange(T, device=idx.device).expand(draws, B, T), T
         else:
             pos, span = torch.as_tensor(np.asarray(positions), dtype=torch.long, device=idx.device), cfg.rp_len
             if cfg.rp_len == 0 or tuple(pos.shape) != (draws, T) or (pos[:, 1:] <= pos[:, :-1]).any() or \
                     pos.min() < 0 or pos.max() >= cfg.rp_len:
                 raise ValueError("positions: (%d, %d) sorted, distinct values in [0, rp_len = %d) of a model with "
                                  "randomized positions, got %s" % (draws, T, cfg.rp_len, tuple(pos.shape)))
+            pos = pos[:, None, :].expand(draws, B, T)
+        if span > self.pe.max_length(cfg) and given_positions is not None:
+            raise ValueError("PE %s cannot take position %d (its range ends at %d)" % (cfg.pe, span - 1, self.pe.max_length(cfg)))
         if T > self.pe.max_length(cfg):
             if cfg.pe == "learned":
                 raise ValueError("PE learned cannot process T = %d tokens: its position table ends at maxT = %d" % (T, cfg.max_seq_len))
@@ -839,15 +864,18 @@ class GPT(nn.Module):
             raise ValueError("evaluation variant: training length %d (at least 2) and RoPE factor %g (at least 1)"
                              % (ev.train_len, ev.rope_factor))
         causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
-        x = self.pe.embed(self, self.wte[idx], pos[0])
+        x = by_row(pos[0], lambda rows, p: self.pe.embed(self, self.wte[idx[rows]], p))
         for l in range(cfg.num_layers):
             h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS)
             q, k, v = (h @ self.qkvw[l].T + self.qkvb[l]).split(C, dim=2)
             q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
             pos_l = pos[l if draws > 1 else 0]
-            q, k = self.pe.rotate(self, l, q, k, ev, pos_l, span)
+            q, k = by_row(pos_l, lambda rows, p: self.pe.rotate(self, l, q[rows], k[rows], ev, p, span))
             scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(hs))
-            for bias in (self.pe.bias(self, l, h, ev, pos_l), self.pe.score_bias(self, l, q, k)):
+            def row_bias(rows, p):
+                b = self.pe.bias(self, l, h[rows], ev, p)
+                return None if b is None else torch.broadcast_to(b, (h[rows].shape[0], NH, T, T))
+            for bias in (by_row(pos_l, row_bias), self.pe.score_bias(self, l, q, k)):
                 if bias is not None:
                     scores = scores + bias
             att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)

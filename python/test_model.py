@@ -15,7 +15,9 @@ trainer, for every encoding, in float64 (make test-python):
   4. randomized positions (-rp), for every encoding that has them: a new model with
      positions from [0, 2T) and one fixed draw (`torch-reference PREFIX - rp`); the PyTorch
      model's own draw (model.draw_positions, the trainer's generator ported) must give the
-     C trainer's positions, and with them the same logits, loss and gradients;
+     C trainer's positions, and with them the same logits, loss and gradients; and given
+     positions, each row its own (`torch-reference PREFIX - pos`: shifted, in two chunks,
+     gapped), fed to the PyTorch model as given_positions: the same logits, loss and gradients;
   5. answer-only data: two of every three targets -1 (TARGET_UNSCORED), the loss the mean
      over the others (`torch-reference PREFIX MODEL.bin mask`), for the first encoding: the
      same loss and gradients, and another loss than the plain one;
@@ -108,7 +110,7 @@ def expect_error(what, fn, fragment):
 def read_reference(path, cfg):
     """The C trainer's PREFIX_ref.bin (test_gpt2.c: write_torch_reference): inputs, targets,
     logits, loss, gradients, the evaluation variant they were computed under, and the
-    randomized positions (None: 0..T-1) with their key."""
+    positions (draws, B, T), drawn or given (None: 0..T-1), with the draws' key."""
     data = open(path, "rb").read()
     h = np.frombuffer(data[:1024], dtype=np.int32)
     assert h[0] == TORCH_REF_MAGIC and h[1] == 1, "%s: not a reference file" % path
@@ -127,7 +129,7 @@ def read_reference(path, cfg):
     logits = take(real, B * T * cfg.padded_vocab_size).reshape(B, T, cfg.padded_vocab_size)
     loss = take(real, 1)[0]
     grads = take(real, num_params)
-    positions = take(np.int32, draws * T).reshape(draws, T) if draws > 0 else None
+    positions = take(np.int32, draws * B * T).reshape(draws, B, T) if draws > 0 else None
     assert off == len(data), "%s: %d bytes, read %d" % (path, len(data), off)
     return x, y, logits, loss, grads, pe_eval, (positions, key)
 
@@ -137,13 +139,13 @@ def c_reference(build, pe, prefix, checkpoint=None, variant=None):
     subprocess.run(cmd, check=True)
 
 
-def compare_model(label, model, ref, positions=None):
+def compare_model(label, model, ref, positions=None, given_positions=None):
     """Logits, loss and every parameter gradient of the PyTorch model against the C trainer's,
-    under the reference's evaluation variant, at the given positions (None: 0..T-1)."""
+    under the reference's evaluation variant, at the positions drawn or given (None: 0..T-1)."""
     x, y, logits, loss, grads, pe_eval, _ = ref
     model.zero_grad()
     out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long), pe_eval=pe_eval,
-                       positions=positions)
+                       positions=positions, given_positions=given_positions)
     tloss.backward()
     check("%s: logits (B x T x Vp)" % label, out.detach().numpy(), logits)
     check("%s: loss" % label, tloss.item(), loss)
@@ -276,8 +278,8 @@ def check_random_positions(build, pe, prefix):
     positions, key = ref[6]
     T = ref[0].shape[1]
     mine = model.draw_positions(T, key)
-    ok = positions is not None and mine.shape == positions.shape and (mine == positions).all() and \
-        not (positions == np.arange(T)).all()
+    ok = positions is not None and (positions == positions[:, :1]).all() and mine.shape == positions[:, 0].shape and \
+        (mine == positions[:, 0]).all() and not (mine == np.arange(T)).all()
     print("  %-52s %s  (%d draw(s) of %d from [0, %d))" % ("rp: draw_positions = the trainer's draw", "ok  " if ok else "FAIL",
                                                             len(mine), T, model.cfg.rp_len))
     failures += 0 if ok else 1
@@ -287,6 +289,23 @@ def check_random_positions(build, pe, prefix):
     change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
     ok = change > 1e-6
     print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("rp: the draw changes the logits", "ok  " if ok else "FAIL", change))
+    failures += 0 if ok else 1
+
+
+def check_given_positions(build, pe, prefix):
+    """A model given positions, each row its own (shifted, in two chunks, gapped: the C tests'
+    debug_positions): the logits, loss and gradients at them; they change the logits."""
+    global failures
+    c_reference(build, pe, prefix, None, "pos")
+    model = M.GPT.from_checkpoint(prefix + "_model.bin", dtype=torch.float64)
+    ref = read_reference(prefix + "_ref.bin", model.cfg)
+    given = ref[6][0][0]  # (B, T): every draw holds them
+    compare_model("given positions", model, ref, given_positions=given)
+    with torch.no_grad():
+        plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
+    change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
+    ok = change > 1e-6
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("given positions change the logits", "ok  " if ok else "FAIL", change))
     failures += 0 if ok else 1
 
 
@@ -476,6 +495,7 @@ def main():
                 check_masked(build, model, ckpt, prefix, ref)
             if pe in M.RP_SUPPORTED:
                 check_random_positions(build, pe, prefix + "_rp")
+                check_given_positions(build, pe, prefix + "_pos")
             # bf16: written here, read by both
             cfg, tensors = M.read_checkpoint(ckpt)
             M.write_checkpoint(prefix + "_bf16.bin", cfg, tensors, M.CHECKPOINT_BF16)

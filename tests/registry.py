@@ -130,7 +130,9 @@ def rp_lists(reg):
     README's bullet, docs/encodings.md's sentence) name those of the registry's rp column."""
     want = sorted(e["name"] for e in reg if e["rp"])
     for path, pattern in (("README.md", r"\*\*Randomized positions\*\* \(`-rp L`, Ruoss et al\. 2023; ([^)]*)\)"),
-                          ("docs/encodings.md", r"Randomized positions \(`-rp L`, Ruoss et al\. 2023\) run on (.*?): each step")):
+                          ("docs/encodings.md", r"Randomized positions \(`-rp L`, Ruoss et al\. 2023\) run on (.*?): each step"),
+                          ("docs/randomized-positions.md", r"A run-time option of\s+(.*?), on both trainers"),
+                          ("docs/positions.md", r"registry's `rp` column: (.*?)\) reads")):
         m = re.search(pattern, open(os.path.join(ROOT, path)).read(), re.S)
         if m is None:
             fail("%s: no list of the encodings with randomized positions (%s)" % (path, pattern))

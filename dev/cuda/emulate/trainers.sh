@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole CUDA path of every encoding and DAPE variant, run in the CPU emulation, against the
 # CPU path (make test-cuda-emulate). For each stem, the tiny model's reference written by the
-# CPU test (test_gpt2 debug-state-tiny: 2 layers, 2 heads of 32, B = 2, T = 37) plain, at
-# randomized positions (the stems of RP_STEMS) and with two thirds of the targets unscored
-# (answer-only data), each compared by the emulated test_gpt2cu (fp32): the logits, the loss,
-# every parameter gradient tensor by tensor, and the losses of the reference's AdamW steps.
+# CPU test (test_gpt2 debug-state-tiny: 2 layers, 2 heads of 32, B = 2, T = 37) plain (where
+# test_gpt2cu also holds given positions 0..T-1 equal to none, bit for bit), at randomized and
+# at given positions (the stems of RP_STEMS, which take positions) and with two thirds of the
+# targets unscored (answer-only data), each compared by the emulated test_gpt2cu (fp32): the
+# logits, the loss, every parameter gradient tensor by tensor, and the losses of the
+# reference's AdamW steps.
 # Then the planted sign flips: for every parameter tensor of the encoding (and DAPE's:
 # test_gpt2cu pe-tensors), its gradient negated at the end of the CUDA backward pass
 # (EMU_FLIP_GRAD, dev/cuda/emulate/prepare.py) must make the plain comparison fail on that
@@ -20,7 +22,7 @@ one_stem() {
     local s=$1 log=$BUILD/emulate_trainers_$1.log ref variants="" flips=0 caught=0 vanish="" out rc fail=0
     : > "$log"
     local list="plain mask"
-    case " $RP_STEMS " in *" $s "*) list="plain rp mask" ;; esac
+    case " $RP_STEMS " in *" $s "*) list="plain rp pos mask" ;; esac
     for v in $list; do
         ref=$BUILD/ref_tiny_${s}_$v
         if ! "$BUILD/test_gpt2_$s" debug-state-tiny "$ref" $([ "$v" = plain ] || echo "$v") >> "$log" 2>&1 \
