@@ -256,8 +256,9 @@ typedef struct {
     int rp_draw_len;        // drawn positions per draw (the forward pass takes the first T): the driver's
                             // batch length while it runs the batch's rows in length buckets; 0: T
     int rp_span;            // their range: the draws' L, or T
-    int rope_table_T;       // the length and variant the rope table was computed for (0: none)
+    int rope_table_T;       // the length, variant and model's table the rope table was computed for (0: none)
     PEEval rope_table_eval;
+    RopeTable rope_table_options;
     float* host_losses;     // (N) host copy of the last per-token losses (pinned)
     int* host_tokens;       // (2N) pinned staging of the batch's inputs and targets for the copies
     // the last forward pass
