@@ -215,6 +215,9 @@ typedef struct {
     int resonance; // Resonance RoPE's integer wavelengths (Wang et al. 2024); 0: off
 } RopeTable;
 
+// the base a table's base word stands for: ROPE_BASE for 0
+static inline int rope_base(int word) { return word > 0 ? word : ROPE_BASE; }
+
 // the encodings that take those options: rope alone (xpos's official code, torchscale's, fixes
 // its table as does Giraffe's, which offers xpos or the truncation, never both; nor does xpos
 // take the scaling variants)

@@ -94,9 +94,6 @@ static inline double rope_scale(const PEEval* e, int T) {
     }
 }
 
-// the model's base: ABF's, or ROPE_BASE
-static inline double rope_table_base(const RopeTable* t) { return t->base > 0 ? t->base : ROPE_BASE; }
-
 // Giraffe's truncated basis at length L (truncate_frequency of abacusai/Long-Context,
 // interpolate.py:8-11, 35-37): with b = 2 pi / L, theta kept where theta >= b, 2 pi / (16 L)
 // where b / 8 <= theta < b, 0 below: every kept wavelength fits in L, the lowest frequencies
@@ -118,7 +115,7 @@ PE_FN double rope_angle(int pos, double theta, int period) { return period > 0 ?
 // (jquesnelle/yarn's scaled_rope code), truncation, rounding; returns the factor that q and
 // k are multiplied by (YaRN's mscale(s), 1 otherwise)
 static double rope_frequencies(double* inv_freq, int* period, int hs, const RopeTable* t, const PEEval* e, int T) {
-    double s = rope_scale(e, T), base = rope_table_base(t);
+    double s = rope_scale(e, T), base = rope_base(t->base);
     int v = e->variant;
     int lo = 0, hi = 0;
     if (v == PE_EVAL_YARN || v == PE_EVAL_DYN_YARN) { yarn_correction_range(hs, e->train_len, base, &lo, &hi); }
@@ -309,7 +306,7 @@ static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {
     const RopeTable* table = &model->config.rope;
     double mscale = rope_frequencies(freq, period, hs, table, &model->pe_eval, T);
     int plain = (model->pe_eval.variant == PE_EVAL_PLAIN || model->pe_eval.variant == PE_EVAL_BCA)
-                && rope_table_base(table) == 10000 && table->truncate == 0 && table->resonance == 0;
+                && rope_base(table->base) == 10000 && table->truncate == 0 && table->resonance == 0;
     for (int part = 0; part < 2; part++) {
         for (int h = 0; h < NH; h++) {
             for (int k = 0; k < hs / 2; k++) {
@@ -705,7 +702,7 @@ static void test_rope_table_model(void) {
         memcpy(words[v], &header[15], sizeof(words[v]));
         GPT2 back;
         gpt2_build_from_checkpoint(&back, path);
-        bad += memcmp(words[v], want[v], sizeof(words[v])) != 0 || rope_table_base(&back.config.rope) != rope_table_base(&saved[v])
+        bad += memcmp(words[v], want[v], sizeof(words[v])) != 0 || rope_base(back.config.rope.base) != rope_base(saved[v].base)
                || back.config.rope.truncate != saved[v].truncate || back.config.rope.resonance != saved[v].resonance;
         gpt2_free(&back);
     }
@@ -718,6 +715,20 @@ static void test_rope_table_model(void) {
     }
     free(plain); free(got);
     gpt2_free(&model);
+}
+
+// rope's frequency table as test variants (test_gpt2.c's parse_test_variant; the gradient
+// checks run under each of PE_TEST_VARIANTS, the CUDA path in the emulation too, for rope
+// without DAPE: DAPE's builds rotate by the same code): rb ABF's base 500000, rt the
+// truncated basis at 4 maxT (at the tests' head sizes 4, 32 and 64 some pairs kept, some at
+// 2 pi / (16 L), some 0), rr resonance; returns 0 for another word
+#define PE_TEST_VARIANTS (DAPE_ID == 0 ? "rb rt rr rb+rt+rr+yarn" : "")
+static int pe_test_option(GPT2Config* cfg, const char* word) {
+    if (strcmp(word, "rb") == 0) { cfg->rope.base = 500000; }
+    else if (strcmp(word, "rt") == 0) { cfg->rope.truncate = 4 * cfg->max_seq_len; }
+    else if (strcmp(word, "rr") == 0) { cfg->rope.resonance = 1; }
+    else { return 0; }
+    return 1;
 }
 
 #define PE_TESTS

@@ -2,8 +2,9 @@
 # The whole CUDA path of every encoding and DAPE variant, run in the CPU emulation, against the
 # CPU path (make test-cuda-emulate). For each stem, the tiny model's reference written by the
 # CPU test (test_gpt2 debug-state-tiny: 2 layers, 2 heads of 32, B = 2, T = 37) plain, at
-# randomized positions (the stems of RP_STEMS) and with two thirds of the targets unscored
-# (answer-only data), each compared by the emulated test_gpt2cu (fp32): the logits, the loss,
+# randomized positions (the stems of RP_STEMS), with two thirds of the targets unscored
+# (answer-only data) and under the encoding's own test variants (test_gpt2 variants: rope's
+# frequency table), each compared by the emulated test_gpt2cu (fp32): the logits, the loss,
 # every parameter gradient tensor by tensor, and the losses of the reference's AdamW steps.
 # Then the planted sign flips: for every parameter tensor of the encoding (and DAPE's:
 # test_gpt2cu pe-tensors), its gradient negated at the end of the CUDA backward pass
@@ -21,6 +22,7 @@ one_stem() {
     : > "$log"
     local list="plain mask"
     case " $RP_STEMS " in *" $s "*) list="plain rp mask" ;; esac
+    list="$list $("$BUILD/test_gpt2_$s" variants)" || { echo "FAIL $s: test_gpt2 variants"; return 1; }
     for v in $list; do
         ref=$BUILD/ref_tiny_${s}_$v
         if ! "$BUILD/test_gpt2_$s" debug-state-tiny "$ref" $([ "$v" = plain ] || echo "$v") >> "$log" 2>&1 \
