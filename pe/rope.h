@@ -666,26 +666,33 @@ static void test_rope_table_model(void) {
             model.pe_eval.variant = PE_EVAL_PLAIN;
         }
     }
-    // resonance's period: one token of head size 64 at positions n and n + lambda_k
-    const int hs = 64, start = 1000;
+    // resonance's period at head size 64: the angles of positions n and n + lambda_k, and one
+    // token rotated at them (rope_rotate, whose table the CUDA path shares), at n = 1000 and at
+    // n = 2^30, where n theta_k in double is off by more than float's rounding of cos and sin
+    const int hs = 64, starts[2] = {1000, 1 << 30};
     double freq[32];
-    int period[32], bits[2] = {0, 0};
+    int period[32], angles[2] = {0, 0}, bits[2][2] = {{0, 0}, {0, 0}};
     PEEval e = {PE_EVAL_PLAIN, 1, 1};
     for (int r = 0; r <= 1; r++) {
         RopeTable t = {0, 0, r};
         rope_frequencies(freq, period, hs, &t, &e, 1);
-        for (int k = 0; k < hs / 2; k++) {
-            int lam = (int)rint(2 * M_PI / freq[k]); // resonance: period[k] itself
-            real a[3 * 64], b[3 * 64];
-            for (int c = 0; c < 3 * hs; c++) { a[c] = b[c] = (real)(1 + c % 7) / 7; }
-            int pa = start, pb = start + lam;
-            rope_rotate(a, &t, &e, INFINITY, &pa, 1, 1, 1, hs, 1, 1);
-            rope_rotate(b, &t, &e, INFINITY, &pb, 1, 1, 1, hs, 1, 1);
-            for (int part = 0; part < 2; part++) { bits[r] += memcmp(a + part * hs + 2 * k, b + part * hs + 2 * k, 2 * sizeof(real)) != 0; }
+        for (int s = 0; s < 2; s++) {
+            for (int k = 0; k < hs / 2; k++) {
+                int lam = (int)rint(2 * M_PI / freq[k]); // resonance: period[k] itself
+                double xa = rope_angle(starts[s], freq[k], period[k]), xb = rope_angle(starts[s] + lam, freq[k], period[k]);
+                angles[r] += memcmp(&xa, &xb, sizeof(double)) != 0;
+                real a[3 * 64], b[3 * 64];
+                for (int c = 0; c < 3 * hs; c++) { a[c] = b[c] = (real)(1 + c % 7) / 7; }
+                int pa = starts[s], pb = starts[s] + lam;
+                rope_rotate(a, &t, &e, INFINITY, &pa, 1, 1, 1, hs, 1, 1);
+                rope_rotate(b, &t, &e, INFINITY, &pb, 1, 1, 1, hs, 1, 1);
+                for (int part = 0; part < 2; part++) { bits[r][s] += memcmp(a + part * hs + 2 * k, b + part * hs + 2 * k, 2 * sizeof(real)) != 0; }
+            }
         }
     }
-    check(bits[1] == 0, "resonance: n and n + lambda_k rotate pair k alike, bit for bit (n = 1000)", bits[1], 0);
-    check(bits[0] > 0, "(without it, n + round(2 pi / theta_k) rotates otherwise)", bits[0], 1);
+    check(angles[1] == 0, "resonance: angles of n and n + lambda_k bit for bit (n = 1000, 2^30)", angles[1], 0);
+    check(bits[1][0] + bits[1][1] == 0, "resonance: pair k of q, k rotated alike at n, n + lambda_k (1000, 2^30)", bits[1][0] + bits[1][1], 0);
+    check(angles[0] > 0 && bits[0][1] > 0, "(without it, n + round(2 pi / theta_k) rotates otherwise at 2^30)", bits[0][1], 1);
     // through a checkpoint: the three words, and the default base written as 0
     char path[300];
     snprintf(path, sizeof(path), "%s/rope_table.bin", tmpdir);

@@ -19,8 +19,8 @@ trainer, for every encoding, in float64 (make test-python):
   4b. rope's frequency table (rope only): checkpoints written here with header words 15-17
      set (base 500000, truncation at 100, resonance, all three), read by the C trainer and
      model.py, each alone and all three under every RoPE scaling variant (YaRN's among them),
-     resonance with YaRN too; each must change the logits; the base 10000 written is the
-     default file, word 15 = 0;
+     the base with NTK and YaRN and resonance with YaRN too; each must change the logits; the
+     base 10000 written is the default file, word 15 = 0;
   5. answer-only data: two of every three targets -1 (TARGET_UNSCORED), the loss the mean
      over the others (`torch-reference PREFIX MODEL.bin mask`), for the first encoding: the
      same loss and gradients, and another loss than the plain one;
@@ -303,7 +303,7 @@ def check_rope_table(build, model, ckpt, prefix, plain):
     global failures
     cfg, tensors = M.read_checkpoint(ckpt)
     hs = cfg.channels // cfg.num_heads  # 8: theta_k = 1, 0.1, 0.01, 0.001; truncation at 100 keeps two, 0.01 -> 2 pi / 1600, 0.001 -> 0
-    tables = [("base 500000", dict(rope_base=500000), ["plain"]), ("truncation 100", dict(rope_truncate=100), ["plain"]),
+    tables = [("base 500000", dict(rope_base=500000), ["plain", "ntk", "yarn"]), ("truncation 100", dict(rope_truncate=100), ["plain"]),
               ("resonance", dict(rope_resonance=1), ["plain", "yarn"]),
               ("all three", dict(rope_base=500000, rope_truncate=100, rope_resonance=1), list(model.pe.eval_variants))]
     for label, options, variants in tables:
