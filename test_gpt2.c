@@ -1615,15 +1615,17 @@ static void test_gradients(int edge_exact, int rp, int masked, const char* varia
     (void)edge_exact; (void)rp; (void)masked; (void)variant;
     failures++;
 #else
-    printf("gradient checks against central finite differences (%s, fp64%s%s%s%s%s)\n", model_label(PE_ID, DAPE_ID),
-           DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "",
-           rp ? ", randomized positions" : "", masked ? ", a third of the targets scored" : "",
-           variant != NULL ? ", variant " : "", variant != NULL ? variant : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
     PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
     int variant_rp, variant_masked;
     parse_test_variant("gradcheck", variant, &cfg, &e, &variant_rp, &variant_masked);
+    rp = rp || variant_rp;
+    masked = masked || variant_masked;
+    printf("gradient checks against central finite differences (%s, fp64%s%s%s%s%s)\n", model_label(PE_ID, DAPE_ID),
+           DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "",
+           rp ? ", randomized positions" : "", masked ? ", a third of the targets scored" : "",
+           variant != NULL ? ", variant " : "", variant != NULL ? variant : "");
     if (rp) { cfg.rp_len = 3 * T; cfg.rp_seed = 8; }
     pe_test_config(&cfg);
     GPT2 model;

@@ -1472,7 +1472,7 @@ static int train_main(int argc, char** argv) {
     }
     rope_table_apply(&cfg->rope, &a.rope_table, resume_step >= 0 || model_is_file(a.model), resume_step, training, mp.rank);
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
-    if (cfg->rope.base != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
+    if (rope_base(cfg->rope.base) != ROPE_BASE) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
     if (cfg->rope.truncate != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rt%d", cfg->rope.truncate); }
     if (cfg->rope.resonance != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rr"); }
     if (cfg->rp_len > 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rp%d", cfg->rp_len); }
