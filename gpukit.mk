@@ -61,7 +61,7 @@ gpu-kit: gpu-kit-bins
 gpu-lease-plan:
 	@GPU_KIT=$(GPU_KIT) $(kit_lists) bash dev/gpu_checks.sh plan
 
-# CI (no GPU): the dry run of a lease (tests/gpu_lease.sh, 45 s of CPU): the commands'
+# CI (no GPU): the dry run of a lease (tests/gpu_lease.sh, 50 s of CPU): the commands'
 # plan; a kit of make test's fp32 GPU-vs-CPU tests, stand-ins for the other programs and one CPU
 # reference writer built as the kit builds it (OpenBLAS inside, run from the unpacked kit), packed
 # and checked (libraries); gpu_kit.sh's refusals to delete what it did not make; both commands

@@ -33,7 +33,8 @@
 # Environment: GPU_KIT (the kit's folder, default out/gpukit), GPU_CHECKS_WORK (default
 # out/gpu-lease; relative folders given are the caller's), GPU_CHECKS_CAP (the longest one run
 # may take, default 600 s), DEADLINE (seconds, instead of the command's own), GPU_CHECKS_SHAPE
-# (command 2's attention shape).
+# (command 2's attention shape), GPU_CHECKS_PYTHON (the python with torch where python3 has
+# none, default the GPU machine's /opt/torch/.venv/bin/python3).
 set -uo pipefail # no -e: a failed run is a row of the summary, not the end of the script
 
 # the lease (device time in all, a machine's start included) and the commands' timeouts
@@ -374,8 +375,9 @@ machine() {
 
 # the python that has torch: python3, else the GPU machine's own environment
 PY=python3
+TORCH_PY=${GPU_CHECKS_PYTHON:-/opt/torch/.venv/bin/python3}
 python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)" 2> /dev/null ||
-    { [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3; }
+    { [ -x "$TORCH_PY" ] && PY=$TORCH_PY; }
 
 # ----------------------------------------------------------------------------
 # the units: each runs on its own (command 2 retries them by name) and writes its own rows
@@ -522,27 +524,38 @@ u_bench() {
     else
         cmd=("$BIN/train_gpt2cu_$name" -e small -b "$B" -t $BENCH_T -x $BENCH_STEPS -u 5 -m 0 -s 0 -E 1024 -K 8192 -W -1 -i "$TRAIN" -j "$VAL")
     fi
+    # the device's memory every 200 ms or so until the run ends (a stop file, no signal that
+    # could come before the sampler is running), each sample under a timeout
     smi=$LOGS/smi_${name}_b$B.csv
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 < /dev/null > "$smi" 2> /dev/null &
+    rm -f "$smi.stop"
+    (
+        while [ ! -e "$smi.stop" ] && [ $(left) -gt 0 ]; do
+            timeout 5 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits < /dev/null 2> /dev/null
+            sleep 0.2
+        done > "$smi"
+    ) &
     sp=$!
     r=$(run "bench_${name}_b$B" 150 30 '^step +[0-9]+/' "${cmd[@]}")
-    kill $sp 2> /dev/null
-    wait $sp 2> /dev/null
-    local n l c fields
-    n=$(sed -n 's/^| *\(num_\)\{0,1\}parameters *| *\([0-9][0-9]*\) .*/\2/p' "$log" | head -n 1)
-    l=$(sed -n -e 's/^| *num_layers L *| *\([0-9][0-9]*\) .*/\1/p' -e 's/^| *config *| *L=\([0-9][0-9]*\) .*/\1/p' "$log" | head -n 1)
-    c=$(sed -n -e 's/^| *channels C *| *\([0-9][0-9]*\) .*/\1/p' -e 's/^| *config *| .* C=\([0-9][0-9]*\) .*/\1/p' "$log" | head -n 1)
-    fields=$(awk -v bt=$((B * BENCH_T)) -v T=$BENCH_T -v N="$n" -v L="$l" -v C="$c" -v peak="$PEAK" '
-        /^step +[0-9]+\// { n++; for (i = 2; i <= NF; i++) { if ($i == "loss" && !l1) l1 = $(i + 1); if ($i == "loss") ln = $(i + 1) }
-                            if (n < 3) next
-                            for (i = 2; i <= NF; i++) if ($i == "ms") { ms += $(i - 1); k++ } }
-        END { if (!k) { printf "- | - | - | -"; exit }
-              tps = bt / (ms / k) * 1000
-              mfu = (N != "" && L != "" && C != "" && peak != "") ? sprintf("%.1f%%", 100 * (6 * N + 6 * L * C * T) * tps / (peak * 1e12)) : "-"
-              printf "%.1f | %.0f | %s | %s -> %s", ms / k, tps, mfu, l1, ln }' "$log")
-    local peak
-    peak=$(awk -F'|' '$3 ~ /nonoverlap/ { gsub(/ /, "", $8); print $8; exit }' "$log")
-    row "| $name | $B | $fields | ${peak:--} | $(sort -n "$smi" 2> /dev/null | tail -n 1 | grep . || echo -) | $r |"
+    touch "$smi.stop"
+    wait $sp
+    rm -f "$smi.stop"
+    local n l c fields="- | - | - | -" peak="" device=- # the run's numbers, where it ran
+    if [ -e "$log" ]; then
+        device=$(sort -n "$smi" 2> /dev/null | tail -n 1 | grep . || echo -)
+        n=$(sed -n 's/^| *\(num_\)\{0,1\}parameters *| *\([0-9][0-9]*\) .*/\2/p' "$log" | head -n 1)
+        l=$(sed -n -e 's/^| *num_layers L *| *\([0-9][0-9]*\) .*/\1/p' -e 's/^| *config *| *L=\([0-9][0-9]*\) .*/\1/p' "$log" | head -n 1)
+        c=$(sed -n -e 's/^| *channels C *| *\([0-9][0-9]*\) .*/\1/p' -e 's/^| *config *| .* C=\([0-9][0-9]*\) .*/\1/p' "$log" | head -n 1)
+        fields=$(awk -v bt=$((B * BENCH_T)) -v T=$BENCH_T -v N="$n" -v L="$l" -v C="$c" -v peak="$PEAK" '
+            /^step +[0-9]+\// { n++; for (i = 2; i <= NF; i++) { if ($i == "loss" && !l1) l1 = $(i + 1); if ($i == "loss") ln = $(i + 1) }
+                                if (n < 3) next
+                                for (i = 2; i <= NF; i++) if ($i == "ms") { ms += $(i - 1); k++ } }
+            END { if (!k) { printf "- | - | - | -"; exit }
+                  tps = bt / (ms / k) * 1000
+                  mfu = (N != "" && L != "" && C != "" && peak != "") ? sprintf("%.1f%%", 100 * (6 * N + 6 * L * C * T) * tps / (peak * 1e12)) : "-"
+                  printf "%.1f | %.0f | %s | %s -> %s", ms / k, tps, mfu, l1, ln }' "$log")
+        peak=$(awk -F'|' '$3 ~ /nonoverlap/ { gsub(/ /, "", $8); print $8; exit }' "$log")
+    fi
+    row "| $name | $B | $fields | ${peak:--} | $device | $r |"
 }
 
 # the kit's evaluation trainer (manifest: eval) on GPT-Small at 1k, 4k and 16k tokens, alone:
@@ -553,7 +566,7 @@ u_eval() {
     log=$LOGS/eval_$pe.log
     r=$(run "eval_$pe" 120 30 '^\| +16384 \| nonoverlap' "$BIN/train_gpt2cu_$pe" -e small -t 1024 -x 0 -E 1024,4096,16384 -K 16384 -W -1 -i "$TRAIN" -j "$VAL")
     local rows
-    rows=$(awk -F'|' '$3 ~ /nonoverlap/ { gsub(/ /, ""); print }' "$log" | awk -F'|' '{ printf "%s %s MiB; ", $2, $8 }')
+    rows=$(awk -F'|' '$3 ~ /nonoverlap/ { gsub(/ /, ""); print }' "$log" 2>/dev/null | awk -F'|' '{ printf "%s %s MiB; ", $2, $8 }')
     row "| $pe, GPT-Small, -x 0: peak memory by length: ${rows:--} | $r |"
 }
 
@@ -577,8 +590,8 @@ u_time() {
     r=$(run "time_$pe" 60 5 '^timed only' "$BIN/attention_$pe" time $SHAPE)
     [ "$r" = ok ] && r=timed
     local f b
-    f=$(awk '/^  forward/ { print $2 " | " ($5 == "TFLOP/s" ? $4 : "-") }' "$log")
-    b=$(awk '/^  backward/ { print $2 " | " ($5 == "TFLOP/s" ? $4 : "-") }' "$log")
+    f=$(awk '/^  forward/ { print $2 " | " ($5 == "TFLOP/s" ? $4 : "-") }' "$log" 2>/dev/null)
+    b=$(awk '/^  backward/ { print $2 " | " ($5 == "TFLOP/s" ? $4 : "-") }' "$log" 2>/dev/null)
     row "| ours: $pe | ${f:-- | -} | ${b:-- | -} | $r |"
 }
 
@@ -588,9 +601,9 @@ u_time() {
 u_torch() {
     local r log=$LOGS/torch.log
     r=$(run torch 150 30 'backward' $PY dev/cuda/sdpa_bench.py $SHAPE)
-    awk '$2 == "forward" { f[$1] = $3 " | " $5 } $2 == "backward" { print "| torch: " $1 " | " f[$1] " | " $3 " | " $5 " | measured |" }' "$log" |
+    awk '$2 == "forward" { f[$1] = $3 " | " $5 } $2 == "backward" { print "| torch: " $1 " | " f[$1] " | " $3 " | " $5 " | measured |" }' "$log" 2>/dev/null |
         while read -r line; do row "$line"; done
-    grep -E "FAILED|skipped" "$log" | while read -r line; do row "| torch: $line | - | - | - | - | - |"; done
+    grep -E "FAILED|skipped" "$log" 2>/dev/null | while read -r line; do row "| torch: $line | - | - | - | - | - |"; done
     row "| torch: every case | - | - | - | - | $r |"
 }
 # PyTorch's compile of command 2's FlexAttention cases, beside command 1's other work (niced):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dry run of a GPU lease (make test-gpu-lease), on a machine without a GPU (45 s of CPU):
+# The dry run of a GPU lease (make test-gpu-lease), on a machine without a GPU (50 s of CPU):
 #
 #  1. the plan: the two commands fit the run command's 2000 characters, their work on paper
 #     their deadlines, their timeouts the lease
@@ -19,7 +19,8 @@
 #     error over its tolerance, MFU by the script's formula), rows in list order, a crash, a hang
 #     and a failed check are each a FAIL and the runs after them go on, every compute-sanitizer
 #     row says it is unavailable; a driver's error is no "no CUDA device", a hung nvidia-smi holds
-#     nothing, tar's exit 1 for a log that grew still packs the logs
+#     nothing, tar's exit 1 for a log that grew still packs the logs; a kit whose library is
+#     missing is rebuilt, and a failed rebuild stops the command; a python with torch is found
 #  5. the deadline: a run it stops (a stand-in that needs 20 s) is "not run (deadline)" and left,
 #     never a FAIL; a unit is not started with less than its minimum time; command 2 retries what
 #     command 1 left on the same machine (compute-sanitizer working: its errors and warnings
@@ -243,8 +244,25 @@ grep -q "the CUDA device does not answer (.*CUDA driver version is insufficient.
     ! grep -q "no CUDA device (" "$D/out_driver/summary1.md" && [ $took -le 30 ] &&
     pass "a driver's error at the device probe is reported in its words; a hung nvidia-smi held the command $took s" ||
     fail "a driver's error at the device probe, nvidia-smi hung: $took s, $(grep -m1 -iE 'device' "$D/out_driver/summary1.md")"
-tar -tzf "$D/out_driver/logs1.tar.gz" 2>/dev/null | grep -q "logs1/device.log" && [ -z "$(ls "$D/out_driver" | grep tmp)" ] &&
+[ "$(tar -tzf "$D/out_driver/logs1.tar.gz" 2>/dev/null | grep -c "logs1/device.log")" = 1 ] && [ -z "$(ls "$D/out_driver" | grep tmp)" ] &&
     pass "the logs packed although tar ended in exit 1 (a file that changed)" || fail "tar's exit 1: no logs1.tar.gz with the logs: $(ls "$D/out_driver")"
+
+# a kit whose libraries the GPU machine lacks is rebuilt there (make gpu-kit-bins); a rebuild that
+# fails ends the command, and the kit is never taken from what the rebuild did not make
+rm -rf "$D/stage_nolib" && cp -r "$D/stage_gpu" "$D/stage_nolib" && cp "$D/needs_fake" "$D/stage_nolib/bin/" && echo "bin needs_fake" >> "$D/stage_nolib/manifest"
+mkdir -p "$D/tools_make" && printf '#!/bin/sh\nexec bash %s make "$@"\n' "$PWD/tests/gpu_stub.sh" > "$D/tools_make/make" && chmod +x "$D/tools_make/make"
+KIT_XZ=-0 bash dev/gpu_kit.sh pack "$D/stage_nolib" "$D/kit_nolib" > /dev/null || fail "the kit that needs a missing library"
+GPU_KIT=$D/kit_nolib GPU_CHECKS_WORK=$D/work_nolib PATH=$PWD/$D/tools_make:$PATH bash dev/gpu_checks.sh 1 "$D/out_nolib" > /dev/null 2>&1
+S=$D/out_nolib/summary1.md
+grep -q "libraries not found: libgpulease_fake.so" "$S" && grep -q "FAIL: the rebuild: FAIL (exit 2" "$S" && ! grep -q "libraries: all found" "$S" &&
+    pass "a kit whose library is missing: the rebuild ran, failed, and the command stopped there" || fail "a kit whose library is missing: $(grep -E 'librar|rebuild' "$S")"
+# python3 without torch: the GPU machine's python with torch (GPU_CHECKS_PYTHON, a stand-in here)
+printf '#!/bin/sh\nexec python3 "$@"\n' > "$D/tools_make/torch_python" && chmod +x "$D/tools_make/torch_python"
+DEADLINE=40 GPU_CHECKS_WORK=$D/work_py GPU_CHECKS_PYTHON=$PWD/$D/tools_make/torch_python bash dev/gpu_checks.sh 1 "$D/out_py" > /dev/null 2>&1
+py=$PWD/$D/tools_make/torch_python
+python3 -c "import torch" 2> /dev/null && py=python3 # a python3 with torch is taken first
+grep -q "SKIPPED ($py has no torch or no transformers)" "$D/out_py/summary1.md" &&
+    pass "python3 without torch: the checks take GPU_CHECKS_PYTHON" || fail "python3 without torch: $(grep -m1 'HF export' "$D/out_py/summary1.md")"
 
 # 5. the deadline: a stand-in run that needs 20 s and a 16 s deadline: stopped, left, no FAIL
 export GPU_CHECKS_WORK=$D/work_late
@@ -264,7 +282,7 @@ DEADLINE=30 GPU_CHECKS_WORK=$D/work_min bash dev/gpu_checks.sh 1 "$D/out_min" > 
 R=$D/work_min/logs1/results.tsv
 n=$(grep -cE $'^(bench_|memcheck_|racecheck_|eval_).*\t0\tnot run \\(deadline\\)$' "$R")
 if [ "$n" = 7 ] && [ -z "$(ls "$D/work_min/logs1" | grep -E '^(bench_|memcheck_|racecheck_|eval_).*\.log$')" ] && grep -q $'^mma_check\t.*\tok$' "$R" &&
-   grep -qx "bench llm.c 8" "$D/out_min/left1.txt"; then pass "deadline 30 s: the trainers, compute-sanitizer and the evaluation are not started (their minimum time) and left"
+   grep -qx "bench llm.c 8" "$D/out_min/left1.txt" && grep -qx '| llm.c | 8 | - | - | - | - | - | - | not run (deadline) |' "$D/out_min/summary1.md"; then pass "deadline 30 s: the trainers, compute-sanitizer and the evaluation are not started (their minimum time) and left"
 else fail "deadline 30 s: units started with less than their minimum time: $(grep -E '^(bench_|memcheck_|racecheck_|eval_)' "$R" | tr '\t\n' ' ;') logs: $(ls "$D/work_min/logs1" | tr '\n' ' ')"; fi
 # command 2 on the same machine: what command 1 left, compute-sanitizer working (errors and
 # warnings apart), the emulated kernels timed

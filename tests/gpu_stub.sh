@@ -17,7 +17,8 @@
 #   GPU_STUB_DEVICE_ERROR   test_gpt2cu's device probe fails with these words (a driver's error)
 #
 # The GPU machine's tools (GPU_STUB=device):
-#   nvidia-smi          an H100 SXM (--query-gpu=name,...), its memory in use every 200 ms (-lms)
+#   nvidia-smi          an H100 SXM (--query-gpu=name,...), its memory in use (memory.used)
+#   make                a build that fails (the kit's rebuild on the GPU machine)
 #   tar                 the real one; with GPU_STUB_TAR_CHANGED, an archive it writes ends in
 #                       exit 1, as when a file grows while it is read ("file changed as we read it")
 #   compute-sanitizer   GPU_STUB_SANITIZER=refused: a runtime that refuses it (gVisor's "Device
@@ -41,6 +42,11 @@ if [ "$name" = tar ]; then
     command -p tar "$@" || exit
     [[ -z "${GPU_STUB_TAR_CHANGED:-}" || " $* " != *" -czf "* ]] || { echo "tar: a log: file changed as we read it" >&2; exit 1; }
     exit 0
+fi
+
+if [ "$name" = make ]; then # a rebuild of the kit on the GPU machine that fails
+    echo "make: *** [gpukit.mk] the stand-in's build fails"
+    exit 2
 fi
 
 if [ "${GPU_STUB:-none}" = none ]; then
@@ -83,7 +89,7 @@ case $name in
     nvidia-smi)
         case "$*" in
             *--query-gpu=name*) echo "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04" ;;
-            *memory.used*) while :; do echo 1234; sleep 0.2; done ;;
+            *memory.used*) echo 1234 ;;
             *) echo "NVIDIA-SMI 580.159.04 (stand-in)" ;;
         esac ;;
     compute-sanitizer)
