@@ -119,6 +119,7 @@ plan() {
     [ $c1 -le $d1 ] && [ $c2 -le $d2 ] && [ $total -le $LEASE_S ] || { echo "the commands do not fit the lease on paper" >&2; return 1; }
 }
 
+# the command line's use, on stderr, and exit 1
 usage() { echo "usage: $0 1|2 [OUTDIR [LEFT]] | plan   (LEFT: the lease's seconds left)" >&2; exit 1; }
 [ $# -ge 1 ] || usage
 if [ "$1" = plan ]; then plan; exit; fi
@@ -185,6 +186,8 @@ flush_background() {
 }
 # a process and everything it started
 kill_tree() { local p c; for p in "$@"; do for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do kill_tree "$c"; done; kill "$p" 2>/dev/null; done; }
+# the end of a command, however it ends: what runs beside is stopped, the rows still out go
+# into the summary, the counts, the last pack; exit 0 only when every run was ok
 finish() {
     local pids
     pids=$(jobs -p)
@@ -619,6 +622,8 @@ u_torch_compile() {
 # it has ended, or when the command ends
 background_table() { echo "$1" > "$2"; BACKGROUND+=("$2"); }
 
+# command 1: correctness, speed, compute-sanitizer, memory, the evaluation (the HF check and
+# PyTorch's compile beside them)
 command1() {
     table "| run | result |"
     UNIT=mma u_mma
@@ -678,6 +683,8 @@ retry_unit() {
     esac
 }
 
+# command 2: command 1's left correctness, the attention timed beside PyTorch, the rest of what
+# command 1 left, compute-sanitizer on DAPE's whole model
 command2() {
     local from=$WORK/left1.txt units=() unit p t refs=""
     [ -s "$from" ] || from=$KIT_DIR/left1.txt
