@@ -125,12 +125,15 @@ test-dape: test-dape-builds
 	@$(call gpu_vs_cpu,$(DAPE_CUDA_TESTS))
 
 # the trainer as a program: bad input, exact resume and crash safety, multi-process runs (the
-# resume of a run with every evaluation flag needs the tokenizer and the passkey texts)
+# resume of a run with every evaluation flag needs the tokenizer and the passkey texts); rope's
+# frequency table (-rb, -rt, -rr): its flags, fine-tuning, resume and evaluation (tests/rope_table.sh)
 SCRIPT_PES := learned cable
-test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe)) starter tokenizer gpt2_passkey.bin
+test-scripts: $(foreach pe,$(SCRIPT_PES),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe)) $(BUILD)/train_gpt2_rope \
+              starter tokenizer gpt2_passkey.bin
 	@for pe in $(SCRIPT_PES); do \
 	  bash tests/cli.sh $$pe && bash tests/health.sh $$pe && bash tests/resume.sh $$pe && bash tests/mpi.sh $$pe || exit 1; \
 	done
+	@bash tests/rope_table.sh
 
 # the evaluation suite (tests/evals.sh): HellaSwag's scoring and files, the passkey prompts,
 # scoring and grid, a model trained on the passkey template that retrieves the key, the

@@ -10,17 +10,22 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
                          overfitting one batch, memory at long sequence lengths
   ./gradcheck gradcheck [masked]
                          fp64: every parameter tensor's analytic gradient against
-                         central finite differences; masked: of the loss on a third of
+                         central finite differences (also under each of the encoding's
+                         test variants, PE_TEST_VARIANTS); masked: of the loss on a third of
                          the targets only (answer-only data), whose value is checked too
   ./test_gpt2 compare A.bin B.bin TOL
                          compares two checkpoints tensor by tensor (exit 1 if any
                          element differs by more than TOL; 0 asks for bit equality)
   ./test_gpt2 debug-state PREFIX [VARIANT]
                          writes the reference that test_gpt2cu compares the CUDA
-                         path against (llmc/debug_state.h), optionally under an
-                         evaluation variant (rope: pi, ntk, yarn, dynamic-pi,
-                         dynamic-ntk, dynamic-yarn; xpos: bca), with randomized
-                         positions (rp) or with two thirds of the targets unscored (mask)
+                         path against (llmc/debug_state.h), optionally under a
+                         variant: words joined by '+', an evaluation variant (rope: pi,
+                         ntk, yarn, dynamic-pi, dynamic-ntk, dynamic-yarn; xpos: bca),
+                         randomized positions (rp), two thirds of the targets unscored
+                         (mask), the encoding's own options (rope: rb, rt, rr; see
+                         pe_test_option), e.g. rb+rt+rr+yarn
+  ./test_gpt2 variants   prints the encoding's own test variants (PE_TEST_VARIANTS), which
+                         the emulated CUDA path is compared under too
   ./test_gpt2 debug-state-tiny PREFIX [VARIANT]
                          the same for a tiny model, small enough for the CUDA path's
                          CPU emulation (dev/cuda/Makefile) to run in seconds
@@ -148,6 +153,35 @@ static uint64_t pe_loss_piece(GPT2* model, int B, int T) { return 0; }
 #ifndef PE_TESTS
 static void pe_tests(void) {}
 #endif
+#ifndef PE_TEST_VARIANTS // the encoding's own options as test variants: none
+#define PE_TEST_VARIANTS ""
+static int pe_test_option(GPT2Config* cfg, const char* word) { return 0; }
+#endif
+
+// A test variant (NULL: plain): words joined by '+', each an evaluation variant of the encoding
+// (into e), rp (randomized positions), pos (given positions: debug_positions), mask
+// (answer-only targets) or one of the encoding's own options (pe_test_option, set in cfg; NULL:
+// none taken, the checkpoint holds them); `who` names the caller in the error that a word no
+// variant of the encoding's is
+static void parse_test_variant(const char* who, const char* variant, GPT2Config* cfg, PEEval* e, int* rp, int* masked, int* given) {
+    *rp = *masked = *given = 0;
+    if (variant == NULL) { return; }
+    char buf[256];
+    if (strlen(variant) >= sizeof(buf)) { fatal("%s: variant '%s' too long", who, variant); }
+    strcpy(buf, variant);
+    char* rest = NULL;
+    for (char* word = strtok_r(buf, "+", &rest); word != NULL; word = strtok_r(NULL, "+", &rest)) {
+        int v = 0;
+        while (v < PE_EVAL_NUM && strcmp(word, PE_EVAL_NAMES[v]) != 0) { v++; }
+        if (strcmp(word, "rp") == 0 && rp_supported(PE_ID) && DAPE_ID == 0) { *rp = 1; }
+        else if (strcmp(word, "pos") == 0 && rp_supported(PE_ID) && DAPE_ID == 0) { *given = 1; }
+        else if (strcmp(word, "mask") == 0) { *masked = 1; }
+        else if (v < PE_EVAL_NUM && pe_has_eval_variant(v)) { e->variant = v; }
+        else if (cfg == NULL || !pe_test_option(cfg, word)) {
+            fatal("%s: no variant '%s' for PE '%s'", who, word, model_label(PE_ID, DAPE_ID));
+        }
+    }
+}
 #ifndef PE_TEST_GRADIENTS
 static void pe_test_gradients(GPT2* model, int B, int T) {}
 #endif
@@ -1726,23 +1760,32 @@ static double dape_min_preactivation(GPT2* model, int B, int T) {
 // edge_exact: DAPE's edge rule (pe/dape.h) for the run; rp: under one draw of
 // randomized positions from [0, 3T), checking the tensors the positions reach first (wpe,
 // qkvw, the encoding's own); masked: the loss of answer-only data, on a third of the
-// targets (the others TARGET_UNSCORED), which must also be their mean loss in an unmasked pass
-static void test_gradients(int edge_exact, int at, int masked) {
+// targets (the others TARGET_UNSCORED), which must also be their mean loss in an unmasked pass;
+// at: the positions (AT_*); variant: one of the encoding's own test variants (PE_TEST_VARIANTS;
+// NULL: none)
+static void test_gradients(int edge_exact, int at, int masked, const char* variant) {
 #ifndef REAL_DOUBLE
     printf("gradient checks need the fp64 build (make build/gradcheck_<pe>)\n");
-    (void)edge_exact; (void)at; (void)masked;
+    (void)edge_exact; (void)at; (void)masked; (void)variant;
     failures++;
 #else
-    printf("gradient checks against central finite differences (%s, fp64%s%s%s)\n", model_label(PE_ID, DAPE_ID),
-           DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "",
-           AT_NAMES[at], masked ? ", a third of the targets scored" : "");
     int B = 2, T = 24;
     GPT2Config cfg = tiny_config(T);
+    PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
+    int variant_rp, variant_masked, variant_given;
+    parse_test_variant("gradcheck", variant, &cfg, &e, &variant_rp, &variant_masked, &variant_given);
+    at = variant_rp ? AT_DRAWN : variant_given ? AT_GIVEN : at;
+    masked = masked || variant_masked;
+    printf("gradient checks against central finite differences (%s, fp64%s%s%s%s%s)\n", model_label(PE_ID, DAPE_ID),
+           DAPE_ID > 1 ? (edge_exact ? ", DAPE edge exact" : ", DAPE edge T -> infinity") : "",
+           AT_NAMES[at], masked ? ", a third of the targets scored" : "",
+           variant != NULL ? ", variant " : "", variant != NULL ? variant : "");
     if (at == AT_DRAWN) { cfg.rp_len = 3 * T; cfg.rp_seed = 8; }
     if (at == AT_GIVEN) { pe_config_positions(&cfg, 3 * T); }
     pe_test_config(&cfg);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 13);
+    model.pe_eval = e;
     model.rp_key = rp_key(RP_STREAM_TEST, 3, 0); // one draw for every forward pass of the check
     int given[48];
     debug_positions(given, B, T);
@@ -1823,14 +1866,14 @@ static void test_gradients(int edge_exact, int at, int masked) {
 // ----------------------------------------------------------------------------
 // the CPU reference for the CUDA path (llmc/debug_state.h)
 
-// `variant` (NULL: plain) names an evaluation variant (llmc/pe.h) that the whole reference
-// runs under, forward, backward and steps: a RoPE scaling method at s = 2 (a static factor
-// of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2; or "rp":
-// randomized positions from [0, 2T) (the checkpoint's words 12, 13), one fixed draw (its
-// key in the state's words 12-13) for the batch and every step; or "mask": the targets of
+// `variant` (NULL: plain; parse_test_variant) names what the whole reference runs under,
+// forward, backward and steps: an evaluation variant (llmc/pe.h), a RoPE scaling method at
+// s = 2 (a static factor of 2, or T = 2 L for the dynamic ones), or xpos's BCA with L = T / 2;
+// "rp": randomized positions from [0, 2T) (the checkpoint's words 12, 13), one fixed draw (its
+// key in the state's words 12-13) for the batch and every step; "mask": the targets of
 // answer-only data, two of every three TARGET_UNSCORED (and the first ten), the loss the
-// mean of the others; or "pos": the given positions of debug_positions (the state's word 15
-// is 1, and they follow the step losses).
+// mean of the others; "pos": the given positions of debug_positions (the state's word 15 is 1,
+// and they follow the step losses); the encoding's own options (in the checkpoint's header).
 // tiny: a model and batch small enough for the CUDA path's CPU emulation to run in seconds
 // (2 layers, 2 heads of 32, a vocabulary of 250, B = 2, T = 37: no tile is full; DEBUG_TINY_STEPS steps)
 static void write_debug_state(const char* prefix, const char* variant, int tiny) {
@@ -1843,10 +1886,9 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
         B = 2; T = 37; cfg.max_seq_len = T; steps = DEBUG_TINY_STEPS;
     }
     gpt2_config_set_dape(&cfg);
-    int rp = variant != NULL && strcmp(variant, "rp") == 0;
-    int masked = variant != NULL && strcmp(variant, "mask") == 0;
-    int given = variant != NULL && strcmp(variant, "pos") == 0;
-    if ((rp || given) && (!rp_supported(PE_ID) || DAPE_ID != 0)) { fatal("debug-state: no positions for PE '%s'", model_label(PE_ID, DAPE_ID)); }
+    int rp, masked, given;
+    PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
+    parse_test_variant("debug-state", variant, &cfg, &e, &rp, &masked, &given);
     if (rp) { cfg.rp_len = 2 * T; cfg.rp_seed = 77; }
     int* pos = (int*)malloc_check((size_t)B * T * sizeof(int));
     if (given) { pe_config_positions(&cfg, debug_positions(pos, B, T)); }
@@ -1857,10 +1899,6 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     uint64_t rng = random_seed(99);
     perturb_parameters(&model, 0.02f, &rng);
     pe_test_params(&model, &rng);
-    PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
-    while (variant != NULL && !rp && !masked && !given && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
-    int ok = pe_has_eval_variant(e.variant);
-    if (!ok) { fatal("debug-state: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID)); }
     model.pe_eval = e;
     model.rp_key = rp_key(RP_STREAM_TEST, 5, 0);
     model.pos_in = given ? pos : NULL;
@@ -1913,9 +1951,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     if (given) { atomic_write(&af, pos, sizeof(int), (size_t)B * T); }
     atomic_commit(&af);
     printf("wrote %s_model.bin and %s_state.bin (%s, %s, loss %.6f, step losses %.6f ... %.6f)\n", prefix, prefix,
-           model_label(PE_ID, DAPE_ID), rp ? "randomized positions" : given ? "given positions" : masked ? "a third of the targets scored"
-           : PE_EVAL_NAMES[e.variant],
-           loss, losses[0], losses[steps - 1]);
+           model_label(PE_ID, DAPE_ID), variant != NULL ? variant : "plain", loss, losses[0], losses[steps - 1]);
     free(x); free(y); free(logits); free(grads); free(pos);
     gpt2_free(&model);
 }
@@ -1946,15 +1982,9 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
 static void write_torch_reference(const char* prefix, const char* checkpoint, const char* variant) {
     char path[1024];
     int B = TORCH_REF_B, T = TORCH_REF_T;
-    int rp = variant != NULL && strcmp(variant, "rp") == 0;
-    int masked = variant != NULL && strcmp(variant, "mask") == 0;
-    int given = variant != NULL && strcmp(variant, "pos") == 0;
+    int rp, masked, given;
     PEEval e = {PE_EVAL_PLAIN, 4.0, T / 2};
-    while (variant != NULL && !rp && !masked && !given && e.variant < PE_EVAL_NUM && strcmp(variant, PE_EVAL_NAMES[e.variant]) != 0) { e.variant++; }
-    int ok = pe_has_eval_variant(e.variant);
-    if (!ok || ((rp || given) && (!rp_supported(PE_ID) || DAPE_ID != 0))) {
-        fatal("torch-reference: no evaluation variant '%s' for PE '%s'", variant, pe_name(PE_ID));
-    }
+    parse_test_variant("torch-reference", variant, NULL, &e, &rp, &masked, &given);
     int* pos = (int*)malloc_check((size_t)B * T * sizeof(int));
     int span = debug_positions(pos, B, T);
     if (checkpoint == NULL) {
@@ -2478,6 +2508,10 @@ int main(int argc, char** argv) {
         write_torch_reference(argv[2], checkpoint, argc > 4 ? argv[4] : NULL);
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "variants") == 0) {
+        printf("%s\n", PE_TEST_VARIANTS);
+        return 0;
+    }
     if (argc > 2 && strcmp(argv[1], "debug-state") == 0) {
         write_debug_state(argv[2], argc > 3 ? argv[3] : NULL, 0);
         return 0;
@@ -2512,12 +2546,15 @@ int main(int argc, char** argv) {
         mp_finalize();
     } else if (argc > 1 && strcmp(argv[1], "gradcheck") == 0) {
         if (argc > 2 && strcmp(argv[2], "masked") == 0) {
-            test_gradients(1, AT_INDICES, 1);
+            test_gradients(1, AT_INDICES, 1, NULL);
         } else {
-            test_gradients(1, AT_INDICES, 0);
+            test_gradients(1, AT_INDICES, 0, NULL);
             test_ref_bias_gradient();
-            if (DAPE_ID > 1) { test_gradients(0, AT_INDICES, 0); } // the last k/2 rows by the other edge rule
-            if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, AT_DRAWN, 0); test_gradients(1, AT_GIVEN, 0); }
+            if (DAPE_ID > 1) { test_gradients(0, AT_INDICES, 0, NULL); } // the last k/2 rows by the other edge rule
+            if (rp_supported(PE_ID) && DAPE_ID == 0) { test_gradients(1, AT_DRAWN, 0, NULL); test_gradients(1, AT_GIVEN, 0, NULL); }
+            char variants[256], *rest = NULL;
+            snprintf(variants, sizeof(variants), "%s", PE_TEST_VARIANTS);
+            for (char* v = strtok_r(variants, " ", &rest); v != NULL; v = strtok_r(NULL, " ", &rest)) { test_gradients(1, AT_INDICES, 0, v); }
         }
     } else {
         test_reference_forward(AT_INDICES);

@@ -257,9 +257,10 @@ typedef struct {
     int pos_kind;           // of the last forward pass: POS_INDICES (no table), POS_DRAWN (shared by the rows), POS_GIVEN
     int pos_span;           // their range: the largest given + 1, the draws' L, or T
     float4* rope_table;     // (rope_len, hs/2) rope, xpos: cos, sin and the q and k factors of positions 0..rope_len-1
-    int rope_len;           // its positions, and the length, range and variant it was computed for (0: none)
+    int rope_len;           // its positions, and the length, range, variant and model's table it was computed for (0: none)
     int rope_table_T, rope_table_span;
     PEEval rope_table_eval;
+    RopeTable rope_table_options;
     float* host_losses;     // (N) host copy of the last per-token losses (pinned)
     int* host_tokens;       // (2N) pinned staging of the batch's inputs and targets for the copies
     // the last forward pass

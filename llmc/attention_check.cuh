@@ -27,6 +27,8 @@ CoPE, whose attention is its own (llmc/attention_cope.cuh), has its own case at 
 #define LLMC_ATTENTION_CHECK_CUH
 
 #include <omp.h>
+#include <algorithm>
+#include <vector>
 
 #define PE_PART PE_PART_REF
 #include "pe_part.h"
@@ -473,21 +475,52 @@ static void print_dape_launches() {
 }
 #endif
 
+// the median milliseconds of one call of fn, measured as triton.testing.do_bench measures
+// PyTorch's side (dev/cuda/sdpa_bench.py): each call between two events of its own, after a
+// write of 256 MB that leaves the L2 cold; at least 50 ms of warm-up, then at least 100 ms of
+// calls (and 10), their number from the warm-up's last call. The emulation has no clock (its
+// events read 0 ms) and no cache: 2 warm-up calls and 10 timed ones, no flush.
 template<class F>
-static float time_ms(F fn, int reps) {
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
-    fn();
-    cudaCheck(cudaEventRecord(start, ctx.stream));
-    for (int r = 0; r < reps; r++) { fn(); }
-    cudaCheck(cudaEventRecord(stop, ctx.stream));
-    cudaCheck(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
-    return ms / reps;
+static float time_ms(F fn) {
+#if defined(CUDA_EMULATION)
+    const size_t flush_bytes = 0;
+#else
+    const size_t flush_bytes = (size_t)256 << 20;
+#endif
+    void* flush = NULL;
+    if (flush_bytes > 0) { cudaCheck(cudaMalloc(&flush, flush_bytes)); }
+    std::vector<cudaEvent_t> start, stop;
+    auto calls = [&](int n) { // n calls, each timed on its own; their milliseconds
+        while ((int)start.size() < n) {
+            start.push_back(NULL); stop.push_back(NULL);
+            cudaCheck(cudaEventCreate(&start.back()));
+            cudaCheck(cudaEventCreate(&stop.back()));
+        }
+        for (int i = 0; i < n; i++) {
+            if (flush != NULL) { cudaCheck(cudaMemsetAsync(flush, i & 255, flush_bytes, ctx.stream)); }
+            cudaCheck(cudaEventRecord(start[i], ctx.stream));
+            fn();
+            cudaCheck(cudaEventRecord(stop[i], ctx.stream));
+        }
+        cudaCheck(cudaEventSynchronize(stop[n - 1]));
+        std::vector<float> ms(n);
+        for (int i = 0; i < n; i++) { cudaCheck(cudaEventElapsedTime(&ms[i], start[i], stop[i])); }
+        return ms;
+    };
+    float warm = 0.0f, last = 0.0f;
+    for (int n = 0; n < 2 || (warm < 50.0f && last > 0.0f); n++) {
+        last = calls(1)[0];
+        warm += last;
+    }
+    int reps = last > 0.0f ? (int)fmin(fmax(ceil(100.0f / last), 10.0), 100000.0) : 10;
+    std::vector<float> ms = calls(reps);
+    std::sort(ms.begin(), ms.end());
+    for (size_t i = 0; i < start.size(); i++) {
+        cudaCheck(cudaEventDestroy(start[i]));
+        cudaCheck(cudaEventDestroy(stop[i]));
+    }
+    if (flush != NULL) { cudaCheck(cudaFree(flush)); }
+    return reps % 2 == 1 ? ms[reps / 2] : 0.5f * (ms[reps / 2 - 1] + ms[reps / 2]);
 }
 
 // relative L2 error ||x - ref|| / ||ref|| and the largest absolute difference; prints one
@@ -623,10 +656,10 @@ static int cope_case_check(AttnShape s, uint64_t seed, int dz_rows, double tol_o
     cope_attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, cl, B, T, NH, hs, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
     cudaCheck(cudaStreamSynchronize(ctx.stream));
     if (timed) { // after the checked run: dE has its gradient
-        float ms_f = time_ms([&]() { cope_attention_forward(out_d, lse_d, qkv_d, cl, B, T, NH, hs, ctx.stream); }, 10);
+        float ms_f = time_ms([&]() { cope_attention_forward(out_d, lse_d, qkv_d, cl, B, T, NH, hs, ctx.stream); });
         float ms_b = time_ms([&]() {
             cope_attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, cl, B, T, NH, hs, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
-        }, 10);
+        });
         cudaCheck(cudaMemset(dE_d, 0, (size_t)P * hs * sizeof(float)));
         cope_attention_backward(dqkv_d, dout_d, qkv_d, out_d, lse_d, cl, B, T, NH, hs, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
         cudaCheck(cudaStreamSynchronize(ctx.stream));

@@ -95,6 +95,7 @@ typedef struct {
     int eval_variants[PE_EVAL_NUM]; // -rs (RoPE scaling methods), -xb 1 (xPos's BCA): extra row sets
     int num_eval_variants;
     float rope_factor;           // -rf static RoPE scaling factor (0: longest -E length / training length)
+    RopeTable rope_table;        // -rb, -rt, -rr rope's frequency table (llmc/pe.h; -1: not given, the model's)
     int rand_pos;                // -rp randomized positions from [0, L) (llmc/pe.h; -1: not given, 0: off)
     int pose_len;                // -po PoSE's target length L: rows in two chunks at positions up to L - 1 (0: off)
     int eval_last;               // -L also score only the last N tokens of each window (DAPE's protocol; 0: off)
@@ -153,6 +154,12 @@ static void usage(void) {
         "              dynamic-pi,dynamic-ntk,dynamic-yarn (factor = length / training length) (default none)\n"
         "  -rf <float> static RoPE scaling factor of -rs pi, ntk, yarn, >= 1 (default: longest -E length /\n"
         "              training length)\n"
+        "  -rb <int>   rope: the base of the frequencies theta_k = base^(-2k/hs), >= 2 (ABF; default: the\n"
+        "              checkpoint's, 10000 for a preset); a run from a checkpoint may change it (fine-tuning)\n"
+        "  -rt <int>   rope: truncated basis at length L (Giraffe): frequencies below 2 pi / L become 2 pi / (16 L),\n"
+        "              below 2 pi / (8 L) 0 (default: the checkpoint's, 0 for a preset: off)\n"
+        "  -rr <int>   rope: integer wavelengths round(2 pi / theta_k) (Resonance RoPE) (default: the checkpoint's,\n"
+        "              0 for a preset: off); -rb, -rt, -rr apply in training and at evaluation, -rs scalings too\n"
         "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n"
         "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T, for\n"
         "              %s\n"
@@ -258,6 +265,20 @@ static void parse_rope_scaling(TrainArgs* a, const char* s) {
     }
 }
 
+// -rb, -rt, -rr: rope's frequency table (llmc/pe.h), of this binary's encoding only; the base
+// 10000 is the default's one word, 0
+static void parse_rope_table(TrainArgs* a, const char* f, const char* v) {
+    if (!rope_table_supported(PE_ID)) {
+        fatal("flag %s: RoPE's frequency table options (-rb, -rt, -rr) exist for rope; this binary is PE '%s'", f, model_label(PE_ID, DAPE_ID));
+    }
+    if (!strcmp(f, "-rb")) {
+        int base = (int)parse_long(f, v, 2, INT32_MAX);
+        a->rope_table.base = base == ROPE_BASE ? 0 : base;
+    }
+    else if (!strcmp(f, "-rt")) { a->rope_table.truncate = (int)parse_long(f, v, 0, 1 << 24); }
+    else { a->rope_table.resonance = (int)parse_long(f, v, 0, 1); }
+}
+
 static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->train_pattern = "data/starter/starter_train_*.bin";
     parse_val_sets(a, "data/starter/starter_val_*.bin");
@@ -271,6 +292,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->num_eval_lengths = -1; a->eval_tokens = 4096; a->eval_stride = 0; a->eval_every = 0;
     a->argc = argc; a->argv = argv;
     a->num_eval_variants = 0; a->rope_factor = 0; a->rand_pos = -1; a->pose_len = 0;
+    a->rope_table = (RopeTable){-1, -1, -1};
     a->eval_last = 0; a->hellaswag = NULL; a->passkey_trials = 0; a->passkey_depths = 5; a->passkey_seed = 1;
     a->tasks = NULL;
     for (int i = 1; i < argc; i += 2) {
@@ -325,6 +347,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-V")) { a->eval_every = (int)parse_long(f, v, 0, INT32_MAX); }
         else if (!strcmp(f, "-rs")) { parse_rope_scaling(a, v); }
         else if (!strcmp(f, "-rf")) { a->rope_factor = parse_float(f, v, 1.0f, 1e6f); }
+        else if (!strcmp(f, "-rb") || !strcmp(f, "-rt") || !strcmp(f, "-rr")) { parse_rope_table(a, f, v); }
         else if (!strcmp(f, "-xb")) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
             if (!pe_has_eval_variant(PE_EVAL_BCA)) {
@@ -854,7 +877,8 @@ static float validation_loss(GPT2* model, DataLoader* val, int batches, const Mu
 }
 
 // the encoding's name in the extrapolation table and its CSV files: the binary's
-// (model_label), with _rp<L> for a model with randomized positions from [0, L)
+// (model_label), with rope's table (_rb<base>, _rt<L>, _rr where not plain) and _rp<L> for a
+// model with randomized positions from [0, L)
 static char run_pe_label[64];
 
 // ----------------------------------------------------------------------------
@@ -1323,6 +1347,29 @@ static void run_flags_resume(TrainArgs* a, const MultiProcess* mp, int latest, c
     else { printf("resume: the run's flags, from %s:%s\n", path, taken); }
 }
 
+// -e names a checkpoint file (.bin), not a preset
+static int model_is_file(const char* model) { return strlen(model) > 4 && strcmp(model + strlen(model) - 4, ".bin") == 0; }
+
+// rope's frequency table (-rb, -rt, -rr; llmc/pe.h) into the model's t: the model's own (its
+// checkpoint's, a preset's plain table) where a flag is not given; a given value that replaces
+// a checkpoint's is said in one line: a resumed run's from the step it resumes at (as the
+// other flags that may change), a run from a checkpoint's (fine-tuning, or an evaluation)
+// for the whole run. The checkpoints a run writes record the table it trained with.
+static void rope_table_apply(RopeTable* t, const RopeTable* given, int from_file, int resume_step, int training, int rank) {
+    static const char* const flags[3] = {"-rb", "-rt", "-rr"};
+    int* now[3] = {&t->base, &t->truncate, &t->resonance};
+    const int want[3] = {given->base, given->truncate, given->resonance};
+    for (int k = 0; k < 3; k++) {
+        if (want[k] < 0) { continue; }
+        int was = k == 0 ? rope_base(*now[k]) : *now[k], is = k == 0 ? rope_base(want[k]) : want[k];
+        if (from_file && rank == 0 && was != is) {
+            if (resume_step >= 0 && training) { printf("resume: %s %d replaces this run's %s %d from step %d on\n", flags[k], is, flags[k], was, resume_step); }
+            else { printf("%s %d replaces the checkpoint's %s %d %s\n", flags[k], is, flags[k], was, training ? "in the training from it and its checkpoints" : "in this evaluation"); }
+        }
+        *now[k] = want[k];
+    }
+}
+
 static int train_main(int argc, char** argv) {
     MultiProcess mp;
     mp_init(&mp, &argc, &argv);
@@ -1335,12 +1382,12 @@ static int train_main(int argc, char** argv) {
     for (int k = 0; k < a.num_eval_lengths; k++) { append_format(lists, sizeof(lists), " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { append_format(lists, sizeof(lists), " V%d", a.eval_variants[k]); }
     // every flag, whole (paths of any length), so that ranks started differently are caught at once
-    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rp%d L%d P%d %d %d|%s|%s",
+    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d rp%d L%d P%d %d %d|%s|%s",
              a.train_pattern, a.val_sets, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every, lists, a.rope_factor,
-             a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
+             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
              a.tasks ? a.tasks : "");
     mp_check_same(desc, "configuration (flags)", 0);
     free(desc);
@@ -1396,7 +1443,7 @@ static int train_main(int argc, char** argv) {
     if (resume_step >= 0) {
         snprintf(path, sizeof(path), "%s/model_%08d.bin", a.output_dir, resume_step);
         gpt2_build_from_checkpoint(&model, path);
-    } else if (strlen(a.model) > 4 && strcmp(a.model + strlen(a.model) - 4, ".bin") == 0) {
+    } else if (model_is_file(a.model)) {
         gpt2_build_from_checkpoint(&model, a.model);
     } else {
         GPT2Config cfg;
@@ -1440,7 +1487,11 @@ static int train_main(int argc, char** argv) {
             fatal("flag -xb: blockwise causal attention is not defined for a model with randomized positions (-rp %d)", cfg->rp_len);
         }
     }
+    rope_table_apply(&cfg->rope, &a.rope_table, resume_step >= 0 || model_is_file(a.model), resume_step, training, mp.rank);
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
+    if (rope_base(cfg->rope.base) != ROPE_BASE) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
+    if (cfg->rope.truncate != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rt%d", cfg->rope.truncate); }
+    if (cfg->rope.resonance != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rr"); }
     if (cfg->rp_len > 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rp%d", cfg->rp_len); }
     char shape[MP_SHOW_BYTES]; // the same build may have read different files on different ranks
     snprintf(shape, sizeof(shape), "L=%d NH=%d C=%d maxT=%d V=%d Vp=%d DAPE width %d, %zu parameters, rp %d seed %d", cfg->num_layers,
@@ -1517,6 +1568,12 @@ static int train_main(int argc, char** argv) {
             char dape[64];
             snprintf(dape, 64, "kernel 1x%d, width D=%d, edge exact %d", cfg->dape, cfg->dape_width, DAPE_EDGE_EXACT);
             printf("| %-21s | %-50s |\n", "DAPE", dape);
+        }
+        if (rope_table_supported(cfg->pe)) {
+            char rt[64];
+            snprintf(rt, 64, "base %d, truncation %d%s, resonance %s", rope_base(cfg->rope.base), cfg->rope.truncate,
+                     cfg->rope.truncate > 0 ? "" : " (off)", cfg->rope.resonance ? "on" : "off");
+            printf("| %-21s | %-50s |\n", "rope frequencies", rt);
         }
         if (cfg->rp_len > 0) {
             char rp[64];

@@ -8,8 +8,10 @@ initialization, and the checkpoint header.
 Checkpoint: int32 header[256] = {20240326, version (3 = fp32, 5 = bf16), maxT, V, L,
 NH, C, Vp, PE id, DAPE variant, DAPE width, revision of the PE's definition (pe_revision),
 randomized positions' range L (0: none) and seed (llmc/pe.h), the training length T (0 in
-files written before it was recorded, and in llm.c's: then maxT is taken for it), 0...},
-then every parameter tensor in the order below. A tensor
+files written before it was recorded, and in llm.c's: then maxT is taken for it), rope's
+frequency table (RopeTable, llmc/pe.h: word 15 the base, 0 for 10000; word 16 the
+truncation length, 0: off; word 17 resonance, 0: off; 0 in files written before them, which
+so keep the table they were trained with), 0...}, then every parameter tensor in the order below. A tensor
 that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
@@ -49,6 +51,7 @@ typedef struct {
     int rp_len;            // randomized positions (-rp): drawn from [0, rp_len); 0: positions 0..T-1
     int rp_seed;           // the seed of those draws (the run's -R)
     int train_len;         // the training length T (0: not recorded; maxT then stands for it)
+    RopeTable rope;        // rope's frequency table: base, truncation, resonance (llmc/pe.h; zeros: plain)
 } GPT2Config;
 
 // initialization helpers, on the host into fp32 (both trainers initialize the same way)
@@ -274,6 +277,15 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     if (c->train_len < 0 || c->train_len > (1 << 24) || (c->pe == PE_ID_LEARNED && c->train_len > c->max_seq_len)) {
         fatal("%s: bad training length %d (learned: at most maxT = %d)", what, c->train_len, c->max_seq_len);
     }
+    const RopeTable* r = &c->rope;
+    if (r->base < 0 || r->base == 1 || r->truncate < 0 || r->truncate > (1 << 24) || r->resonance < 0 || r->resonance > 1) {
+        fatal("%s: bad RoPE frequency table: base %d (0 for 10000, or >= 2), truncation length %d (0: off, up to %d), "
+              "resonance %d (0 or 1)", what, r->base, r->truncate, 1 << 24, r->resonance);
+    }
+    if ((r->base != 0 || r->truncate != 0 || r->resonance != 0) && !rope_table_supported(c->pe)) {
+        fatal("%s: RoPE frequency table options (base %d, truncation %d, resonance %d) on PE '%s' (they exist for rope)",
+              what, r->base, r->truncate, r->resonance, pe_name(c->pe));
+    }
     if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
@@ -326,6 +338,7 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
     c->rp_len = 0;
     c->rp_seed = 0;
     c->train_len = T;
+    c->rope = (RopeTable){0, 0, 0};
     return 1;
 }
 
@@ -370,6 +383,9 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[12] = cfg->rp_len;
     header[13] = cfg->rp_seed;
     header[14] = cfg->train_len;
+    header[15] = cfg->rope.base == ROPE_BASE ? 0 : cfg->rope.base; // one word for the default base
+    header[16] = cfg->rope.truncate;
+    header[17] = cfg->rope.resonance;
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -397,6 +413,9 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->rp_len = header[12];
     cfg->rp_seed = header[13];
     cfg->train_len = header[14];
+    cfg->rope.base = header[15];
+    cfg->rope.truncate = header[16];
+    cfg->rope.resonance = header[17];
     gpt2_config_check(cfg, path);
     if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
         fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s%s%s)",

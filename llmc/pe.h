@@ -26,7 +26,11 @@ Evaluation variants (runtime flags of the driver, never used in training): the R
 scaling methods of a `rope` model (PI, NTK-aware, YaRN, each static or dynamic),
 xPos's blockwise causal attention, and plain positions for a model trained with
 randomized positions; pe_eval below says which one is on, and rope_frequencies
-computes the scaled frequency table both trainers rotate with.
+(pe/rope.h) computes the scaled frequency table both trainers rotate with.
+
+RoPE's frequency table (RopeTable below, a `rope` model's run-time options, kept in its
+checkpoint): the base (ABF), Giraffe's truncated basis and Resonance RoPE's integer
+wavelengths, used in training and at evaluation, with or without a scaling variant.
 
 Randomized positions (-rp L, Ruoss et al. 2023; the section at the end): the positions
 of a forward pass are T values drawn without replacement from [0, L) and sorted, instead
@@ -199,6 +203,25 @@ typedef struct {
     double rope_factor;
     int train_len;
 } PEEval;
+
+// RoPE's frequency table, a `rope` model's options (the driver's -rb, -rt, -rr; checkpoint
+// header words 15-17, 0 in files written before them: base 10000, the rest off), applied
+// in this order to theta_k = base^(-2k/hs) by rope_frequencies (pe/rope.h): the base, a
+// scaling variant of the evaluation, the truncation, the rounding
+#define ROPE_BASE 10000 // RoPE's base, theta_k = base^(-2k/hs) (Su et al.)
+typedef struct {
+    int base;      // ABF's base (Xiong et al. 2023); 0: ROPE_BASE
+    int truncate;  // Giraffe's truncated basis at length L (Pal et al. 2023); 0: off
+    int resonance; // Resonance RoPE's integer wavelengths (Wang et al. 2024); 0: off
+} RopeTable;
+
+// the base a table's base word stands for: ROPE_BASE for 0
+static inline int rope_base(int word) { return word > 0 ? word : ROPE_BASE; }
+
+// the encodings that take those options: rope alone (xpos's official code, torchscale's, fixes
+// its table as does Giraffe's, which offers xpos or the truncation, never both; nor does xpos
+// take the scaling variants)
+static inline int rope_table_supported(int id) { return id == PE_ID_ROPE; }
 
 // ----------------------------------------------------------------------------
 // randomized positions (-rp L; Ruoss et al. 2023, google-deepmind/randomized_positional_encodings)

@@ -62,8 +62,11 @@ CHECKPOINT_BF16 = 5
 HEADER_WORDS_ZERO = {9: "DAPE variant", 10: "DAPE width"}
 HEADER_PE_REVISION = 11
 # words 12 and 13: randomized positions' range L (0: none) and seed (Config.rp_len, rp_seed);
-# word 14: the training length (Config.train_len; 0 in older files: maxT stands for it)
+# word 14: the training length (Config.train_len; 0 in older files: maxT stands for it);
+# words 15-17: rope's frequency table, its base (0: 10000), truncation length (0: off) and
+# resonance (0: off) (Config.rope_base, rope_truncate, rope_resonance; llmc/pe.h RopeTable)
 HEADER_RP_LEN, HEADER_RP_SEED, HEADER_TRAIN_LEN = 12, 13, 14
+HEADER_ROPE_BASE, HEADER_ROPE_TRUNCATE, HEADER_ROPE_RESONANCE = 15, 16, 17
 # the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
@@ -75,7 +78,7 @@ PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "
                    "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c"]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
-ROPE_BASE = 10000.0
+ROPE_BASE = 10000
 T5_NUM_BUCKETS, T5_MAX_EXACT, T5_MAX_DISTANCE = 32, 16, 128
 FIRE_HIDDEN = 32
 TISA_KERNELS = 5
@@ -101,6 +104,9 @@ class Config:
     rp_len: int = 0         # randomized positions: drawn from [0, rp_len) (0: none)
     rp_seed: int = 0        # and the seed of their draws
     train_len: int = 0      # the training length T (0: not recorded, maxT stands for it)
+    rope_base: int = 0      # rope's frequency table: its base (0: ROPE_BASE),
+    rope_truncate: int = 0  # Giraffe's truncation length L (0: off),
+    rope_resonance: int = 0  # Resonance RoPE's integer wavelengths (0: off)
 
 
 @dataclass
@@ -159,6 +165,15 @@ def check_config(cfg, where):
     if cfg.train_len < 0 or cfg.train_len > (1 << 24) or (cfg.pe == "learned" and cfg.train_len > cfg.max_seq_len):
         raise ValueError("%s: bad training length %d (header word %d; learned: at most maxT = %d)"
                          % (where, cfg.train_len, HEADER_TRAIN_LEN, cfg.max_seq_len))
+    table = (cfg.rope_base, cfg.rope_truncate, cfg.rope_resonance)
+    if cfg.rope_base < 0 or cfg.rope_base == 1 or not 0 <= cfg.rope_truncate <= (1 << 24) or cfg.rope_resonance not in (0, 1):
+        raise ValueError("%s: bad RoPE frequency table: base %d (0 for 10000, or >= 2), truncation length %d (0: off, "
+                         "up to %d), resonance %d (0 or 1) (header words %d-%d)"
+                         % (where, cfg.rope_base, cfg.rope_truncate, 1 << 24, cfg.rope_resonance, HEADER_ROPE_BASE,
+                            HEADER_ROPE_RESONANCE))
+    if any(table) and cfg.pe not in ROPE_TABLE_PES:
+        raise ValueError("%s: RoPE frequency table options (base %d, truncation %d, resonance %d) on PE '%s' (they exist "
+                         "for rope; header words %d-%d)" % ((where,) + table + (cfg.pe, HEADER_ROPE_BASE, HEADER_ROPE_RESONANCE)))
 
 
 def check_finite(tensors, where):
@@ -235,7 +250,8 @@ def read_checkpoint(path):
     cfg = Config(max_seq_len=int(header[2]), vocab_size=int(header[3]), num_layers=int(header[4]),
                  num_heads=int(header[5]), channels=int(header[6]), padded_vocab_size=int(header[7]),
                  pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]),
-                 train_len=int(header[HEADER_TRAIN_LEN]))
+                 train_len=int(header[HEADER_TRAIN_LEN]), rope_base=int(header[HEADER_ROPE_BASE]),
+                 rope_truncate=int(header[HEADER_ROPE_TRUNCATE]), rope_resonance=int(header[HEADER_ROPE_RESONANCE]))
     check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
@@ -270,6 +286,8 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
                   cfg.num_heads, cfg.channels, cfg.padded_vocab_size, PE_NAMES.index(cfg.pe)]
     header[HEADER_PE_REVISION] = ENCODINGS[cfg.pe].revision
     header[HEADER_RP_LEN], header[HEADER_RP_SEED], header[HEADER_TRAIN_LEN] = cfg.rp_len, cfg.rp_seed, cfg.train_len
+    header[HEADER_ROPE_BASE] = 0 if cfg.rope_base == ROPE_BASE else cfg.rope_base  # one word for the default base
+    header[HEADER_ROPE_TRUNCATE], header[HEADER_ROPE_RESONANCE] = cfg.rope_truncate, cfg.rope_resonance
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
         u = flat.view(np.uint32).astype(np.uint64)
@@ -400,10 +418,13 @@ class Sinusoidal(Encoding):
         return x * math.sqrt(C) + torch.tensor(p, dtype=x.dtype, device=x.device)
 
 
-def rope_frequencies(hs, ev, T):
-    """RoPE's angular frequencies theta_k, k < hs/2, under the evaluation variant ev in a
-    forward pass over T tokens (llmc/pe.h rope_frequencies, jquesnelle/yarn's scaled_rope),
-    and the factor q and k are multiplied by (YaRN's mscale(s), 1 otherwise)."""
+def rope_frequencies(hs, ev, T, cfg):
+    """RoPE's angular frequencies theta_k, k < hs/2, of the model's frequency table (cfg's
+    rope_base, rope_truncate, rope_resonance) under the evaluation variant ev in a forward
+    pass over T tokens, in the order base, scaling (jquesnelle/yarn's scaled_rope),
+    truncation (Giraffe), rounding (Resonance RoPE) (pe/rope.h rope_frequencies); their
+    integer wavelengths under resonance (0: none); and the factor q and k are multiplied by
+    (YaRN's mscale(s), 1 otherwise)."""
     dynamic = ev.variant.startswith("dynamic-")
     method = ev.variant[len("dynamic-"):] if dynamic else ev.variant
     if method not in ("pi", "ntk", "yarn"):  # plain, or xpos's bca
@@ -412,24 +433,37 @@ def rope_frequencies(hs, ev, T):
         s = max(1.0, T / ev.train_len)
     else:
         s = ev.rope_factor
-    base = ROPE_BASE * (s ** (hs / (hs - 2.0)) if method == "ntk" else 1.0)
+    model_base = float(cfg.rope_base or ROPE_BASE)
+    base = model_base * (s ** (hs / (hs - 2.0)) if method == "ntk" else 1.0)
     theta = np.array([base ** (-2.0 * k / hs) for k in range(hs // 2)])
+    mscale = 1.0
     if method == "pi":
         theta = theta / s
     if method == "yarn":  # g = 1 keeps theta (high frequencies), g = 0 interpolates theta / s
         def correction_dim(r):
-            return hs * math.log(ev.train_len / (r * 2 * math.pi)) / (2 * math.log(ROPE_BASE))
+            return hs * math.log(ev.train_len / (r * 2 * math.pi)) / (2 * math.log(model_base))
         lo = max(math.floor(correction_dim(YARN_BETA_FAST)), 0)
         hi = min(math.ceil(correction_dim(YARN_BETA_SLOW)), hs - 1)
         g = 1 - np.clip((np.arange(hs // 2) - lo) / (0.001 if hi == lo else hi - lo), 0, 1)
         theta = theta / s * (1 - g) + theta * g
-        return theta, (0.1 * math.log(s) + 1 if s > 1 else 1.0)
-    return theta, 1.0
+        mscale = 0.1 * math.log(s) + 1 if s > 1 else 1.0
+    if cfg.rope_truncate > 0:  # kept from 2 pi / L up, 2 pi / (16 L) from 2 pi / (8 L) up, else 0
+        b = 2 * math.pi / cfg.rope_truncate
+        theta = np.where(theta >= b, theta, np.where(theta >= b / 8, 2 * math.pi / (16.0 * cfg.rope_truncate), 0.0))
+    period = np.zeros(hs // 2)
+    if cfg.rope_resonance:  # lambda = round(2 pi / theta), half to even; theta = 2 pi / lambda
+        live = theta > 0
+        period[live] = np.rint(2 * math.pi / theta[live])
+        theta[live] = 2 * math.pi / period[live]
+        period[period > 2 ** 31 - 1] = 0  # beyond the positions: never repeats
+    return theta, period, mscale
 
 
 class Rope(Encoding):
     """Rotates each pair (2k, 2k+1) of q and k at position t by t theta_k, theta_k =
-    10000^(-2k/hs), every layer; at evaluation a RoPE scaling variant changes theta_k and
+    10000^(-2k/hs), every layer; the model's frequency table (rope only: its base,
+    truncation and resonance, header words 15-17) changes theta_k, under resonance the angle
+    is (t mod lambda_k) theta_k; at evaluation a RoPE scaling variant changes theta_k and
     multiplies q and k by YaRN's mscale. xpos is this with a finite scale base gamma: pair k
     of q then times zeta_k^(n/gamma), of k times zeta_k^(-n/gamma), n = t - ceil(span/2)
     (rope: zeta^0 = 1); t is the token's position, span the positions' range (T, or the L
@@ -441,12 +475,13 @@ class Rope(Encoding):
 
     def rotate(self, model, l, q, k, ev, pos, span):
         T, hs = q.shape[2], q.shape[3]
-        theta, mscale = rope_frequencies(hs, ev, T)
+        theta, period, mscale = rope_frequencies(hs, ev, T, model.cfg)
         t = pos.cpu().numpy().astype(np.float64)[:, None]
         zeta = (2.0 * np.arange(hs // 2) + 0.4 * hs) / (1.4 * hs)   # llmc/pe.h xpos_zeta
         z = zeta[None, :] ** ((t - (span + 1) // 2) / self.scale_base)
+        angle = np.where(period > 0, np.fmod(t, np.where(period > 0, period, 1)), t) * theta  # resonance: (t mod lambda) theta
         cos, sin, fq, fk = (torch.tensor(a, dtype=q.dtype, device=q.device)
-                            for a in (np.cos(t * theta), np.sin(t * theta), mscale * z, mscale / z))
+                            for a in (np.cos(angle), np.sin(angle), mscale * z, mscale / z))
 
         def rot(x, f):
             x0, x1 = x[..., 0::2], x[..., 1::2]
@@ -731,6 +766,8 @@ PE_NAMES = list(ENCODINGS)
 # the encodings with randomized positions, and those that draw once per forward pass (the
 # embeddings) rather than once per layer (llmc/pe.h rp_draws)
 RP_SUPPORTED = tuple(name for name, e in ENCODINGS.items() if e.rp)
+# the encodings that take rope's frequency table (llmc/pe.h rope_table_supported: not xpos)
+ROPE_TABLE_PES = ("rope",)
 RP_ONE_DRAW = tuple(name for name, e in ENCODINGS.items() if e.rp and e.kind == "embed")
 
 # ----------------------------------------------------------------------------

@@ -18,6 +18,11 @@ trainer, for every encoding, in float64 (make test-python):
      C trainer's positions, and with them the same logits, loss and gradients; and given
      positions, each row its own (`torch-reference PREFIX - pos`: shifted, in two chunks,
      gapped), fed to the PyTorch model as given_positions: the same logits, loss and gradients;
+  4b. rope's frequency table (rope only): checkpoints written here with header words 15-17
+     set (base 500000, truncation at 100, resonance, all three), read by the C trainer and
+     model.py, each alone and all three under every RoPE scaling variant (YaRN's among them),
+     the base with NTK and YaRN and resonance with YaRN too; each must change the logits; the
+     base 10000 written is the default file, word 15 = 0;
   5. answer-only data: two of every three targets -1 (TARGET_UNSCORED), the loss the mean
      over the others (`torch-reference PREFIX MODEL.bin mask`), for the first encoding: the
      same loss and gradients, and another loss than the plain one;
@@ -27,7 +32,8 @@ trainer, for every encoding, in float64 (make test-python):
      exported folder, loaded through its own copy of model.py, must too;
   7. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
      and 10, another revision of the encoding's definition in word 11, randomized positions
-     on an encoding without them in word 12, a negative training length in word 14) and
+     on an encoding without them in word 12, a negative training length in word 14, rope's
+     frequency table on another encoding in word 15, resonance 2 in word 17) and
      variants the encoding does not have are
      refused with a clear message;
   8. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
@@ -309,6 +315,37 @@ def check_given_positions(build, pe, prefix):
     failures += 0 if ok else 1
 
 
+def check_rope_table(build, model, ckpt, prefix, plain):
+    """rope's frequency table (header words 15-17) written into a copy of the checkpoint here,
+    read by the C trainer and model.py: the same logits, loss and gradients under each option
+    and all three, also under every scaling variant; each changes the logits."""
+    global failures
+    cfg, tensors = M.read_checkpoint(ckpt)
+    hs = cfg.channels // cfg.num_heads  # 8: theta_k = 1, 0.1, 0.01, 0.001; truncation at 100 keeps two, 0.01 -> 2 pi / 1600, 0.001 -> 0
+    tables = [("base 500000", dict(rope_base=500000), ["plain", "ntk", "yarn"]), ("truncation 100", dict(rope_truncate=100), ["plain"]),
+              ("resonance", dict(rope_resonance=1), ["plain", "yarn"]),
+              ("all three", dict(rope_base=500000, rope_truncate=100, rope_resonance=1), list(model.pe.eval_variants))]
+    for label, options, variants in tables:
+        path = "%s_table_%s.bin" % (prefix, label.replace(" ", "_"))
+        M.write_checkpoint(path, M.Config(**dict(cfg.__dict__, **options)), tensors)
+        table_model = M.GPT.from_checkpoint(path, dtype=torch.float64)
+        for variant in variants:
+            c_reference(build, cfg.pe, path[:-4], path, None if variant == "plain" else variant)
+            ref = read_reference(path[:-4] + "_ref.bin", table_model.cfg)
+            name = "%s%s (hs %d)" % (label, "" if variant == "plain" else " + " + variant, hs)
+            compare_model(name, table_model, ref)
+            if variant == "plain":
+                change = float(np.max(np.abs(ref[2] - plain[2]))) / float(np.max(np.abs(plain[2])))
+                ok = change > 1e-6
+                print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("%s: changes the logits" % label, "ok  " if ok else "FAIL", change))
+                failures += 0 if ok else 1
+    path = prefix + "_table_10000.bin"
+    M.write_checkpoint(path, M.Config(**dict(cfg.__dict__, rope_base=10000)), tensors)
+    ok = open(path, "rb").read() == open(ckpt, "rb").read()
+    print("  %-52s %s" % ("base 10000 written: the default file (word 15 = 0)", "ok  " if ok else "FAIL"))
+    failures += 0 if ok else 1
+
+
 def test_bad_files(good, tmp, pe, all_cases):
     """Damaged copies of a good checkpoint must be refused; the revision of the encoding's
     definition for every encoding, the rest (all_cases) once."""
@@ -330,6 +367,12 @@ def test_bad_files(good, tmp, pe, all_cases):
         L = int(header[2]) + 1 if pe == "learned" else 100
         expect_error("bad file: randomized positions [0, %d) on %s (word 12)" % (L, pe), variant("rp.bin", with_word(12, L)),
                      "randomized positions from [0, %d)" % L)
+    if pe in M.ROPE_TABLE_PES:
+        expect_error("bad file: resonance 2 (word 17)", variant("rr.bin", with_word(17, 2)), "bad RoPE frequency table: base 0 (0 for 10000, or >= 2), "
+                     "truncation length 0 (0: off, up to 16777216), resonance 2 (0 or 1)")
+    else:
+        expect_error("bad file: rope's base on %s (word 15)" % pe, variant("rb.bin", with_word(15, 500000)),
+                     "RoPE frequency table options (base 500000, truncation 0, resonance 0) on PE '%s'" % pe)
     if not all_cases:
         return
     expect_error("bad file: truncated", variant("trunc.bin", data[:-4]), "truncated or corrupt")
@@ -496,6 +539,8 @@ def main():
             if pe in M.RP_SUPPORTED:
                 check_random_positions(build, pe, prefix + "_rp")
                 check_given_positions(build, pe, prefix + "_pos")
+            if pe in M.ROPE_TABLE_PES:
+                check_rope_table(build, model, ckpt, prefix, ref)
             # bf16: written here, read by both
             cfg, tensors = M.read_checkpoint(ckpt)
             M.write_checkpoint(prefix + "_bf16.bin", cfg, tensors, M.CHECKPOINT_BF16)

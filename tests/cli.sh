@@ -163,6 +163,7 @@ fi
 if [ "$PE" = cable ]; then
     expect "-rp on an encoding without positions" "flag -rp: randomized positions exist for" "${OK[@]}" -rp 64
 fi
+expect "-rb on an encoding without rope's table" "flag -rb: RoPE's frequency table options (-rb, -rt, -rr) exist for rope" "${OK[@]}" -rb 500000
 # a full disk (here: a file size limit of 10 MB) during a checkpoint: a clear error, and no
 # temporary file left behind
 mkdir -p "$DIR/full"

@@ -192,11 +192,11 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
         float ms_f = time_ms([&]() {
             if (fwd == NULL) { pe_attention_forward(m, 0, m->acts.atty, m->acts.att_lse, m->acts.qkv, s.B, s.T); return; }
             fwd(m->acts.atty, m->acts.att_lse, m->acts.qkv, pf, s.B, s.T, s.NH, s.hs, ctx.stream);
-        }, 10);
+        });
         float ms_b = time_ms([&]() {
             if (fwd == NULL) { pe_attention_backward(m, 0, m->gs.dbig, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, s.B, s.T); return; }
             bwd(m->gs.dbig, m->gs.att_D, m->gs.dsmall, m->acts.qkv, m->acts.atty, m->acts.att_lse, pbw, s.B, s.T, s.NH, s.hs, ctx.stream);
-        }, 10);
+        });
         // nominal causal flops: forward 2 products of T(T+1)/2 x hs per head, backward 5
         double pairs = (double)s.B * s.NH * s.T * (s.T + 1) / 2.0;
         printf("  forward  %8.3f ms  %6.2f TFLOP/s\n", ms_f, ms_f > 0 ? 4.0 * pairs * s.hs / (ms_f * 1e-3) / 1e12 : 0.0);

@@ -3,17 +3,25 @@ and of the backward pass, counted as dev/cuda/attention_bias counts them (forwar
 hs, backward 10 x pairs x hs, pairs = B NH T (T + 1) / 2), so that dev/gpu_checks.sh can put
 them beside the project's kernels:
 
-    python3 dev/cuda/sdpa_bench.py T B NH HS [CASE...]
+    python3 dev/cuda/sdpa_bench.py [--compile-only] T B NH HS [CASE...]
 
-CASE (default: all): flash (scaled_dot_product_attention's flash backend, no bias), or
-FlexAttention (torch.compile'd, a causal block mask) with an encoding's bias as its score_mod:
-nobias, alibi (the slopes of Press et al. for a power of two), kerple (-r1 log(1 + r2 (i - j))),
-t5 (32 causal buckets, 16 exact, up to 128: a table per head), cable (w_i (S_i - S_j), S a
-per-token cumulative sum). Prints one line per case and pass,
+CASE (default: all, in this order): flash (scaled_dot_product_attention's flash backend, no
+bias), or FlexAttention (torch.compile'd, a causal block mask) with an encoding's bias as its
+score_mod: nobias (the baseline, compiled first), alibi (the slopes of Press et al. for a power
+of two), kerple (-r1 log(1 + r2 (i - j))), t5 (32 causal buckets, 16 exact, up to 128: a table
+per head), cable (w_i (S_i - S_j), S a per-token cumulative sum). This list is deliberately
+the biases a score_mod can express at no cost of their own; the project's kernels of every
+encoding are timed beside it.
+
+Each pass is timed by triton.testing.do_bench as dev/cuda/attention_bias times the project's
+kernels: at least 50 ms of warm-up, then the median of at least 100 ms of calls, each on a
+cold L2. Prints one line per case and pass,
     <case> forward  <ms> ms  <TFLOP/s> TFLOP/s  first call <s> s
     <case> backward <ms> ms  <TFLOP/s> TFLOP/s
 as each case ends, '<case> FAILED: <why>' for a case that does not run, or one line
-'sdpa_bench: skipped (<why>)' without torch or a CUDA device (exit 0 then).
+'sdpa_bench: skipped (<why>)' without torch or a CUDA device (exit 0 then). --compile-only:
+each FlexAttention case's first call alone (forward and backward), which fills the compile
+cache (TORCHINDUCTOR_CACHE_DIR) for a later run at the same shape: 'compiled <case> in <s> s'.
 """
 import math
 import sys
@@ -22,9 +30,13 @@ import time
 CASES = ["flash", "nobias", "alibi", "kerple", "t5", "cable"]
 
 
-def main():
-    T, B, NH, HS = (int(x) for x in sys.argv[1:5])
-    names = sys.argv[5:] or CASES
+def main(args):
+    compile_only = args[:1] == ["--compile-only"]
+    args = args[1:] if compile_only else args
+    if len(args) < 4:
+        sys.exit("usage: sdpa_bench.py [--compile-only] T B NH HS [CASE...]")
+    T, B, NH, HS = (int(x) for x in args[:4])
+    names = args[4:] or CASES
     unknown = [n for n in names if n not in CASES]
     if unknown:
         sys.exit("sdpa_bench.py: unknown case %s (cases: %s)" % (", ".join(unknown), " ".join(CASES)))
@@ -38,6 +50,11 @@ def main():
     if not torch.cuda.is_available():
         print("sdpa_bench: skipped (no CUDA device for torch)")
         return
+    try:
+        from triton.testing import do_bench
+    except ImportError as e:
+        print("sdpa_bench: skipped (%s)" % e)
+        return
     torch.manual_seed(0)
     dev, dt = "cuda", torch.bfloat16
     shape = (B, NH, T, HS)
@@ -45,15 +62,8 @@ def main():
     dout = torch.randn(shape, device=dev, dtype=dt)
     pairs = B * NH * T * (T + 1) / 2.0
 
-    def timed(fn, reps=10):
-        fn()  # warm-up
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        stop.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(stop) / reps
+    def timed(fn):  # the median milliseconds: >= 50 ms of warm-up, >= 100 ms of calls
+        return do_bench(fn, warmup=50, rep=100, return_mode="median")
 
     def report(name, fwd):
         t0 = time.time()
@@ -61,6 +71,10 @@ def main():
         torch.autograd.grad(out, (q, k, v), dout)
         torch.cuda.synchronize()
         first = time.time() - t0
+        if compile_only:
+            print("compiled %-12s in %.1f s" % (name, first))
+            sys.stdout.flush()
+            return
         with torch.no_grad():
             ms_f = timed(fwd)
         out = fwd()
@@ -92,6 +106,9 @@ def main():
     for name in names:
         try:
             if name == "flash":
+                if compile_only:
+                    continue
+
                 def fwd():
                     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -109,6 +126,4 @@ def main():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 5:
-        sys.exit("usage: sdpa_bench.py T B NH HS [CASE...]")
-    main()
+    main(sys.argv[1:])

@@ -3,8 +3,9 @@
 # CPU path (make test-cuda-emulate). For each stem, the tiny model's reference written by the
 # CPU test (test_gpt2 debug-state-tiny: 2 layers, 2 heads of 32, B = 2, T = 37) plain (where
 # test_gpt2cu also holds given positions 0..T-1 equal to none, bit for bit), at randomized and
-# at given positions (the stems of RP_STEMS, which take positions) and with two thirds of the
-# targets unscored (answer-only data), each compared by the emulated test_gpt2cu (fp32): the
+# at given positions (the stems of RP_STEMS, which take positions), with two thirds of the
+# targets unscored (answer-only data) and under the encoding's own test variants (test_gpt2
+# variants: rope's frequency table), each compared by the emulated test_gpt2cu (fp32): the
 # logits, the loss, every parameter gradient tensor by tensor, and the losses of the
 # reference's AdamW steps.
 # Then the planted sign flips: for every parameter tensor of the encoding (and DAPE's:
@@ -23,6 +24,7 @@ one_stem() {
     : > "$log"
     local list="plain mask"
     case " $RP_STEMS " in *" $s "*) list="plain rp pos mask" ;; esac
+    list="$list $("$BUILD/test_gpt2_$s" variants)" || { echo "FAIL $s: test_gpt2 variants"; return 1; }
     for v in $list; do
         ref=$BUILD/ref_tiny_${s}_$v
         if ! "$BUILD/test_gpt2_$s" debug-state-tiny "$ref" $([ "$v" = plain ] || echo "$v") >> "$log" 2>&1 \
