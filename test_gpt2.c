@@ -973,6 +973,90 @@ static void test_files_and_errors(void) {
 // the look-ahead count of a step's batches (dataloader_scored) is the sum of theirs, across
 // the end of a shard and the wrap to the first
 
+// PoSE's rows (llmc/dataloader.h dataloader_pose): over a shard whose token i is i mod 50000,
+// so that a row's tokens tell where in its window they came from, every row is the window's
+// first r1 tokens and then a later run of tokens, with the targets the next of each (across the
+// chunks' boundary), at positions t and then t + u; the official bounds, inclusive, are
+// reached (r1 in [1, (T + 2) / 2], r2 in [T + 1, W], u in [0, L - T - 1]); a batch read again
+// after a seek, and a second process's rows, are the same rows; with windows of T + 1 tokens
+// and L = T + 1 a row is its window's tokens at positions 0..T-1 (no skip: plain training)
+static void test_pose(void) {
+    printf("PoSE: rows in two chunks of a window, their positions, the official bounds\n");
+    enum { B = 4, T = 12, L = 100, NTOK = 400000, V = 50000 };
+    uint16_t* toks = (uint16_t*)malloc_check(NTOK * sizeof(uint16_t));
+    for (int i = 0; i < NTOK; i++) { toks[i] = (uint16_t)(i % V); }
+    char pattern[600];
+    snprintf(pattern, sizeof(pattern), "%s/pose_000.bin", tmpdir);
+    write_shard(pattern, SHARD_MAGIC, SHARD_VERSION, NTOK, toks, NTOK);
+    DataLoader dl, two;
+    dataloader_init(&dl, pattern, B, T, 0, 1, GPT2_VOCAB);
+    dataloader_pose(&dl, L, 7, POSE_WINDOWS);
+    dataloader_init(&two, pattern, B / 2, T, 1, 2, GPT2_VOCAB); // the second of two processes with B / 2 rows
+    dataloader_pose(&two, L, 7, POSE_WINDOWS);
+    int W = dl.stride, n = T + 1, bad = 0, r1_lo = n, r1_hi = 0, r2_lo = W, r2_hi = 0, u_lo = L, u_hi = -1, batches = NTOK / (B * W);
+    int bad_ranks = 0;
+    for (int k = 0; k < batches; k++) {
+        int64_t start = dl.pos;
+        dataloader_next_batch(&dl);
+        dataloader_next_batch(&two);
+        for (int i = 0; i < (B / 2) * T; i++) {
+            bad_ranks += two.inputs[i] != dl.inputs[(B / 2) * T + i] || two.targets[i] != dl.targets[(B / 2) * T + i]
+                         || two.positions[i] != dl.positions[(B / 2) * T + i];
+        }
+        for (int b = 0; b < B; b++) {
+            int first = (int)((start + (int64_t)b * W) % V), src[T + 1];
+            for (int t = 0; t < T; t++) { src[t] = (dl.inputs[b * T + t] - first + V) % V; }
+            src[T] = (dl.targets[b * T + T - 1] - first + V) % V;
+            int r1 = 0; // the first chunk: the window's tokens 0..r1-1 at their positions
+            while (r1 < T && src[r1] == r1 && dl.positions[b * T + r1] == r1) { r1++; }
+            if (r1 == 0) { bad++; continue; }
+            for (int t = 0; t < T; t++) { bad += (dl.targets[b * T + t] - first + V) % V != src[t + 1]; }
+            if (r1 == T) { bad += src[T] != T; continue; } // no skip seen: the second chunk follows the first at u = 0
+            int l2 = src[r1], u = dl.positions[b * T + r1] - r1; // the second chunk: window[l2..], positions + u
+            for (int t = r1; t <= T; t++) { bad += src[t] != l2 + t - r1 || (t < T && dl.positions[b * T + t] != t + u); }
+            int r2 = l2 + (n - r1);
+            bad += l2 < r1 || r2 > W || u < 0 || u > L - n;
+            r1_lo = r1 < r1_lo ? r1 : r1_lo; r1_hi = r1 > r1_hi ? r1 : r1_hi;
+            r2_lo = r2 < r2_lo ? r2 : r2_lo; r2_hi = r2 > r2_hi ? r2 : r2_hi;
+            u_lo = u < u_lo ? u : u_lo; u_hi = u > u_hi ? u : u_hi;
+        }
+    }
+    char what[160];
+    snprintf(what, sizeof(what), "%d rows: two chunks of the window, targets across them, positions t and t + u", batches * B);
+    check(bad == 0, what, bad, 0);
+    snprintf(what, sizeof(what), "bounds reached: r1 in [%d, %d], r2 in [%d, %d], u in [%d, %d]", r1_lo, r1_hi, r2_lo, r2_hi, u_lo, u_hi);
+    int bounds = r1_lo == 1 && r1_hi == (n + 1) / 2 && r2_lo == n && r2_hi == W && u_lo == 0 && u_hi == L - n;
+    check(bounds, what, !bounds, 0);
+    check(bad_ranks == 0, "a second process's rows: those of one process with all the rows", bad_ranks, 0);
+    // read again after a seek to its start (a resumed run): the same rows
+    dataloader_reset(&dl);
+    dataloader_next_batch(&dl);
+    int64_t at = dl.pos;
+    int keep_in[B * T], keep_pos[B * T];
+    dataloader_next_batch(&dl);
+    memcpy(keep_in, dl.inputs, sizeof(keep_in));
+    memcpy(keep_pos, dl.positions, sizeof(keep_pos));
+    dataloader_seek(&dl, 0, at);
+    dataloader_next_batch(&dl);
+    int same = memcmp(keep_in, dl.inputs, sizeof(keep_in)) == 0 && memcmp(keep_pos, dl.positions, sizeof(keep_pos)) == 0;
+    check(same, "a batch read again after a seek: the same rows and positions", !same, 0);
+    dataloader_free(&dl);
+    dataloader_free(&two);
+    // windows of T + 1 tokens, L = T + 1: nothing skipped
+    dataloader_init(&dl, pattern, B, T, 0, 1, GPT2_VOCAB);
+    dataloader_pose(&dl, T + 1, 7, 1);
+    dataloader_next_batch(&dl);
+    int plain = 0;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            plain += dl.inputs[b * T + t] != b * (T + 1) + t || dl.targets[b * T + t] != b * (T + 1) + t + 1 || dl.positions[b * T + t] != t;
+        }
+    }
+    check(plain == 0, "windows of T + 1, L = T + 1: each row its window's tokens at 0..T-1 (plain)", plain, 0);
+    dataloader_free(&dl);
+    free(toks);
+}
+
 static void test_masked_shards(void) {
     printf("masked shards: targets, scored counts, the look-ahead count\n");
     enum { R = 4, V = 10 };
@@ -2484,6 +2568,7 @@ int main(int argc, char** argv) {
         test_classifier();
         test_files_and_errors();
         test_masked_shards();
+        test_pose();
         test_length_buckets(0);
         if (rp_supported(PE_ID) && DAPE_ID == 0) { test_length_buckets(1); }
         test_atomic_files();

@@ -21,6 +21,17 @@ as before.
 Multi-process: one global batch is world * B * T + 1 consecutive tokens; rank r
 reads its B * T + 1 tokens at offset r * B * T of it, so that N processes with B
 rows each see exactly the tokens that one process with N * B rows would see.
+
+PoSE (Zhu et al. 2024, dwzhu-pku/PoSE src/train_pose.py 156-186; dataloader_pose): each row is
+made from a window of W = 5 (T + 1) tokens of the stream, as the official code makes an example
+from a document cut at 5 times the training length: its T + 1 tokens are two chunks of the
+window, [0, r1) and [l2, r2), r1 ~ U{1..(T + 2) / 2}, r2 ~ U{T + 1..W}, l2 = r2 - (T + 1 - r1)
+(Python's inclusive randint bounds), the first at positions 0..r1-1, the second skipped on by
+u ~ U{0..L - (T + 1)}: positions r1 + u .. T + u (L: the target length). The inputs are the
+first T tokens, the targets the next token of each, across the chunks' boundary as the
+official code (the loss is not masked there). A row's draws come from the run's seed and the
+window's place in the data, so a resumed run and any number of processes make the same rows;
+a global batch takes world * B * W tokens of the stream (stride W a row, not T).
 */
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
@@ -30,6 +41,7 @@ rows each see exactly the tokens that one process with N * B rows would see.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "rand.h"
 #include "utils.h"
 
 #define SHARD_MAGIC 20240520
@@ -42,6 +54,10 @@ rows each see exactly the tokens that one process with N * B rows would see.
 typedef struct {
     int rank, world;
     int B, T;
+    int stride;            // tokens of the stream a row takes: T, or PoSE's window W
+    int pose_len;          // PoSE's target length L (0: off); its positions (B, T) of the batch, and the run's seed
+    int* positions;
+    uint64_t pose_seed;
     int vocab_size;        // every token must be below this
     int row_len;           // masked shards: their row length R (= T); 0: plain shards
     glob_t glob;
@@ -138,7 +154,7 @@ static void dataloader_open_shard_(DataLoader* dl) {
 
 static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int rank, int world, int vocab_size) {
     memset(dl, 0, sizeof(*dl));
-    dl->rank = rank; dl->world = world; dl->B = B; dl->T = T; dl->vocab_size = vocab_size;
+    dl->rank = rank; dl->world = world; dl->B = B; dl->T = T; dl->stride = T; dl->vocab_size = vocab_size;
     int rc = glob(pattern, 0, NULL, &dl->glob);
     if (rc != 0 || dl->glob.gl_pathc == 0) { fatal("no file matches the data pattern '%s'", pattern); }
     dl->num_shards = dl->glob.gl_pathc;
@@ -189,22 +205,72 @@ static void dataloader_reset(DataLoader* dl) {
 // where the global batch at (shard, pos) starts: there, or at the start of the next shard
 // when this one has too few tokens left
 static void dataloader_batch_start_(const DataLoader* dl, size_t* shard, int64_t* pos) {
-    int64_t global = (int64_t)dl->world * dl->B * dl->T;
+    int64_t global = (int64_t)dl->world * dl->B * dl->stride;
     if (*pos + global + 1 > dl->shard_ntok[*shard]) {
         *shard = (*shard + 1) % dl->num_shards;
         *pos = 0;
     }
 }
 
+// PoSE's windows and draws (the comment at the top)
+#define POSE_WINDOWS 5        // W = 5 (T + 1): the official code cuts a document at 5 times the training length
+#define POSE_STREAM 0x506f5345 // the draws' key: the run's seed, this, the window's place in the data
+
+// a uniform integer of [lo, hi], both included (Python's randint)
+static int pose_randint(uint64_t* state, int lo, int hi) { return lo + (int)(((uint64_t)random_u32(state) * (uint64_t)(hi - lo + 1)) >> 32); }
+
+// the batch's rows from their windows in dl->buffer (row b's W tokens at b W; the window's first
+// token at `start` + b W of shard dl->shard_idx): inputs, targets and positions
+static void dataloader_pose_rows(DataLoader* dl, int64_t start) {
+    int T = dl->T, W = dl->stride, n = T + 1;
+    for (int b = 0; b < dl->B; b++) {
+        const uint16_t* win = dl->buffer + (size_t)b * W;
+        int64_t at = start + (int64_t)b * W;
+        uint64_t state = random_seed(dl->pose_seed ^ (((uint64_t)POSE_STREAM << 32) + dl->shard_idx * 0x9E3779B97F4A7C15ull) ^ (uint64_t)at);
+        int r1 = pose_randint(&state, 1, (n + 1) / 2);
+        int r2 = pose_randint(&state, n, W);
+        int l2 = r2 - (n - r1);
+        int u = pose_randint(&state, 0, dl->pose_len - n);
+        for (int t = 0; t < T; t++) { // token t of the chunked row and the next one
+            int src = t < r1 ? t : l2 + (t - r1), next = t + 1 < r1 ? t + 1 : l2 + (t + 1 - r1);
+            dl->inputs[b * T + t] = win[src];
+            dl->targets[b * T + t] = win[next];
+            dl->positions[b * T + t] = t < r1 ? t : t + u;
+        }
+    }
+    dl->scored = (int64_t)dl->B * T;
+}
+
+// PoSE (the comment at the top) on a plain training loader, before its first batch: rows from
+// windows of `windows` (T + 1) tokens (POSE_WINDOWS: the official code's; 1 in the tests: no
+// content skipped), at positions that reach target_len - 1; seed: the run's
+static void dataloader_pose(DataLoader* dl, int target_len, uint64_t seed, int windows) {
+    if (dl->row_len > 0) { fatal("PoSE (-po) chunks a stream of text, not the rows of answer-only data (masked shards)"); }
+    if (target_len < dl->T + 1) { fatal("-po %d: the target length is at least -t + 1 = %d", target_len, dl->T + 1); }
+    dl->pose_len = target_len;
+    dl->pose_seed = seed;
+    dl->stride = windows * (dl->T + 1);
+    int64_t need = (int64_t)dl->world * dl->B * dl->stride + 1;
+    for (size_t s = 0; s < dl->num_shards; s++) {
+        if (dl->shard_ntok[s] < need) {
+            fatal("%s has %lld tokens, fewer than one PoSE batch of %d x %d windows of %d + 1 = %lld (-po)", dl->glob.gl_pathv[s],
+                  (long long)dl->shard_ntok[s], dl->world, dl->B, dl->stride, (long long)need);
+        }
+    }
+    free(dl->buffer);
+    dl->buffer = (uint16_t*)malloc_check(((size_t)dl->B * dl->stride + 1) * sizeof(uint16_t));
+    dl->positions = (int*)malloc_check((size_t)dl->B * dl->T * sizeof(int));
+}
+
 // loads this rank's B x T inputs and targets of the next global batch
 static void dataloader_next_batch(DataLoader* dl) {
-    int64_t global = (int64_t)dl->world * dl->B * dl->T;
+    int64_t global = (int64_t)dl->world * dl->B * dl->stride;
     size_t shard = dl->shard_idx;
     dataloader_batch_start_(dl, &dl->shard_idx, &dl->pos);
     if (dl->shard_idx != shard) { dataloader_open_shard_(dl); }
     const char* path = dl->glob.gl_pathv[dl->shard_idx];
-    int64_t start = dl->pos + (int64_t)dl->rank * dl->B * dl->T;
-    size_t n = (size_t)dl->B * dl->T + 1;
+    int64_t start = dl->pos + (int64_t)dl->rank * dl->B * dl->stride;
+    size_t n = (size_t)dl->B * dl->stride + 1;
     fseek_check(dl->file, (long)(SHARD_HEADER_INTS * sizeof(int) + start * sizeof(uint16_t)), SEEK_SET, path);
     fread_check(dl->buffer, sizeof(uint16_t), n, dl->file, path);
     for (size_t i = 0; i < n; i++) {
@@ -212,6 +278,11 @@ static void dataloader_next_batch(DataLoader* dl) {
             fatal("%s: token %d at position %lld is out of range (vocab size %d)", path, dl->buffer[i],
                   (long long)(start + (int64_t)i), dl->vocab_size);
         }
+    }
+    if (dl->pose_len > 0) {
+        dataloader_pose_rows(dl, start);
+        dl->pos += global;
+        return;
     }
     for (size_t i = 0; i < n - 1; i++) {
         dl->inputs[i] = dl->buffer[i];
@@ -239,11 +310,12 @@ static void dataloader_next_batch(DataLoader* dl) {
 // each group (a forward and backward pass's fixed cost, in tokens: the trainer's); a group's
 // rows keep the batch's order. For pass_tokens < 0 (no buckets), or a plain shard's batch,
 // the one group is the batch itself. Returns the number of groups, at most B.
-typedef struct { int rows, T; int64_t scored; const int* inputs; const int* targets; } RowBucket;
+// positions: the rows' positions (B, T) where the loader gives them (PoSE, whose plain shards make one group), else NULL
+typedef struct { int rows, T; int64_t scored; const int* inputs; const int* targets; const int* positions; } RowBucket;
 static int dataloader_buckets(DataLoader* dl, int pass_tokens, RowBucket* out) {
     int B = dl->B, T = dl->T;
     if (pass_tokens < 0 || dl->row_len == 0) {
-        out[0] = (RowBucket){ B, T, dl->scored, dl->inputs, dl->targets };
+        out[0] = (RowBucket){ B, T, dl->scored, dl->inputs, dl->targets, dl->positions };
         return 1;
     }
     // each row's length up to its last scored target (>= 1: every masked row has one), and
@@ -288,6 +360,7 @@ static int dataloader_buckets(DataLoader* dl, int pass_tokens, RowBucket* out) {
         int* tg = tokens + (size_t)(count[j - 1] - (cut[j] > 0 ? count[cut[j] - 1] : 0)) * hi;
         k->inputs = in;
         k->targets = tg;
+        k->positions = NULL;
         for (int b = 0; b < B; b++) {
             if (live[b] <= lo || live[b] > hi) { continue; }
             memcpy(in, dl->inputs + (size_t)b * T, (size_t)hi * sizeof(int));
@@ -349,7 +422,7 @@ static void dataloader_check_tokens(const DataLoader* dl) {
 // by this count.
 static int64_t dataloader_scored(const DataLoader* dl, size_t shard, int64_t pos, int batches) {
     int64_t global = (int64_t)dl->world * dl->B * dl->T;
-    if (dl->row_len == 0) { return batches * global; }
+    if (dl->row_len == 0) { return batches * global; } // every target of a plain shard's rows (PoSE's too)
     uint8_t* m = (uint8_t*)malloc_check((size_t)global);
     int64_t count = 0;
     for (int k = 0; k < batches; k++, pos += global) {
@@ -436,6 +509,7 @@ static void dataloader_free(DataLoader* dl) {
     free(dl->inputs);
     free(dl->targets);
     free(dl->bucket_tokens);
+    free(dl->positions);
 }
 
 #endif // LLMC_DATALOADER_H

@@ -97,6 +97,7 @@ typedef struct {
     float rope_factor;           // -rf static RoPE scaling factor (0: longest -E length / training length)
     RopeTable rope_table;        // -rb, -rt, -rr rope's frequency table (llmc/pe.h; -1: not given, the model's)
     int rand_pos;                // -rp randomized positions from [0, L) (llmc/pe.h; -1: not given, 0: off)
+    int pose_len;                // -po PoSE's target length L: rows in two chunks at positions up to L - 1 (0: off)
     int eval_last;               // -L also score only the last N tokens of each window (DAPE's protocol; 0: off)
     const char* hellaswag;       // -H HellaSwag in llm.c's eval file format (NULL: none)
     int passkey_trials;          // -P keys per cell of the passkey test's grid (0: off)
@@ -164,6 +165,8 @@ static void usage(void) {
         "              %s\n"
         "              (default: the checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
         "  -ra <int>   randomized positions: also evaluate with plain positions 0..T-1 (rows +plainpos) (default 0)\n"
+        "  -po <int>   PoSE: train on rows of two chunks of a window of 5 (T + 1) tokens, the second at positions\n"
+        "              skipped on by up to L - T - 1, so that T tokens reach positions up to L - 1 (default 0: off)\n"
         "  -L <int>    also score only the last N tokens of each window, DAPE's protocol (default 0: off)\n"
         "  -H <file>   HellaSwag in llm.c's eval file format (make hellaswag) (default none)\n"
         "  -P <int>    passkey retrieval: keys per (length, depth) cell at the -E lengths (default 0: off;\n"
@@ -288,7 +291,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->skip_loss_z = 0; a->skip_grad_z = 0; a->seed = 42;
     a->num_eval_lengths = -1; a->eval_tokens = 4096; a->eval_stride = 0; a->eval_every = 0;
     a->argc = argc; a->argv = argv;
-    a->num_eval_variants = 0; a->rope_factor = 0; a->rand_pos = -1;
+    a->num_eval_variants = 0; a->rope_factor = 0; a->rand_pos = -1; a->pose_len = 0;
     a->rope_table = (RopeTable){-1, -1, -1};
     a->eval_last = 0; a->hellaswag = NULL; a->passkey_trials = 0; a->passkey_depths = 5; a->passkey_seed = 1;
     a->tasks = NULL;
@@ -359,6 +362,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
                       model_label(PE_ID, DAPE_ID));
             }
         }
+        else if (!strcmp(f, "-po")) { a->pose_len = (int)parse_long(f, v, 0, 1 << 24); }
         else if (!strcmp(f, "-ra")) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
             add_eval_variant(a, PE_EVAL_PLAINPOS, "-ra");
@@ -637,6 +641,7 @@ static const ResumeFlag RESUME_FLAGS[] = { // at most STATE_NUM_FLAGS; -b and -t
     {"-l", 0, 1, offsetof(TrainArgs, lr)}, {"-q", 0, 1, offsetof(TrainArgs, final_lr_frac)},
     {"-c", 0, 1, offsetof(TrainArgs, weight_decay)}, {"-sl", 0, 1, offsetof(TrainArgs, skip_loss_z)},
     {"-sg", 0, 1, offsetof(TrainArgs, skip_grad_z)}, {"-lb", 0, 0, offsetof(TrainArgs, pass_tokens)},
+    {"-po", 1, 0, offsetof(TrainArgs, pose_len)},
 };
 #define NUM_RESUME_FLAGS ((int)(sizeof(RESUME_FLAGS) / sizeof(RESUME_FLAGS[0])))
 // the flags a state file records where it does not say how many (its word 14 is 0): those
@@ -1445,7 +1450,7 @@ static int train_main(int argc, char** argv) {
         if (!gpt2_config_from_preset(&cfg, a.model, a.T, PE_ID)) {
             fatal("-e %s is neither a .bin checkpoint nor a preset (nano, cpu, tiny, small, medium, d6..d48, task)", a.model);
         }
-        pe_config_positions(&cfg, a.rand_pos); // positions drawn from [0, -rp): learned's table has a row for each
+        pe_config_positions(&cfg, a.rand_pos > a.pose_len ? a.rand_pos : a.pose_len); // learned's table: a row for every position drawn (-rp) or given (-po)
         if (data_vocab > 0) { cfg.vocab_size = data_vocab; cfg.padded_vocab_size = round_up(data_vocab, 128); }
         gpt2_build_from_config(&model, &cfg, a.seed);
     }
@@ -1463,6 +1468,18 @@ static int train_main(int argc, char** argv) {
     }
     if (training && cfg->rp_len > 0 && a.T > cfg->rp_len) {
         fatal("-t %d is more than the %d randomized positions it would be drawn from (-rp %d)", a.T, cfg->rp_len, cfg->rp_len);
+    }
+    if (a.pose_len > 0) { // PoSE (llmc/dataloader.h): the training rows' positions, given to the encoding
+        if (!training) { fatal("-po is a way of training (-x 0 evaluates at plain positions)"); }
+        if (!rp_supported(PE_ID) || DAPE_ID != 0) {
+            fatal("-po gives the rows positions, which %s takes none (the encodings that take positions: %s; not with DAPE)",
+                  model_label(PE_ID, DAPE_ID), pe_names_rp());
+        }
+        if (cfg->rp_len > 0) { fatal("-po and randomized positions (-rp %d) would both set the training rows' positions", cfg->rp_len); }
+        if (a.pose_len > pe_max_length(cfg)) {
+            fatal("-po %d: PE %s cannot take positions up to %d (%s %d)", a.pose_len, pe_name(PE_ID), a.pose_len - 1, PE_LIMIT_REASON,
+                  pe_max_length(cfg));
+        }
     }
     for (int k = 0; k < a.num_eval_variants; k++) {
         if (a.eval_variants[k] == PE_EVAL_PLAINPOS && cfg->rp_len == 0) { fatal("flag -ra: the model has no randomized positions (-rp)"); }
@@ -1517,9 +1534,10 @@ static int train_main(int argc, char** argv) {
     DataLoader train, val;
     dataloader_init(&val, a.val_pattern, a.B, a.T, mp.rank, mp.world, cfg->vocab_size);
     if (training) { dataloader_init(&train, a.overfit ? a.val_pattern : a.train_pattern, a.B, a.T, mp.rank, mp.world, cfg->vocab_size); }
+    if (training && a.pose_len > 0) { dataloader_pose(&train, a.pose_len, a.seed, POSE_WINDOWS); }
     int total_steps = a.max_steps;
     if (training && total_steps < 0) {
-        int64_t epoch = train.num_tokens / a.total_batch;
+        int64_t epoch = train.num_tokens / ((int64_t)a.total_batch / a.T * train.stride); // a step's rows, each `stride` tokens
         if (epoch > INT32_MAX) { fatal("-x -1: one epoch is %lld steps, more than %d", (long long)epoch, INT32_MAX); }
         total_steps = (int)epoch;
     }
@@ -1562,6 +1580,11 @@ static int train_main(int argc, char** argv) {
             snprintf(rp, 64, "from [0, %d), seed %d, drawn %s", cfg->rp_len, cfg->rp_seed,
                      rp_draws(cfg->pe, cfg->num_layers) > 1 ? "per layer" : "per pass");
             printf("| %-21s | %-50s |\n", "randomized positions", rp);
+        }
+        if (training && a.pose_len > 0) {
+            char pose[64];
+            snprintf(pose, 64, "positions up to %d, windows of %d tokens", a.pose_len - 1, train.stride);
+            printf("| %-21s | %-50s |\n", "PoSE", pose);
         }
         printf("| %-21s | %-50s |\n", "model", resume_step >= 0 ? path : a.model);
         char cell[3][64]; // the rows made of several numbers, padded like the others
@@ -1653,11 +1676,13 @@ static int train_main(int argc, char** argv) {
             model.rp_draw_len = a.T;
             for (int k = 0; k < groups; k++) {
                 float parts = (float)((double)step_scored / ((double)buckets[k].scored * mp.world));
+                model.pos_in = buckets[k].positions; // PoSE's, or none
                 gpt2_forward(&model, buckets[k].inputs, buckets[k].targets, buckets[k].rows, buckets[k].T, 1.0f / parts);
                 gpt2_backward(&model);
                 loss[0] += model.mean_loss / parts;
             }
             model.rp_draw_len = 0;
+            model.pos_in = NULL;
         }
         gpt2_allreduce_grads(&model, &mp);
         mp_allreduce_sum_f64(loss, 1);

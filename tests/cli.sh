@@ -162,6 +162,11 @@ if [ "$PE" = learned ]; then
 fi
 if [ "$PE" = cable ]; then
     expect "-rp on an encoding without positions" "flag -rp: randomized positions exist for" "${OK[@]}" -rp 64
+    expect "-po on an encoding without positions" "-po gives the rows positions, which cable takes none" "${OK[@]}" -po 256
+else
+    expect "-po below -t + 1" "the target length is at least -t + 1 = 33" "${OK[@]}" -po 32
+    expect "-po with randomized positions" "would both set the training rows' positions" "${OK[@]}" -po 256 -rp 64
+    expect "-po in an evaluation alone" "-po is a way of training" "${OK[@]}" -po 256 -x 0
 fi
 expect "-rb on an encoding without rope's table" "flag -rb: RoPE's frequency table options (-rb, -rt, -rr) exist for rope" "${OK[@]}" -rb 500000
 # a full disk (here: a file size limit of 10 MB) during a checkpoint: a clear error, and no
