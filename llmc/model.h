@@ -220,7 +220,6 @@ typedef struct {
     const double* par[P_PE_END - P_PE_BEGIN + 1];
 } PERef;
 
-
 // r for layer l of a model whose tensor k holds sizes[k] values of `real` at tensors[k] (on
 // the host): the layer's share of each of the encoding's tensors (its size / L) converted to
 // double, in memory of r's own (pe_ref_free)
