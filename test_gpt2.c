@@ -1157,9 +1157,9 @@ static void test_length_buckets(int rp) {
         worst = fmax(worst, fabs(model.grads_memory[i] - g[i]));
         largest = fmax(largest, fabs(g[i]));
     }
-    if (DAPE_WINDOW_EDGE) {
+    if (PE_WHOLE_ROWS) { // DAPE_1xk's edge, SHAPE's offsets
         check(worst > 1e-3 * largest && bucket_pass_tokens(32) == -1,
-              "DAPE_1xk's edge: cut rows differ; the driver keeps rows whole", worst / largest, 1e-3);
+              "rows cut short or regrouped compute otherwise: the driver keeps rows whole", worst / largest, 1e-3);
     } else {
         check(fabs(loss - whole) < 1e-6 * whole, "the buckets' loss is the batch's (1e-6 relative)", fabs(loss - whole) / whole, 1e-6);
         check(worst < 1e-5 * largest, "the buckets' gradients are the batch's (1e-5 of the largest)", worst / largest, 1e-5);
@@ -1699,9 +1699,11 @@ static void test_dape_checkpoint(void) {
 // gradient checks (fp64 build): analytic gradients against central differences
 
 // the loss at the model's parameters, and its piece (CoPE's needs every layer's q and k,
-// which a training forward pass keeps: an encoding with its own attention gets one)
+// which a training forward pass keeps: an encoding with its own attention gets one; an
+// encoding with its own positions gets one too, whose positions, SHAPE's offsets, are a
+// training pass's, as the analytic gradient's)
 static double loss_at(GPT2* model, const int* x, const int* y, int B, int T, uint64_t* piece) {
-    gpt2_forward(model, x, y, B, T, PE_KIND == PE_KIND_ATTN ? 1 : 0);
+    gpt2_forward(model, x, y, B, T, PE_KIND == PE_KIND_ATTN || PE_OWN_POSITIONS_USED ? 1 : 0);
     *piece = pe_loss_piece(model, B, T);
     return model->mean_loss;
 }
@@ -1976,7 +1978,8 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
 // (num_params as uint64 at word 8, the RoPE factor as a double at word 10, the draws' key
 // as uint64 at word 12, their number (0: plain positions) at word 14), then int32
 // inputs[B*T], int32 targets[B*T], real logits[B*T*Vp], real loss, real grads[num_params],
-// int32 positions[draws*B*T].
+// int32 positions[draws*B*T] (the positions the layers read: drawn or given, with the
+// encoding's own, SHAPE's offsets; written for those variants and for an encoding with its own).
 // The variant "pos": the given positions of debug_positions (llmc/debug_state.h) in every
 // draw (the encodings that take positions).
 static void write_torch_reference(const char* prefix, const char* checkpoint, const char* variant) {
@@ -2009,7 +2012,7 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     if (rp && model.config.rp_len == 0) { fatal("torch-reference rp: %s has no randomized positions", checkpoint); }
     model.rp_key = rp_key(RP_STREAM_TEST, 4, 0);
     model.pos_in = given ? pos : NULL;
-    int draws = rp || given ? rp_draws(PE_ID, model.config.num_layers) : 0;
+    int draws = rp || given || PE_OWN_POSITIONS_USED ? rp_draws(PE_ID, model.config.num_layers) : 0;
     int C = model.config.channels, V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     int* x = (int*)malloc_check((size_t)B * T * sizeof(int));
     int* y = (int*)malloc_check((size_t)B * T * sizeof(int));

@@ -542,11 +542,14 @@ static int rp_active(const GPT2* model) {
 
 // the positions of a forward pass over B x T tokens into model->positions (pe_positions_make):
 // the given ones, or one draw per layer or one for the embedding (rp_draws) from the model's
-// seed and the driver's key, or 0..T-1
-static void pe_positions_fill(GPT2* model, int B, int T) {
+// seed and the driver's key, or 0..T-1; then the encoding's own (pe_positions_own: SHAPE's
+// offsets, which differ in training)
+static void pe_positions_fill(GPT2* model, int B, int T, int training) {
     const GPT2Config* c = &model->config;
-    model->pos_span = pe_positions_make(model->positions, model->pos_in, rp_draws(c->pe, c->num_layers), B, T,
-                                        rp_active(model) ? c->rp_len : 0, model->rp_draw_len, (uint64_t)c->rp_seed, model->rp_key);
+    int draws = rp_draws(c->pe, c->num_layers);
+    model->pos_span = pe_positions_make(model->positions, model->pos_in, draws, B, T, rp_active(model) ? c->rp_len : 0,
+                                        model->rp_draw_len, (uint64_t)c->rp_seed, model->rp_key);
+    model->pos_span = pe_positions_own(c, model->positions, draws, B, T, model->pos_span, training, model->rp_key);
 }
 
 // the positions (B, T) of the tokens in layer l (or in the embedding, l = 0) of the last forward pass
@@ -935,7 +938,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     if (training) { gpt2_ensure_grads(model); }
     model->batch_size = B;
     model->seq_len = T;
-    pe_positions_fill(model, B, T);
+    pe_positions_fill(model, B, T, training);
     if (model->pos_span > pe_max_length(cfg)) {
         fatal("PE %s cannot take position %d: %s %d", pe_name(cfg->pe), model->pos_span - 1, PE_LIMIT_REASON, pe_max_length(cfg));
     }

@@ -754,16 +754,17 @@ static int rp_active(const GPT2* model) {
     return model->config.rp_len > 0 && model->pe_eval.variant != PE_EVAL_PLAINPOS;
 }
 
-// the positions of a forward pass over B x T tokens: given or drawn, made on the host (the
-// same bits as the CPU path, pe_positions_make) and copied to the device; the indices 0..T-1
-// need no table
+// the positions of a forward pass over B x T tokens: given or drawn, and the encoding's own
+// (pe_positions_own), made on the host (the same bits as the CPU path, pe_positions_make) and
+// copied to the device; the indices 0..T-1 need no table
 enum { POS_INDICES, POS_DRAWN, POS_GIVEN };
-static void pe_positions_fill(GPT2* model, int B, int T) {
+static void pe_positions_fill(GPT2* model, int B, int T, int training) {
     const GPT2Config* c = &model->config;
-    model->pos_kind = model->pos_in != NULL ? POS_GIVEN : rp_active(model) ? POS_DRAWN : POS_INDICES;
+    model->pos_kind = model->pos_in != NULL || PE_OWN_POSITIONS_USED ? POS_GIVEN : rp_active(model) ? POS_DRAWN : POS_INDICES;
     int draws = rp_draws(c->pe, c->num_layers);
     model->pos_span = pe_positions_make(model->pos_host, model->pos_in, draws, B, T, rp_active(model) ? c->rp_len : 0,
                                         model->rp_draw_len, (uint64_t)c->rp_seed, model->rp_key);
+    model->pos_span = pe_positions_own(c, model->pos_host, draws, B, T, model->pos_span, training, model->rp_key);
     if (model->pos_kind == POS_INDICES) { return; }
     cudaCheck(cudaMemcpyAsync(model->acts.positions, model->pos_host, (size_t)draws * B * T * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
 }
@@ -1185,7 +1186,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     model->batch_size = B;
     model->seq_len = T;
     model->last_training = training && targets != NULL;
-    pe_positions_fill(model, B, T);
+    pe_positions_fill(model, B, T, training);
     if (model->pos_span > pe_max_length(cfg)) {
         fatal("PE %s cannot take position %d: %s %d", pe_name(cfg->pe), model->pos_span - 1, PE_LIMIT_REASON, pe_max_length(cfg));
     }

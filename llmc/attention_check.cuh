@@ -174,7 +174,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { tensors[k] = c->par + m->param_offsets[k]; }
     pe_ref_init(&c->ref, &m->config, m->param_sizes, tensors, 0);
     m->rp_key = rp_key(RP_STREAM_TEST, 6, 0);
-    pe_positions_fill(m, s.B, s.T); // the trainer's draw, shared by the batch and the heads
+    pe_positions_fill(m, s.B, s.T, 0); // the trainer's draw, shared by the batch and the heads
     c->pos_dev = pe_positions(m, 0);
     if (c->pos_dev != NULL) {
         c->pos = (int*)malloc_check(s.T * sizeof(int));

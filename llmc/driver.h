@@ -96,6 +96,7 @@ typedef struct {
     int num_eval_variants;
     float rope_factor;           // -rf static RoPE scaling factor (0: longest -E length / training length)
     RopeTable rope_table;        // -rb, -rt, -rr rope's frequency table (llmc/pe.h; -1: not given, the model's)
+    int shape_k;                 // -sk shape's offset K (pe/sinusoidal.h; -1: not given, the model's)
     int rand_pos;                // -rp randomized positions from [0, L) (llmc/pe.h; -1: not given, 0: off)
     int pose_len;                // -po PoSE's target length L: rows in two chunks at positions up to L - 1 (0: off)
     int eval_last;               // -L also score only the last N tokens of each window (DAPE's protocol; 0: off)
@@ -107,8 +108,8 @@ typedef struct {
 } TrainArgs;
 
 // the length buckets' pass cost in effect (-lb; -1: whole rows): whole rows where a row cut
-// short would compute otherwise (pe/dape.h: DAPE_WINDOW_EDGE)
-static int bucket_pass_tokens(int flag) { return DAPE_WINDOW_EDGE ? -1 : flag; }
+// short would compute otherwise (llmc/model.h: PE_WHOLE_ROWS)
+static int bucket_pass_tokens(int flag) { return PE_WHOLE_ROWS ? -1 : flag; }
 
 static void usage(void) {
     printf(
@@ -161,6 +162,8 @@ static void usage(void) {
         "  -rr <int>   rope: integer wavelengths round(2 pi / theta_k) (Resonance RoPE) (default: the checkpoint's,\n"
         "              0 for a preset: off); -rb, -rt, -rr apply in training and at evaluation, -rs scalings too\n"
         "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n"
+        "  -sk <int>   shape: each training row shifted by an offset from [0, K), evaluation by K (default: the\n"
+        "              checkpoint's, %d for a new model)\n"
         "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T, for\n"
         "              %s\n"
         "              (default: the checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
@@ -175,7 +178,7 @@ static void usage(void) {
         "  -Ps <int>   passkey seed (default 1)\n"
         "  -A <glob>   algorithmic tasks: task files of ./tasks, each scored by exact match (greedy) and token\n"
         "              accuracy at every evaluation, into tasks.csv (default none)\n",
-        MAX_GEN_TOKENS, TRAINER_PASS_TOKENS, pe_names_rp());
+        MAX_GEN_TOKENS, TRAINER_PASS_TOKENS, SHAPE_DEFAULT_K, pe_names_rp());
     exit(0);
 }
 
@@ -293,6 +296,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->argc = argc; a->argv = argv;
     a->num_eval_variants = 0; a->rope_factor = 0; a->rand_pos = -1; a->pose_len = 0;
     a->rope_table = (RopeTable){-1, -1, -1};
+    a->shape_k = -1;
     a->eval_last = 0; a->hellaswag = NULL; a->passkey_trials = 0; a->passkey_depths = 5; a->passkey_seed = 1;
     a->tasks = NULL;
     for (int i = 1; i < argc; i += 2) {
@@ -348,6 +352,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-rs")) { parse_rope_scaling(a, v); }
         else if (!strcmp(f, "-rf")) { a->rope_factor = parse_float(f, v, 1.0f, 1e6f); }
         else if (!strcmp(f, "-rb") || !strcmp(f, "-rt") || !strcmp(f, "-rr")) { parse_rope_table(a, f, v); }
+        else if (!strcmp(f, "-sk")) { a->shape_k = (int)parse_long(f, v, 0, 1 << 24); }
         else if (!strcmp(f, "-xb")) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
             if (!pe_has_eval_variant(PE_EVAL_BCA)) {
@@ -1350,23 +1355,31 @@ static void run_flags_resume(TrainArgs* a, const MultiProcess* mp, int latest, c
 // -e names a checkpoint file (.bin), not a preset
 static int model_is_file(const char* model) { return strlen(model) > 4 && strcmp(model + strlen(model) - 4, ".bin") == 0; }
 
-// rope's frequency table (-rb, -rt, -rr; llmc/pe.h) into the model's t: the model's own (its
-// checkpoint's, a preset's plain table) where a flag is not given; a given value that replaces
-// a checkpoint's is said in one line: a resumed run's from the step it resumes at (as the
-// other flags that may change), a run from a checkpoint's (fine-tuning, or an evaluation)
-// for the whole run. The checkpoints a run writes record the table it trained with.
+// A model's setting kept in its checkpoint (rope's frequency table, shape's offset K) given
+// by its flag (want; < 0: not given) into *now: the model's own (its checkpoint's, a preset's)
+// where the flag is not given; a given value that replaces a checkpoint's is said in one line:
+// a resumed run's from the step it resumes at (as the other flags that may change), a run from
+// a checkpoint's (fine-tuning, or an evaluation) for the whole run. The checkpoints a run
+// writes record the setting it trained with. was, is: the two values as the flag says them.
+static void model_setting_apply(const char* flag, int* now, int want, int was, int is, int from_file, int resume_step, int training,
+                                int rank) {
+    if (want < 0) { return; }
+    if (from_file && rank == 0 && was != is) {
+        if (resume_step >= 0 && training) { printf("resume: %s %d replaces this run's %s %d from step %d on\n", flag, is, flag, was, resume_step); }
+        else { printf("%s %d replaces the checkpoint's %s %d %s\n", flag, is, flag, was, training ? "in the training from it and its checkpoints" : "in this evaluation"); }
+    }
+    *now = want;
+}
+
+// rope's frequency table (-rb, -rt, -rr; llmc/pe.h) into the model's t (model_setting_apply;
+// the base said as the number it stands for)
 static void rope_table_apply(RopeTable* t, const RopeTable* given, int from_file, int resume_step, int training, int rank) {
     static const char* const flags[3] = {"-rb", "-rt", "-rr"};
     int* now[3] = {&t->base, &t->truncate, &t->resonance};
     const int want[3] = {given->base, given->truncate, given->resonance};
     for (int k = 0; k < 3; k++) {
-        if (want[k] < 0) { continue; }
         int was = k == 0 ? rope_base(*now[k]) : *now[k], is = k == 0 ? rope_base(want[k]) : want[k];
-        if (from_file && rank == 0 && was != is) {
-            if (resume_step >= 0 && training) { printf("resume: %s %d replaces this run's %s %d from step %d on\n", flags[k], is, flags[k], was, resume_step); }
-            else { printf("%s %d replaces the checkpoint's %s %d %s\n", flags[k], is, flags[k], was, training ? "in the training from it and its checkpoints" : "in this evaluation"); }
-        }
-        *now[k] = want[k];
+        model_setting_apply(flags[k], now[k], want[k], was, is, from_file, resume_step, training, rank);
     }
 }
 
@@ -1382,12 +1395,12 @@ static int train_main(int argc, char** argv) {
     for (int k = 0; k < a.num_eval_lengths; k++) { append_format(lists, sizeof(lists), " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { append_format(lists, sizeof(lists), " V%d", a.eval_variants[k]); }
     // every flag, whole (paths of any length), so that ranks started differently are caught at once
-    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d rp%d L%d P%d %d %d|%s|%s",
+    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d sk%d rp%d L%d P%d %d %d|%s|%s",
              a.train_pattern, a.val_sets, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every, lists, a.rope_factor,
-             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
+             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.shape_k, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
              a.tasks ? a.tasks : "");
     mp_check_same(desc, "configuration (flags)", 0);
     free(desc);
@@ -1488,6 +1501,9 @@ static int train_main(int argc, char** argv) {
         }
     }
     rope_table_apply(&cfg->rope, &a.rope_table, resume_step >= 0 || model_is_file(a.model), resume_step, training, mp.rank);
+    model_setting_apply("-sk", &cfg->shape_k, a.shape_k, cfg->shape_k, a.shape_k, resume_step >= 0 || model_is_file(a.model), resume_step,
+                        training, mp.rank);
+    gpt2_config_check(cfg, "-sk");
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
     if (rope_base(cfg->rope.base) != ROPE_BASE) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
     if (cfg->rope.truncate != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rt%d", cfg->rope.truncate); }
@@ -1666,8 +1682,7 @@ static int train_main(int argc, char** argv) {
             for (int k = 0; k < groups; k++) { computed += (int64_t)buckets[k].rows * buckets[k].T; }
             if (step == start_step && micro == 0 && train.row_len > 0 && a.pass_tokens >= 0 && mp.rank == 0) {
                 if (bucket_pass_tokens(a.pass_tokens) < 0) {
-                    printf("length buckets (-lb %d): off, whole rows (DAPE_1x%d: the rows of a window's last k/2 = %d "
-                           "positions depend on where it ends)\n", a.pass_tokens, DAPE_ID, DAPE_ID / 2);
+                    printf("length buckets (-lb %d): off, whole rows (%s)\n", a.pass_tokens, PE_WHOLE_ROWS_WHY);
                 } else {
                     printf("length buckets (-lb %d): the first batch in %d passes, %lld of its %d tokens computed\n",
                            a.pass_tokens, groups, (long long)computed, a.B * a.T);

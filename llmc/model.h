@@ -11,7 +11,8 @@ randomized positions' range L (0: none) and seed (llmc/pe.h), the training lengt
 files written before it was recorded, and in llm.c's: then maxT is taken for it), rope's
 frequency table (RopeTable, llmc/pe.h: word 15 the base, 0 for 10000; word 16 the
 truncation length, 0: off; word 17 resonance, 0: off; 0 in files written before them, which
-so keep the table they were trained with), 0...}, then every parameter tensor in the order below. A tensor
+so keep the table they were trained with), shape's offset K (word 18, pe/sinusoidal.h; 0 for
+every other encoding), 0...}, then every parameter tensor in the order below. A tensor
 that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
@@ -52,7 +53,11 @@ typedef struct {
     int rp_seed;           // the seed of those draws (the run's -R)
     int train_len;         // the training length T (0: not recorded; maxT then stands for it)
     RopeTable rope;        // rope's frequency table: base, truncation, resonance (llmc/pe.h; zeros: plain)
+    int shape_k;           // shape: the offsets' range K in training, and the offset at evaluation (pe/sinusoidal.h)
 } GPT2Config;
+
+// shape's K of a new model: one of the official configurations' (config_shape: 10 to 500)
+#define SHAPE_DEFAULT_K 100
 
 // initialization helpers, on the host into fp32 (both trainers initialize the same way)
 static void fill_normal(float* p, size_t n, float std, uint64_t* rng) {
@@ -112,6 +117,18 @@ static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
 #endif
 #ifndef PE_LIMIT_NOTE // the n/a of an evaluation beyond the limit
 #define PE_LIMIT_NOTE "beyond the encoding's range"
+#endif
+// an encoding whose rows, cut short or grouped otherwise, compute otherwise (DAPE_1xk's edge;
+// SHAPE's offsets, drawn per row of a pass): the driver's length buckets keep its rows whole
+#ifndef PE_WHOLE_ROWS
+#define PE_WHOLE_ROWS DAPE_WINDOW_EDGE
+#define PE_WHOLE_ROWS_WHY "DAPE_1xk: the rows of a window's last k/2 positions depend on where it ends"
+#endif
+#ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices: none
+static int pe_positions_own(const GPT2Config* cfg, int* pos, int draws, int B, int T, int span, int training, uint64_t key) { return span; }
+#define PE_OWN_POSITIONS_USED 0
+#else
+#define PE_OWN_POSITIONS_USED 1
 #endif
 #ifdef PE_POSITION_TABLE // maxT is the length of a table of positions (learned's)
 #define PE_HAS_POSITION_TABLE 1
@@ -285,6 +302,9 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
         fatal("%s: RoPE frequency table options (base %d, truncation %d, resonance %d) on PE '%s' (they exist for rope)",
               what, r->base, r->truncate, r->resonance, pe_name(c->pe));
     }
+    if (c->shape_k < 0 || c->shape_k > (1 << 24) || (c->shape_k != 0 && c->pe != PE_ID_SHAPE)) {
+        fatal("%s: bad offset K %d of shape (word 18: 0..%d, and 0 but for shape)", what, c->shape_k, 1 << 24);
+    }
     if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
@@ -338,6 +358,7 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
     c->rp_seed = 0;
     c->train_len = T;
     c->rope = (RopeTable){0, 0, 0};
+    c->shape_k = pe == PE_ID_SHAPE ? SHAPE_DEFAULT_K : 0;
     return 1;
 }
 
@@ -385,6 +406,7 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[15] = cfg->rope.base == ROPE_BASE ? 0 : cfg->rope.base; // one word for the default base
     header[16] = cfg->rope.truncate;
     header[17] = cfg->rope.resonance;
+    header[18] = cfg->shape_k;
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -415,6 +437,7 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->rope.base = header[15];
     cfg->rope.truncate = header[16];
     cfg->rope.resonance = header[17];
+    cfg->shape_k = header[18];
     gpt2_config_check(cfg, path);
     if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
         fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s%s%s)",

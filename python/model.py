@@ -67,6 +67,8 @@ HEADER_PE_REVISION = 11
 # resonance (0: off) (Config.rope_base, rope_truncate, rope_resonance; llmc/pe.h RopeTable)
 HEADER_RP_LEN, HEADER_RP_SEED, HEADER_TRAIN_LEN = 12, 13, 14
 HEADER_ROPE_BASE, HEADER_ROPE_TRUNCATE, HEADER_ROPE_RESONANCE = 15, 16, 17
+# word 18: shape's offset K (Config.shape_k; 0 for every other encoding; pe/sinusoidal.h)
+HEADER_SHAPE_K = 18
 # the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
@@ -107,6 +109,7 @@ class Config:
     rope_base: int = 0      # rope's frequency table: its base (0: ROPE_BASE),
     rope_truncate: int = 0  # Giraffe's truncation length L (0: off),
     rope_resonance: int = 0  # Resonance RoPE's integer wavelengths (0: off)
+    shape_k: int = 0        # shape: the offsets' range K in training, the offset at evaluation
 
 
 @dataclass
@@ -171,6 +174,9 @@ def check_config(cfg, where):
                          "up to %d), resonance %d (0 or 1) (header words %d-%d)"
                          % (where, cfg.rope_base, cfg.rope_truncate, 1 << 24, cfg.rope_resonance, HEADER_ROPE_BASE,
                             HEADER_ROPE_RESONANCE))
+    if not 0 <= cfg.shape_k <= (1 << 24) or (cfg.shape_k != 0 and cfg.pe != "shape"):
+        raise ValueError("%s: bad offset K %d of shape (header word %d: 0..%d, and 0 but for shape)"
+                         % (where, cfg.shape_k, HEADER_SHAPE_K, 1 << 24))
     if any(table) and cfg.pe not in ROPE_TABLE_PES:
         raise ValueError("%s: RoPE frequency table options (base %d, truncation %d, resonance %d) on PE '%s' (they exist "
                          "for rope; header words %d-%d)" % ((where,) + table + (cfg.pe, HEADER_ROPE_BASE, HEADER_ROPE_RESONANCE)))
@@ -251,7 +257,8 @@ def read_checkpoint(path):
                  num_heads=int(header[5]), channels=int(header[6]), padded_vocab_size=int(header[7]),
                  pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]),
                  train_len=int(header[HEADER_TRAIN_LEN]), rope_base=int(header[HEADER_ROPE_BASE]),
-                 rope_truncate=int(header[HEADER_ROPE_TRUNCATE]), rope_resonance=int(header[HEADER_ROPE_RESONANCE]))
+                 rope_truncate=int(header[HEADER_ROPE_TRUNCATE]), rope_resonance=int(header[HEADER_ROPE_RESONANCE]),
+                 shape_k=int(header[HEADER_SHAPE_K]))
     check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
@@ -288,6 +295,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
     header[HEADER_RP_LEN], header[HEADER_RP_SEED], header[HEADER_TRAIN_LEN] = cfg.rp_len, cfg.rp_seed, cfg.train_len
     header[HEADER_ROPE_BASE] = 0 if cfg.rope_base == ROPE_BASE else cfg.rope_base  # one word for the default base
     header[HEADER_ROPE_TRUNCATE], header[HEADER_ROPE_RESONANCE] = cfg.rope_truncate, cfg.rope_resonance
+    header[HEADER_SHAPE_K] = cfg.shape_k
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
         u = flat.view(np.uint32).astype(np.uint64)
@@ -341,6 +349,14 @@ def rp_key(stream, a, b):
     return k ^ (k >> 32)
 
 
+def random_u32(state):
+    """llmc/rand.h random_u32: xorshift64*'s next state and its upper 32 bits."""
+    state ^= state >> 12
+    state = (state ^ (state << 25)) & M64
+    state ^= state >> 27
+    return state, ((state * 0x2545F4914F6CDD1D) & M64) >> 32
+
+
 def rp_draw(T, L, seed, key, d):
     """llmc/pe.h rp_draw: T sorted, distinct positions from [0, L), draw d of the pass with this
     key for a model of this seed (selection sampling on xorshift64*)."""
@@ -349,10 +365,7 @@ def rp_draw(T, L, seed, key, d):
     for t in range(L):
         if need == 0:
             break
-        state ^= state >> 12
-        state = (state ^ (state << 25)) & M64
-        state ^= state >> 27
-        u = ((state * 0x2545F4914F6CDD1D) & M64) >> 32
+        state, u = random_u32(state)
         if (u * (L - t)) >> 32 < need:
             pos.append(t)
             need -= 1
@@ -376,6 +389,12 @@ class Encoding:
         """The longest sequence the encoding can process (train_gpt2.c gpt2_max_length)."""
         return math.inf
 
+    def own_positions(self, model, pos, training_key):
+        """The encoding's own positions (llmc/model.h pe_positions_own) from the positions pos
+        (draws, B, T) given, drawn or the indices: of a training pass with that key, or of an
+        evaluation (training_key None)."""
+        return pos
+
     def embed(self, model, x, pos):
         return x
 
@@ -398,6 +417,33 @@ class Learned(Encoding):
 
     def embed(self, model, x, pos):
         return x + model.wpe[pos]
+
+
+class Shape(Encoding):
+    """SHAPE (its official code, OpenNMT-py's PositionalEncoding): the token embeddings times
+    sqrt(C) plus the interleaved table p[pos, 2m] = sin(pos d_m), p[pos, 2m + 1] = cos(pos d_m),
+    d_m = 10000^(-2m / C), at each row's position shifted by its offset: in training k_b
+    uniform in {0..K-1} (the trainer's draw from the pass's key), at evaluation K."""
+    kind = "embed"
+    rp = True
+
+    def own_positions(self, model, pos, training_key):
+        K, B = model.cfg.shape_k, pos.shape[1]
+        offsets = []
+        for b in range(B):
+            if training_key is None or K == 0:
+                offsets.append(K if training_key is None else 0)
+            else:
+                _, u = random_u32(random_seed(rp_key(training_key, b, 0x5348)))
+                offsets.append((u * K) >> 32)
+        return pos + torch.tensor(offsets, dtype=pos.dtype, device=pos.device)[None, :, None]
+
+    def embed(self, model, x, pos):
+        C = model.cfg.channels
+        c = np.arange(C)
+        angle = pos.cpu().numpy().astype(np.float64)[:, None] * np.exp((c - c % 2) * -(math.log(10000.0) / C))[None, :]
+        p = np.where(c % 2 == 0, np.sin(angle), np.cos(angle))
+        return x * math.sqrt(C) + torch.tensor(p, dtype=x.dtype, device=x.device)
 
 
 class Sinusoidal(Encoding):
@@ -759,7 +805,7 @@ ENCODINGS = {
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
-    "tisa": Tisa(),
+    "tisa": Tisa(), "shape": Shape(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)
@@ -856,14 +902,16 @@ class GPT(nn.Module):
         draws = 1 if cfg.pe in RP_ONE_DRAW else cfg.num_layers
         return np.array([rp_draw(T, cfg.rp_len, cfg.rp_seed, key, d) for d in range(draws)], dtype=np.int64)
 
-    def forward(self, idx, targets=None, pe_eval=None, positions=None, given_positions=None):
+    def forward(self, idx, targets=None, pe_eval=None, positions=None, given_positions=None, training_key=None):
         """Logits (B, T, Vp) and the mean loss (None without targets; over the targets that are not
         -1, TARGET_UNSCORED) of token ids idx (B, T),
         under the evaluation variant pe_eval (a PEEval; None: the encoding as trained), at the
         positions `positions` (None: 0..T-1; a model with randomized positions: an array
         (draws, T) such as draw_positions makes, sorted rows within [0, rp_len)) or, for an
         encoding that takes positions, at given_positions (B, T): each row's own, >= 0 and never
-        decreasing along the row (positions as data, llmc/model.h: PoSE's chunks, ...)."""
+        decreasing along the row (positions as data, llmc/model.h: PoSE's chunks, ...); then the
+        encoding's own positions (SHAPE's offsets) of a training pass keyed training_key (the
+        trainer's draw key of the pass), or of an evaluation (None)."""
         cfg = self.cfg
         B, T = idx.shape
         C, NH, V = cfg.channels, cfg.num_heads, cfg.vocab_size
@@ -886,6 +934,9 @@ class GPT(nn.Module):
                 raise ValueError("positions: (%d, %d) sorted, distinct values in [0, rp_len = %d) of a model with "
                                  "randomized positions, got %s" % (draws, T, cfg.rp_len, tuple(pos.shape)))
             pos = pos[:, None, :].expand(draws, B, T)
+        own = self.pe.own_positions(self, pos, training_key)
+        span += int((own - pos).max()) if own is not pos else 0
+        pos = self.last_positions = own  # (draws, B, T): what the layers read (the trainer's model->positions)
         if span > self.pe.max_length(cfg) and given_positions is not None:
             raise ValueError("PE %s cannot take position %d (its range ends at %d)" % (cfg.pe, span - 1, self.pe.max_length(cfg)))
         if T > self.pe.max_length(cfg):

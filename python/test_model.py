@@ -49,7 +49,11 @@ trainer, for every encoding, in float64 (make test-python):
  10. with TISA_OFFICIAL=path/to/tisa.py (ulmewennberg/tisa's model/tisa.py, not part of this
      repository): the official Tisa module against model.py's Tisa (3 heads, T = 50, offsets
      within the sequence), in float64: the bias of every pair j <= i and the gradients of the
-     offsets, amplitudes and sharpness.
+     offsets, amplitudes and sharpness;
+ 11. with SHAPE_OFFICIAL=path/to/embeddings.py (butsugiri/shape's onmt/modules/embeddings.py, its
+     onmt imports stubbed): the official PositionalEncoding against model.py's Shape at
+     evaluation (offset K) and its table at every training offset, within 1e-4 (the official
+     table is float32, model.py's double).
 
 Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
 both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
@@ -147,11 +151,18 @@ def c_reference(build, pe, prefix, checkpoint=None, variant=None):
 
 def compare_model(label, model, ref, positions=None, given_positions=None):
     """Logits, loss and every parameter gradient of the PyTorch model against the C trainer's,
-    under the reference's evaluation variant, at the positions drawn or given (None: 0..T-1)."""
-    x, y, logits, loss, grads, pe_eval, _ = ref
+    under the reference's evaluation variant, at the positions drawn or given (None: 0..T-1),
+    in a training pass of the reference's key (the encoding's own positions: SHAPE's offsets);
+    the positions the layers read equal the trainer's where the reference holds them."""
+    global failures
+    x, y, logits, loss, grads, pe_eval, (stored, key) = ref
     model.zero_grad()
     out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long), pe_eval=pe_eval,
-                       positions=positions, given_positions=given_positions)
+                       positions=positions, given_positions=given_positions, training_key=key)
+    if stored is not None:
+        ok = tuple(model.last_positions.shape) == stored.shape and (model.last_positions.cpu().numpy() == stored).all()
+        print("  %-52s %s" % ("%s: the positions the layers read" % label, "ok  " if ok else "FAIL"))
+        failures += 0 if ok else 1
     tloss.backward()
     check("%s: logits (B x T x Vp)" % label, out.detach().numpy(), logits)
     check("%s: loss" % label, tloss.item(), loss)
@@ -233,9 +244,9 @@ def check_model_folder(folder, ref):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model = mod.GPT.from_folder(folder, dtype=torch.float64)
-    x, _, logits, _, _, _, _ = ref
-    with torch.no_grad():
-        out, _ = model(torch.tensor(x, dtype=torch.long))
+    x, _, logits, _, _, _, (_, key) = ref
+    with torch.no_grad():  # the reference's training pass (the encoding's own positions: SHAPE's offsets)
+        out, _ = model(torch.tensor(x, dtype=torch.long), training_key=key)
     check("export: folder's model.py, logits (B x T x Vp)", out.numpy(), logits)
     config = json.load(open(os.path.join(folder, "config.json")))
     config["pe_revision"] += 1
@@ -284,8 +295,9 @@ def check_random_positions(build, pe, prefix):
     positions, key = ref[6]
     T = ref[0].shape[1]
     mine = model.draw_positions(T, key)
-    ok = positions is not None and (positions == positions[:, :1]).all() and mine.shape == positions[:, 0].shape and \
-        (mine == positions[:, 0]).all() and not (mine == np.arange(T)).all()
+    own = type(model.pe).own_positions is not M.Encoding.own_positions  # its own positions come on top of the draw
+    ok = positions is not None and mine.shape == positions[:, 0].shape and not (mine == np.arange(T)).all() and \
+        (own or ((positions == positions[:, :1]).all() and (mine == positions[:, 0]).all()))
     print("  %-52s %s  (%d draw(s) of %d from [0, %d))" % ("rp: draw_positions = the trainer's draw", "ok  " if ok else "FAIL",
                                                             len(mine), T, model.cfg.rp_len))
     failures += 0 if ok else 1
@@ -298,6 +310,13 @@ def check_random_positions(build, pe, prefix):
     failures += 0 if ok else 1
 
 
+def debug_positions(B, T):
+    """The C tests' given positions (llmc/debug_state.h debug_positions): row 0 shifted by 5,
+    row 1 in two chunks (t, then t + 11 from the middle on), the others gapped (2t + b)."""
+    t = np.arange(T)
+    return np.array([t + 5 if b == 0 else t + np.where(t >= T // 2, 11, 0) if b == 1 else 2 * t + b for b in range(B)])
+
+
 def check_given_positions(build, pe, prefix):
     """A model given positions, each row its own (shifted, in two chunks, gapped: the C tests'
     debug_positions): the logits, loss and gradients at them; they change the logits."""
@@ -305,8 +324,7 @@ def check_given_positions(build, pe, prefix):
     c_reference(build, pe, prefix, None, "pos")
     model = M.GPT.from_checkpoint(prefix + "_model.bin", dtype=torch.float64)
     ref = read_reference(prefix + "_ref.bin", model.cfg)
-    given = ref[6][0][0]  # (B, T): every draw holds them
-    compare_model("given positions", model, ref, given_positions=given)
+    compare_model("given positions", model, ref, given_positions=debug_positions(*ref[0].shape))
     with torch.no_grad():
         plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
     change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
@@ -520,6 +538,34 @@ def check_official_tisa(path):
         check("official: d %s" % name, x.numpy(), y.numpy())
 
 
+def check_official_shape(path):
+    """The official PositionalEncoding (SHAPE's OpenNMT-py, its onmt imports stubbed) against
+    Shape: at evaluation (offset K) the embedding of random token vectors; in training, where
+    the official offsets are torch.randint's, the table at every offset it can draw. The
+    official table is float32 (its angles rounded), model.py's double: within 1e-4."""
+    import importlib.util
+    import types
+    for name in ("onmt", "onmt.modules", "onmt.modules.util_class", "onmt.utils", "onmt.utils.logging"):
+        sys.modules.setdefault(name, types.ModuleType(name))
+    sys.modules["onmt.modules.util_class"].Elementwise = torch.nn.ModuleList
+    sys.modules["onmt.utils.logging"].logger = types.SimpleNamespace(info=lambda *a: None)
+    spec = importlib.util.spec_from_file_location("shape_embeddings", path)
+    official = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(official)
+    print("=== shape: the official code (%s) against model.py (float64)" % path)
+    C, T, B, K = 24, 50, 3, 7
+    module = official.PositionalEncoding(0.0, C, max_len=5000, pe_noise_size=K).double().eval()
+    emb = torch.randn(T, B, C, dtype=torch.float64)
+    want = module(emb).transpose(0, 1)  # (B, T, C)
+    owner = types.SimpleNamespace(cfg=types.SimpleNamespace(channels=C, shape_k=K))
+    pos = M.Shape().own_positions(owner, torch.arange(T).expand(1, B, T), None)[0]
+    got = torch.stack([M.Shape().embed(owner, emb.transpose(0, 1)[b], pos[b]) for b in range(B)])
+    check("official: evaluation, offset K = %d" % K, got.numpy(), want.detach().numpy(), 1e-4)
+    table = module.pe[:K + T, 0]  # (K + T, C): the rows of every training offset 0..K-1
+    mine = M.Shape().embed(owner, torch.zeros(K + T, C, dtype=torch.float64), torch.arange(K + T))
+    check("official: the table at positions 0..K + T - 1", mine.numpy(), table.numpy(), 1e-4)
+
+
 def main():
     args = sys.argv[1:]
     build = args[0] if args else "build"
@@ -560,6 +606,8 @@ def main():
         check_official_cope(os.environ["COPE_OFFICIAL"])
     if os.environ.get("TISA_OFFICIAL"):
         check_official_tisa(os.environ["TISA_OFFICIAL"])
+    if os.environ.get("SHAPE_OFFICIAL"):
+        check_official_shape(os.environ["SHAPE_OFFICIAL"])
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 

@@ -35,6 +35,7 @@ static GPT2Config fixture_config(int rp) {
     c.vocab_size = FIX_V; c.padded_vocab_size = FIX_V; c.pe = PE_ID;
     gpt2_config_set_dape(&c);
     c.max_seq_len = FIX_TRAIN_T;
+    c.shape_k = PE_ID == PE_ID_SHAPE ? SHAPE_DEFAULT_K : 0; // shape's offsets as a new model has them
     if (rp) { // positions drawn from [0, 64) (learned: as many rows)
         c.rp_len = FIX_LONG_T;
         c.rp_seed = 7;

@@ -168,6 +168,7 @@ else
     expect "-po with randomized positions" "would both set the training rows' positions" "${OK[@]}" -po 256 -rp 64
     expect "-po in an evaluation alone" "-po is a way of training" "${OK[@]}" -po 256 -x 0
 fi
+expect "-sk on an encoding without shape's offsets" "-sk: bad offset K 5 of shape" "${OK[@]}" -sk 5
 expect "-rb on an encoding without rope's table" "flag -rb: RoPE's frequency table options (-rb, -rt, -rr) exist for rope" "${OK[@]}" -rb 500000
 # a full disk (here: a file size limit of 10 MB) during a checkpoint: a clear error, and no
 # temporary file left behind
