@@ -119,8 +119,9 @@ def expect_error(what, fn, fragment):
 
 def read_reference(path, cfg):
     """The C trainer's PREFIX_ref.bin (test_gpt2.c: write_torch_reference): inputs, targets,
-    logits, loss, gradients, the evaluation variant they were computed under, and the
-    positions (draws, B, T), drawn or given (None: 0..T-1), with the draws' key."""
+    logits, loss, gradients, the evaluation variant they were computed under, the positions
+    (draws, B, T), drawn or given (None: 0..T-1), with the draws' key, and cape's augmentation
+    (words 16-18: a run setting, which the checkpoint does not hold)."""
     data = open(path, "rb").read()
     h = np.frombuffer(data[:1024], dtype=np.int32)
     assert h[0] == TORCH_REF_MAGIC and h[1] == 1, "%s: not a reference file" % path
@@ -128,6 +129,7 @@ def read_reference(path, cfg):
     num_params = int(np.frombuffer(data[32:40], dtype=np.uint64)[0])
     pe_eval = M.PEEval(M.PE_EVAL_NAMES[h[6]], float(np.frombuffer(data[40:48], dtype=np.float64)[0]), int(h[7]))
     key, draws = int(np.frombuffer(data[48:56], dtype=np.uint64)[0]), int(h[14])
+    cape = M.CapeAugment(*(float(v) for v in np.frombuffer(data[64:72], dtype=np.float32)), int(h[18]))
     off = 1024
     def take(dtype, n):
         nonlocal off
@@ -141,7 +143,7 @@ def read_reference(path, cfg):
     grads = take(real, num_params)
     positions = take(np.int32, draws * B * T).reshape(draws, B, T) if draws > 0 else None
     assert off == len(data), "%s: %d bytes, read %d" % (path, len(data), off)
-    return x, y, logits, loss, grads, pe_eval, (positions, key)
+    return x, y, logits, loss, grads, pe_eval, (positions, key), cape
 
 
 def c_reference(build, pe, prefix, checkpoint=None, variant=None):
@@ -155,7 +157,7 @@ def compare_model(label, model, ref, positions=None, given_positions=None):
     in a training pass of the reference's key (the encoding's own positions: SHAPE's offsets);
     the positions the layers read equal the trainer's where the reference holds them."""
     global failures
-    x, y, logits, loss, grads, pe_eval, (stored, key) = ref
+    x, y, logits, loss, grads, pe_eval, (stored, key), model.cape = ref
     model.zero_grad()
     out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long), pe_eval=pe_eval,
                        positions=positions, given_positions=given_positions, training_key=key)
@@ -232,7 +234,7 @@ def check_hf_folder(folder, cfg, ref):
          (V, cfg.max_seq_len, C, L, cfg.num_heads)
     print("  %-52s %s" % ("hf: config.json shape", "ok  " if ok else "FAIL"))
     failures += 0 if ok else 1
-    x, _, logits, _, _, _, _ = ref
+    x, _, logits, _, _, _, _, _ = ref
     check("hf: GPT-2 forward of the export, logits (B x T x V)",
           hf_gpt2_logits(folder, torch.tensor(x, dtype=torch.long)).numpy(), logits[..., :V])
 
@@ -244,7 +246,7 @@ def check_model_folder(folder, ref):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model = mod.GPT.from_folder(folder, dtype=torch.float64)
-    x, _, logits, _, _, _, (_, key) = ref
+    x, _, logits, _, _, _, (_, key), model.cape = ref
     with torch.no_grad():  # the reference's training pass (the encoding's own positions: SHAPE's offsets)
         out, _ = model(torch.tensor(x, dtype=torch.long), training_key=key)
     check("export: folder's model.py, logits (B x T x Vp)", out.numpy(), logits)
