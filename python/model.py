@@ -471,25 +471,39 @@ class Cape(Encoding):
     kind = "embed"
     rp = True
 
+    @staticmethod
+    def draws(B, T, training_key):
+        """The uniforms in [0, 1) of a training pass keyed training_key, as the trainer draws
+        them (pe/sinusoidal.h cape_position): each row's for its shift and its scale (B,), each
+        token's for its local shift (B, T)."""
+        f32 = lambda u: (u >> 8) / 16777216.0  # llmc/rand.h random_f32, exact in double
+        shift, scale, local = np.zeros(B), np.zeros(B), np.zeros((B, T))
+        for b in range(B):
+            state, u = random_u32(random_seed(rp_key(training_key, b, CAPE_STREAM)))
+            shift[b] = f32(u)
+            scale[b] = f32(random_u32(state)[1])
+            for t in range(T):
+                local[b, t] = f32(random_u32(random_seed(rp_key(training_key, (b << 32) | t, CAPE_STREAM)))[1])
+        return shift, scale, local
+
+    @staticmethod
+    def table(p, C):
+        """The concatenated sinusoids (..., C) of the float positions p (...)."""
+        m = np.arange(C) % (C // 2)
+        angle = p[..., None] * np.exp(-2.0 * m * math.log(10000.0) / C)
+        return np.where(np.arange(C) < C // 2, np.sin(angle), np.cos(angle))
+
     def embed_rows(self, model, x, pos, training_key):
-        C, (B, T) = model.cfg.channels, pos.shape
         p = pos.cpu().numpy().astype(np.float64)
         if training_key is not None:
-            a = model.cape
-            f32 = lambda u: (u >> 8) / 16777216.0  # llmc/rand.h random_f32, exact in double
-            for b in range(B):
-                state, u1 = random_u32(random_seed(rp_key(training_key, b, CAPE_STREAM)))
-                _, u2 = random_u32(state)
-                shift = f32(u1) * a.global_shift - a.global_shift / 2.0
-                u = f32(u2) * 2.0 * math.log(a.scale) - math.log(a.scale)
-                for t in range(T):
-                    local = f32(random_u32(random_seed(rp_key(training_key, (b << 32) | t, CAPE_STREAM)))[1]) - 0.5 \
-                        if a.local else 0.0
-                    p[b, t] = (p[b, t] + shift + local) * math.exp(u)
-        m = np.arange(C) % (C // 2)
-        angle = p[:, :, None] * np.exp(-2.0 * m * math.log(10000.0) / C)
-        table = np.where(np.arange(C) < C // 2, np.sin(angle), np.cos(angle))
-        return x * math.sqrt(C) + torch.tensor(table, dtype=x.dtype, device=x.device)
+            a, (B, T) = model.cape, pos.shape
+            shift, scale, local = self.draws(B, T, training_key)
+            delta = shift * a.global_shift - a.global_shift / 2.0
+            u = scale * 2.0 * math.log(a.scale) - math.log(a.scale)
+            eps = local - 0.5 if a.local else np.zeros((B, T))
+            p = (p + delta[:, None] + eps) * np.exp(u)[:, None]
+        table = self.table(p, model.cfg.channels)
+        return x * math.sqrt(model.cfg.channels) + torch.tensor(table, dtype=x.dtype, device=x.device)
 
 
 class Sinusoidal(Encoding):

@@ -568,6 +568,57 @@ def check_official_shape(path):
     check("official: the table at positions 0..K + T - 1", mine.numpy(), table.numpy(), 1e-4)
 
 
+def flashlight_cape(inp, train, aug, global_shift, shrink, uselocal, randu, input_scale=1.0, centre=True):
+    """flashlight's SinusoidalPositionEmbedding (CAPE's official code: the `cape` branch at
+    5fcb891, flashlight/fl/contrib/modules/SinusoidalPositionEmbedding.cpp), transcribed from
+    C++ on ArrayFire line by line into float64: the input (C, T, B) as ArrayFire's dims, randu(shape)
+    standing for af::randu (the caller's draws). centre=False leaves out lines 55-58, the
+    mean-centring, which this project drops for a causal model (docs/encodings.md)."""
+    C, T, B = inp.shape
+    half_dim = C // 2 + (C // 2) % 2                                                           # 22-25
+    scale = torch.exp(-2 * torch.arange(half_dim, dtype=torch.float64) * math.log(10000) / C)  # 27-28
+    positions = torch.arange(T, dtype=torch.float64)[None, :, None].repeat(half_dim, 1, B)    # 46-47
+    if aug and centre:                                                                         # 55-58
+        positions = positions - positions.mean(dim=1, keepdim=True)
+    if train and aug:                                                                          # 59-76
+        positions = positions + randu((1, 1, B)) * global_shift - global_shift / 2.0            # 61-64
+        if uselocal:                                                                           # 66-69
+            positions = positions + (randu((1, T, B)) - 0.5)
+        log_shrink = math.log(shrink)                                                          # 71-75
+        positions = positions * torch.exp(randu((1, 1, B)) * 2 * log_shrink - log_shrink)
+    half = C // 2                                                                              # 77
+    sin = torch.sin(positions * scale[:, None, None])                                          # 78
+    cos = torch.cos(positions * scale[:half, None, None])                                      # 79-80
+    return inp * input_scale + torch.cat([sin, cos], dim=0)                                    # 81-86
+
+
+def check_official_cape():
+    """Cape against the transcription of its official code (flashlight_cape), C a multiple of 4
+    as the official needs: at evaluation (no augmentation) the table at 0..T-1; in training,
+    fed the trainer's draws (Cape.draws) in the official order (the rows' shifts, the tokens'
+    shifts, the rows' scales), the augmented table without the mean-centring; and with it, at
+    evaluation, the table at the centred positions t - (T - 1)/2, which this project does not
+    use: the one step it leaves out."""
+    import types
+    C, T, B, key = 24, 40, 3, 12345
+    print("=== cape: flashlight's SinusoidalPositionEmbedding (a transcription) against model.py (float64)")
+    owner = types.SimpleNamespace(cfg=types.SimpleNamespace(channels=C), cape=M.CapeAugment(6.0, 3.0, 1))
+    emb = torch.randn(B, T, C, dtype=torch.float64)
+    inp = emb.permute(2, 1, 0)  # (C, T, B)
+    from_official = lambda out: out.permute(2, 1, 0)
+    got = M.Cape().embed_rows(owner, emb, torch.arange(T).expand(B, T), None)
+    want = from_official(flashlight_cape(inp, False, True, 6, 3.0, True, None, math.sqrt(C), centre=False))
+    check("official: evaluation, the table at 0..T-1", got.numpy(), want.numpy(), 1e-12)
+    shift, scale, local = M.Cape.draws(B, T, key)
+    draws = iter([torch.tensor(shift).view(1, 1, B), torch.tensor(local.T).reshape(1, T, B), torch.tensor(scale).view(1, 1, B)])
+    got = M.Cape().embed_rows(owner, emb, torch.arange(T).expand(B, T), key)
+    want = from_official(flashlight_cape(inp, True, True, 6, 3.0, True, lambda shape: next(draws), math.sqrt(C), centre=False))
+    check("official: training, G = 6, S = 3, local shifts", got.numpy(), want.numpy(), 1e-12)
+    centred = torch.tensor(M.Cape.table(np.arange(T) - (T - 1) / 2.0, C))
+    want = from_official(flashlight_cape(torch.zeros(C, T, 1, dtype=torch.float64), False, True, 6, 3.0, True, None))[0]
+    check("official: its centring, the table at t - (T - 1)/2", centred.numpy(), want.numpy(), 1e-12)
+
+
 def main():
     args = sys.argv[1:]
     build = args[0] if args else "build"
@@ -610,6 +661,8 @@ def main():
         check_official_tisa(os.environ["TISA_OFFICIAL"])
     if os.environ.get("SHAPE_OFFICIAL"):
         check_official_shape(os.environ["SHAPE_OFFICIAL"])
+    if "cape" in pes:
+        check_official_cape()
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 
