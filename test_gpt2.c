@@ -56,7 +56,7 @@ static GPT2Config tiny_config(int maxT) {
     GPT2Config c = {0};
     c.num_layers = 2; c.num_heads = 3; c.channels = 12;
     c.vocab_size = 250; c.padded_vocab_size = 256; c.max_seq_len = maxT; c.pe = PE_ID;
-    gpt2_config_set_dape(&c);
+    gpt2_config_set_build(&c);
     return c;
 }
 
@@ -136,7 +136,7 @@ static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T)
 static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T) { return 0; }
 #endif
 #ifndef PE_REF_EMBED
-static double pe_ref_embed(GPT2* model, double token, int pos, int c) { return token; }
+static double pe_ref_embed(GPT2* model, double token, size_t bt, int c) { return token; }
 #endif
 #ifndef PE_REF_ROTATE
 static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {}
@@ -400,9 +400,8 @@ static double embedding_vs_reference(GPT2* model, const int* x, int B, int T) {
     int C = model->config.channels;
     double maxdiff = 0;
     for (int bt = 0; bt < B * T; bt++) {
-        int pos = pe_positions(model, 0)[bt];
         for (int c = 0; c < C; c++) {
-            double ref = pe_ref_embed(model, model->params.wte[(size_t)x[bt] * C + c], pos, c);
+            double ref = pe_ref_embed(model, model->params.wte[(size_t)x[bt] * C + c], (size_t)bt, c);
             maxdiff = fmax(maxdiff, fabs(ref - model->acts.t.encoded[(size_t)bt * C + c]));
         }
     }
@@ -1289,7 +1288,7 @@ static void test_overfit(void) {
     GPT2Config cfg = {0};
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 32;
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 16; cfg.pe = PE_ID;
-    gpt2_config_set_dape(&cfg);
+    gpt2_config_set_build(&cfg);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 42);
     int B = 4, T = 16;
@@ -1336,7 +1335,7 @@ static void test_long_sequence_memory(void) {
     GPT2Config cfg = {0};
     cfg.num_layers = 1; cfg.num_heads = 2; cfg.channels = 16;
     cfg.vocab_size = 250; cfg.padded_vocab_size = 256; cfg.max_seq_len = 64; cfg.pe = PE_ID;
-    gpt2_config_set_dape(&cfg);
+    gpt2_config_set_build(&cfg);
     if (cfg.dape != 0) { cfg.dape_width = 2; } // DAPE's memory is per row: a narrow one does not hide it, and runs fast
     if (pe_max_length(&cfg) < T) { cfg.max_seq_len = T; } // an encoding limited by its table (learned): one of T rows
     GPT2 model;
@@ -1700,10 +1699,10 @@ static void test_dape_checkpoint(void) {
 
 // the loss at the model's parameters, and its piece (CoPE's needs every layer's q and k,
 // which a training forward pass keeps: an encoding with its own attention gets one; an
-// encoding with its own positions gets one too, whose positions, SHAPE's offsets, are a
-// training pass's, as the analytic gradient's)
+// encoding whose positions differ in training gets one too, whose positions, SHAPE's offsets
+// or CAPE's augmentation, are a training pass's, as the analytic gradient's)
 static double loss_at(GPT2* model, const int* x, const int* y, int B, int T, uint64_t* piece) {
-    gpt2_forward(model, x, y, B, T, PE_KIND == PE_KIND_ATTN || PE_OWN_POSITIONS_USED ? 1 : 0);
+    gpt2_forward(model, x, y, B, T, PE_KIND == PE_KIND_ATTN || PE_TRAINING_POSITIONS ? 1 : 0);
     *piece = pe_loss_piece(model, B, T);
     return model->mean_loss;
 }
@@ -1887,7 +1886,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
         cfg.num_heads = 2; cfg.channels = 64; cfg.vocab_size = 250; cfg.padded_vocab_size = 256;
         B = 2; T = 37; cfg.max_seq_len = T; steps = DEBUG_TINY_STEPS;
     }
-    gpt2_config_set_dape(&cfg);
+    gpt2_config_set_build(&cfg);
     int rp, masked, given;
     PEEval e = {PE_EVAL_PLAIN, 2.0, T / 2};
     parse_test_variant("debug-state", variant, &cfg, &e, &rp, &masked, &given);
@@ -1940,6 +1939,7 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
     memcpy(&header[8], &np, 8);
     memcpy(&header[12], &model.rp_key, 8);
     header[15] = given;
+    memcpy(&header[16], &model.config.cape, sizeof(CapeAugment)); // a run setting, not in the checkpoint
     snprintf(path, sizeof(path), "%s_state.bin", prefix);
     AtomicFile af;
     atomic_open(&af, path);
@@ -1976,7 +1976,8 @@ static void write_debug_state(const char* prefix, const char* variant, int tiny)
 // The variant "mask": two of every three targets TARGET_UNSCORED (answer-only data).
 // int32 header[256] = {TORCH_REF_MAGIC, 1, B, T, PE id, sizeof(real), variant, L, 0...}
 // (num_params as uint64 at word 8, the RoPE factor as a double at word 10, the draws' key
-// as uint64 at word 12, their number (0: plain positions) at word 14), then int32
+// as uint64 at word 12, their number (0: plain positions) at word 14, cape's augmentation
+// (CapeAugment's bytes: float global, float scale, int32 local) at words 16-18), then int32
 // inputs[B*T], int32 targets[B*T], real logits[B*T*Vp], real loss, real grads[num_params],
 // int32 positions[draws*B*T] (the positions the layers read: drawn or given, with the
 // encoding's own, SHAPE's offsets; written for those variants and for an encoding with its own).
@@ -2008,6 +2009,9 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     }
     GPT2 model; // the parameters as the file holds them, in fp32 or bf16
     gpt2_build_from_checkpoint(&model, checkpoint);
+    GPT2Config test = model.config;
+    pe_test_config(&test);
+    model.config.cape = test.cape; // the tests' run settings, which no checkpoint holds
     model.pe_eval = e;
     if (rp && model.config.rp_len == 0) { fatal("torch-reference rp: %s has no randomized positions", checkpoint); }
     model.rp_key = rp_key(RP_STREAM_TEST, 4, 0);
@@ -2033,6 +2037,7 @@ static void write_torch_reference(const char* prefix, const char* checkpoint, co
     memcpy(&header[10], &e.rope_factor, 8);
     memcpy(&header[12], &model.rp_key, 8);
     header[14] = draws;
+    memcpy(&header[16], &model.config.cape, sizeof(CapeAugment)); // a run setting, not in the checkpoint
     snprintf(path, sizeof(path), "%s_ref.bin", prefix);
     AtomicFile af;
     atomic_open(&af, path);
@@ -2194,7 +2199,7 @@ static void passkey_test_model(GPT2* model, int maxT, uint64_t seed) {
     GPT2Config cfg = {0};
     cfg.num_layers = 1; cfg.num_heads = 2; cfg.channels = 16;
     cfg.vocab_size = 50257; cfg.padded_vocab_size = 50304; cfg.max_seq_len = maxT; cfg.pe = PE_ID;
-    gpt2_config_set_dape(&cfg);
+    gpt2_config_set_build(&cfg);
     gpt2_build_from_config(model, &cfg, seed);
     uint64_t rng = random_seed(seed + 1);
     perturb_parameters(model, 0.3f, &rng);
@@ -2376,7 +2381,7 @@ static void write_passkey_remap(const char* dir, const char* path, int T, int n,
     GPT2Config cfg = {0}; // head size 32: the CUDA path's smallest
     cfg.num_layers = 2; cfg.num_heads = 2; cfg.channels = 64;
     cfg.vocab_size = V; cfg.padded_vocab_size = round_up(V, 64); cfg.max_seq_len = T; cfg.pe = PE_ID;
-    gpt2_config_set_dape(&cfg);
+    gpt2_config_set_build(&cfg);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 42);
     snprintf(out, sizeof(out), "%s/init.bin", dir);

@@ -121,6 +121,8 @@ static void test_reference(const char* prefix, int steps_too) {
     e.rope_factor = factor;
     model.pe_eval = e;
     memcpy(&model.rp_key, &header[12], 8); // the draw of randomized positions (the checkpoint has their range)
+    memcpy(&model.config.cape, &header[16], sizeof(CapeAugment)); // cape's augmentation (the run's, not the checkpoint's)
+    gpt2_config_check(&model.config, path);
     if (np != model.num_parameters) { fatal("the debug state has %llu parameters, the checkpoint %zu", (unsigned long long)np, model.num_parameters); }
     int V = model.config.vocab_size, Vp = model.config.padded_vocab_size;
     size_t BT = (size_t)B * T;
@@ -265,7 +267,7 @@ static void test_memory(void) {
     GPT2Config cfg = {};
     cfg.num_layers = 2; cfg.num_heads = 4; cfg.channels = 256;
     cfg.vocab_size = GPT2_VOCAB; cfg.padded_vocab_size = GPT2_PADDED_VOCAB; cfg.max_seq_len = T; cfg.pe = PE_ID;
-    gpt2_config_set_dape(&cfg);
+    gpt2_config_set_build(&cfg);
     printf("evaluation memory at T=%d (%s, %s, L=2 NH=4 C=256)\n", T, model_label(PE_ID, DAPE_ID), PRECISION_NAME);
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 7);

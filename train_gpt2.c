@@ -197,6 +197,7 @@ typedef struct {
     int* positions;       // (draws, acts_B, acts_T) the positions of the last forward pass (pe_positions)
     int pos_span;         // their range: the largest given + 1, the draws' L, or T
     // the last forward pass
+    int training;         // a training pass (dloss given: CAPE's augmented positions, pe/sinusoidal.h)
     int batch_size;
     int seq_len;
     int* inputs;
@@ -938,6 +939,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     if (training) { gpt2_ensure_grads(model); }
     model->batch_size = B;
     model->seq_len = T;
+    model->training = training;
     pe_positions_fill(model, B, T, training);
     if (model->pos_span > pe_max_length(cfg)) {
         fatal("PE %s cannot take position %d: %s %d", pe_name(cfg->pe), model->pos_span - 1, PE_LIMIT_REASON, pe_max_length(cfg));

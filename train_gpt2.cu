@@ -248,6 +248,8 @@ typedef struct {
     int pe_table_len;
     floatX* pe_rel_table;   // (pe_rel_len, C) txl: the sinusoids R_n of each distance
     int pe_rel_len;
+    double* pe_fpos;        // (pe_fpos_len) cape: the float positions of the last forward pass's tokens
+    int pe_fpos_len;
     PEEval pe_eval;         // the evaluation variant in effect (llmc/pe.h; zeros: plain)
     const int* pos_in;      // (B, T) the positions given for the next forward passes (NULL: none; llmc/model.h)
     uint64_t rp_key;        // randomized positions: the key of the next forward pass's draw (the driver's)
@@ -266,6 +268,7 @@ typedef struct {
     // the last forward pass
     int batch_size;
     int seq_len;
+    int training;           // the last forward pass was a training pass (dloss given: CAPE's augmented positions)
     int last_training;      // a training forward with targets: gpt2_backward may follow
     float mean_loss;        // -1 when no targets were given
 } GPT2;
@@ -1185,6 +1188,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     if (training) { gpt2_ensure_grads(model); }
     model->batch_size = B;
     model->seq_len = T;
+    model->training = training;
     model->last_training = training && targets != NULL;
     pe_positions_fill(model, B, T, training);
     if (model->pos_span > pe_max_length(cfg)) {
@@ -1395,6 +1399,7 @@ void gpt2_free(GPT2* model) {
     cuda_free(&model->alibi_slopes);
     cuda_free(&model->pe_table);
     cuda_free(&model->pe_rel_table);
+    cuda_free(&model->pe_fpos);
     cuda_free(&model->rope_table);
     cuda_context_free();
 }

@@ -128,7 +128,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     GPT2Config cfg = {};
     cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
     cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
-    gpt2_config_set_dape(&cfg);
+    gpt2_config_set_build(&cfg);
 #if PE_BIAS_OF_POSITIONS
     cfg.rp_len = s.rp_len;
     cfg.rp_seed = (int)seed;

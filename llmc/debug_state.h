@@ -10,7 +10,7 @@ PREFIX_state.bin: int32 header[256] = {DEBUG_STATE_MAGIC, 1, B, T, steps, PE id,
 variant (llmc/pe.h, 0: plain), its training length, ...} (num_params as uint64 at word 8,
 the variant's static RoPE factor as a float at word 10, the key of the randomized positions'
 draw as uint64 at word 12: their range and seed are the checkpoint's; word 15: 1 when given
-positions follow), then int32 inputs[B*T], int32 targets[B*T] (TARGET_UNSCORED where the
+positions follow; words 16-18: cape's augmentation, CapeAugment's bytes), then int32 inputs[B*T], int32 targets[B*T] (TARGET_UNSCORED where the
 loss skips a position: the variant "mask"), float logits[B*T*Vp], float loss, float
 grads[num_params], float step_losses[steps], and with word 15 int32 positions[B*T] (the
 variant "pos": debug_positions).

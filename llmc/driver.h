@@ -97,6 +97,7 @@ typedef struct {
     float rope_factor;           // -rf static RoPE scaling factor (0: longest -E length / training length)
     RopeTable rope_table;        // -rb, -rt, -rr rope's frequency table (llmc/pe.h; -1: not given, the model's)
     int shape_k;                 // -sk shape's offset K (pe/sinusoidal.h; -1: not given, the model's)
+    CapeAugment cape;            // -cg, -cs, -cl cape's augmentation in training (llmc/pe.h; -1: not given, the default)
     int rand_pos;                // -rp randomized positions from [0, L) (llmc/pe.h; -1: not given, 0: off)
     int pose_len;                // -po PoSE's target length L: rows in two chunks at positions up to L - 1 (0: off)
     int eval_last;               // -L also score only the last N tokens of each window (DAPE's protocol; 0: off)
@@ -164,6 +165,10 @@ static void usage(void) {
         "  -xb <int>   xpos: also evaluate with blockwise causal attention beyond the training length (default 0)\n"
         "  -sk <int>   shape: each training row shifted by an offset from [0, K), evaluation by K (default: the\n"
         "              checkpoint's, %d for a new model)\n"
+        "  -cg <num>   cape: each training row's positions shifted by u G - G/2, u uniform in [0, 1) (default %g)\n"
+        "  -cs <num>   cape: each training row's positions scaled by S^(2u - 1), u uniform in [0, 1) (default %g: off)\n"
+        "  -cl <int>   cape: each training token's position shifted by u - 1/2, u uniform in [0, 1) (default %d: on);\n"
+        "              -cg, -cs, -cl are the run's, not the checkpoint's; an evaluation takes positions 0..T-1\n"
         "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T, for\n"
         "              %s\n"
         "              (default: the checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
@@ -178,7 +183,7 @@ static void usage(void) {
         "  -Ps <int>   passkey seed (default 1)\n"
         "  -A <glob>   algorithmic tasks: task files of ./tasks, each scored by exact match (greedy) and token\n"
         "              accuracy at every evaluation, into tasks.csv (default none)\n",
-        MAX_GEN_TOKENS, TRAINER_PASS_TOKENS, SHAPE_DEFAULT_K, pe_names_rp());
+        MAX_GEN_TOKENS, TRAINER_PASS_TOKENS, SHAPE_DEFAULT_K, CAPE_DEFAULT_GLOBAL, CAPE_DEFAULT_SCALE, CAPE_DEFAULT_LOCAL, pe_names_rp());
     exit(0);
 }
 
@@ -297,6 +302,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->num_eval_variants = 0; a->rope_factor = 0; a->rand_pos = -1; a->pose_len = 0;
     a->rope_table = (RopeTable){-1, -1, -1};
     a->shape_k = -1;
+    a->cape = (CapeAugment){-1, -1, -1};
     a->eval_last = 0; a->hellaswag = NULL; a->passkey_trials = 0; a->passkey_depths = 5; a->passkey_seed = 1;
     a->tasks = NULL;
     for (int i = 1; i < argc; i += 2) {
@@ -353,6 +359,9 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-rf")) { a->rope_factor = parse_float(f, v, 1.0f, 1e6f); }
         else if (!strcmp(f, "-rb") || !strcmp(f, "-rt") || !strcmp(f, "-rr")) { parse_rope_table(a, f, v); }
         else if (!strcmp(f, "-sk")) { a->shape_k = (int)parse_long(f, v, 0, 1 << 24); }
+        else if (!strcmp(f, "-cg")) { a->cape.global = parse_float(f, v, 0.0f, (float)(1 << 24)); }
+        else if (!strcmp(f, "-cs")) { a->cape.scale = parse_float(f, v, 1.0f, 1000.0f); }
+        else if (!strcmp(f, "-cl")) { a->cape.local = (int)parse_long(f, v, 0, 1); }
         else if (!strcmp(f, "-xb")) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
             if (!pe_has_eval_variant(PE_EVAL_BCA)) {
@@ -646,7 +655,8 @@ static const ResumeFlag RESUME_FLAGS[] = { // at most STATE_NUM_FLAGS; -b and -t
     {"-l", 0, 1, offsetof(TrainArgs, lr)}, {"-q", 0, 1, offsetof(TrainArgs, final_lr_frac)},
     {"-c", 0, 1, offsetof(TrainArgs, weight_decay)}, {"-sl", 0, 1, offsetof(TrainArgs, skip_loss_z)},
     {"-sg", 0, 1, offsetof(TrainArgs, skip_grad_z)}, {"-lb", 0, 0, offsetof(TrainArgs, pass_tokens)},
-    {"-po", 1, 0, offsetof(TrainArgs, pose_len)},
+    {"-po", 1, 0, offsetof(TrainArgs, pose_len)}, {"-cg", 0, 1, offsetof(TrainArgs, cape.global)},
+    {"-cs", 0, 1, offsetof(TrainArgs, cape.scale)}, {"-cl", 0, 0, offsetof(TrainArgs, cape.local)},
 };
 #define NUM_RESUME_FLAGS ((int)(sizeof(RESUME_FLAGS) / sizeof(RESUME_FLAGS[0])))
 // the flags a state file records where it does not say how many (its word 14 is 0): those
@@ -1395,12 +1405,12 @@ static int train_main(int argc, char** argv) {
     for (int k = 0; k < a.num_eval_lengths; k++) { append_format(lists, sizeof(lists), " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { append_format(lists, sizeof(lists), " V%d", a.eval_variants[k]); }
     // every flag, whole (paths of any length), so that ranks started differently are caught at once
-    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d sk%d rp%d L%d P%d %d %d|%s|%s",
+    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d sk%d cg%g cs%g cl%d rp%d L%d P%d %d %d|%s|%s",
              a.train_pattern, a.val_sets, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every, lists, a.rope_factor,
-             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.shape_k, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
+             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.shape_k, a.cape.global, a.cape.scale, a.cape.local, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
              a.tasks ? a.tasks : "");
     mp_check_same(desc, "configuration (flags)", 0);
     free(desc);
@@ -1504,6 +1514,12 @@ static int train_main(int argc, char** argv) {
     model_setting_apply("-sk", &cfg->shape_k, a.shape_k, cfg->shape_k, a.shape_k, resume_step >= 0 || model_is_file(a.model), resume_step,
                         training, mp.rank);
     gpt2_config_check(cfg, "-sk");
+    if ((a.cape.global >= 0 || a.cape.scale >= 0 || a.cape.local >= 0) && PE_ID != PE_ID_CAPE) {
+        fatal("flags -cg, -cs, -cl: the augmentation of cape, which this binary's PE '%s' is not", pe_name(PE_ID));
+    }
+    if (a.cape.global >= 0) { cfg->cape.global = a.cape.global; }
+    if (a.cape.scale >= 0) { cfg->cape.scale = a.cape.scale; }
+    if (a.cape.local >= 0) { cfg->cape.local = a.cape.local; }
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
     if (rope_base(cfg->rope.base) != ROPE_BASE) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
     if (cfg->rope.truncate != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rt%d", cfg->rope.truncate); }
@@ -1596,6 +1612,11 @@ static int train_main(int argc, char** argv) {
             snprintf(rp, 64, "from [0, %d), seed %d, drawn %s", cfg->rp_len, cfg->rp_seed,
                      rp_draws(cfg->pe, cfg->num_layers) > 1 ? "per layer" : "per pass");
             printf("| %-21s | %-50s |\n", "randomized positions", rp);
+        }
+        if (training && cfg->pe == PE_ID_CAPE) {
+            char cape[64];
+            snprintf(cape, 64, "global shift %g, scale %g, local shift %s", cfg->cape.global, cfg->cape.scale, cfg->cape.local ? "on" : "off");
+            printf("| %-21s | %-50s |\n", "cape augmentation", cape);
         }
         if (training && a.pose_len > 0) {
             char pose[64];

@@ -54,10 +54,18 @@ typedef struct {
     int train_len;         // the training length T (0: not recorded; maxT then stands for it)
     RopeTable rope;        // rope's frequency table: base, truncation, resonance (llmc/pe.h; zeros: plain)
     int shape_k;           // shape: the offsets' range K in training, and the offset at evaluation (pe/sinusoidal.h)
+    CapeAugment cape;      // cape: the augmentation of training's positions (the run's -cg, -cs, -cl; not in the checkpoint)
 } GPT2Config;
 
 // shape's K of a new model: one of the official configurations' (config_shape: 10 to 500)
 #define SHAPE_DEFAULT_K 100
+
+// cape's augmentation of a model, new or read (the run's flags may change it): the defaults
+// for cape, none for the others
+static CapeAugment cape_augment_default(int pe) {
+    CapeAugment none = {0, 0, 0}, cape = {CAPE_DEFAULT_GLOBAL, CAPE_DEFAULT_SCALE, CAPE_DEFAULT_LOCAL};
+    return pe == PE_ID_CAPE ? cape : none;
+}
 
 // initialization helpers, on the host into fp32 (both trainers initialize the same way)
 static void fill_normal(float* p, size_t n, float std, uint64_t* rng) {
@@ -129,6 +137,11 @@ static int pe_positions_own(const GPT2Config* cfg, int* pos, int draws, int B, i
 #define PE_OWN_POSITIONS_USED 0
 #else
 #define PE_OWN_POSITIONS_USED 1
+#endif
+// an encoding whose positions in a training pass are not an evaluation's (SHAPE's offsets,
+// CAPE's augmentation): the tests compare a training pass with training passes
+#ifndef PE_TRAINING_POSITIONS
+#define PE_TRAINING_POSITIONS PE_OWN_POSITIONS_USED
 #endif
 #ifdef PE_POSITION_TABLE // maxT is the length of a table of positions (learned's)
 #define PE_HAS_POSITION_TABLE 1
@@ -305,16 +318,25 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
     if (c->shape_k < 0 || c->shape_k > (1 << 24) || (c->shape_k != 0 && c->pe != PE_ID_SHAPE)) {
         fatal("%s: bad offset K %d of shape (word 18: 0..%d, and 0 but for shape)", what, c->shape_k, 1 << 24);
     }
+    const CapeAugment* a = &c->cape;
+    int cape = c->pe == PE_ID_CAPE;
+    if (!(a->global >= 0 && a->global <= (1 << 24)) || !(a->scale >= (cape ? 1 : 0) && a->scale <= 1000) || a->local < 0 || a->local > 1 ||
+        (!cape && (a->global != 0 || a->scale != 0 || a->local != 0))) {
+        fatal("%s: bad augmentation of cape: global shift %g (0..%d), scale %g (1..1000), local shift %d (0 or 1); "
+              "none but for cape", what, a->global, 1 << 24, a->scale, a->local);
+    }
     if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
     if (c->pe == PE_ID) { pe_config_check(c, what); } // the encoding's own constraints (pe/<file>.h)
 }
 
-// DAPE as this binary is built (pe/dape.h): variant and default width
-static void gpt2_config_set_dape(GPT2Config* c) {
+// what this binary's build decides of a new configuration of its encoding (c->pe): DAPE's
+// variant and default width (pe/dape.h), cape's augmentation (the run may change it)
+static void gpt2_config_set_build(GPT2Config* c) {
     c->dape = DAPE_ID;
     c->dape_width = DAPE_ID != 0 ? DAPE_WIDTH : 0;
+    c->cape = cape_augment_default(c->pe);
 }
 
 // Model presets by name: the papers' GPT-Tiny / Small / Medium, llm.c's dN
@@ -353,7 +375,7 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
     c->vocab_size = GPT2_VOCAB;
     c->padded_vocab_size = GPT2_PADDED_VOCAB;
     c->pe = pe;
-    gpt2_config_set_dape(c);
+    gpt2_config_set_build(c);
     c->rp_len = 0;
     c->rp_seed = 0;
     c->train_len = T;
@@ -438,6 +460,7 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->rope.truncate = header[16];
     cfg->rope.resonance = header[17];
     cfg->shape_k = header[18];
+    cfg->cape = cape_augment_default(cfg->pe);
     gpt2_config_check(cfg, path);
     if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
         fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s%s%s)",

@@ -218,6 +218,20 @@ typedef struct {
 // the base a table's base word stands for: ROPE_BASE for 0
 static inline int rope_base(int word) { return word > 0 ? word : ROPE_BASE; }
 
+// CAPE's augmentation of a training pass's positions (Likhomanenko et al. 2021; pe/sinusoidal.h):
+// a global shift of each row, uniform in [-global/2, global/2], a local shift of each token,
+// uniform in [-1/2, 1/2] (local: 1), and a global scaling of each row, exp(u), u uniform in
+// [-ln scale, ln scale]; the driver's -cg, -cs, -cl, run settings (an evaluation uses plain
+// positions)
+typedef struct {
+    float global;
+    float scale;
+    int local;
+} CapeAugment;
+#define CAPE_DEFAULT_GLOBAL 10.0f // the official MT notebook's runs: positions shifted within [-5, 5],
+#define CAPE_DEFAULT_SCALE 1.0f   // no scaling
+#define CAPE_DEFAULT_LOCAL 1
+
 // the encodings that take those options: rope alone (xpos's official code, torchscale's, fixes
 // its table as does Giraffe's, which offers xpos or the truncation, never both; nor does xpos
 // take the scaling variants)

@@ -105,10 +105,12 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 
 #elif PE_PART == PE_PART_TEST
 
-// the position embedding added to a token's value in column c (an independent reading of
-// the definition, in double)
+// the position embedding added to the value in column c of token bt of the last forward pass
+// (an independent reading of the definition, in double)
 #define PE_REF_EMBED
-static double pe_ref_embed(GPT2* model, double token, int pos, int c) { return token + model->params.wpe[(size_t)pos * model->config.channels + c]; }
+static double pe_ref_embed(GPT2* model, double token, size_t bt, int c) {
+    return token + model->params.wpe[(size_t)pe_positions(model, 0)[bt] * model->config.channels + c];
+}
 
 // a table of the randomized positions' range
 #define PE_TEST_CONFIG

@@ -23,7 +23,20 @@ sqrt(C)), each with its official code's table:
   table. K is the checkpoint's word 18 (the driver's -sk); the offsets are the encoding's own
   positions (pe_positions_own), which every path reads as it reads given positions.
 
-Both compute the angles in double (the official tables are float32: at position p their
+  cape (Likhomanenko et al. 2021, CAPE), as its official code (flashlight's `cape` branch at
+  5fcb891, fl/contrib/modules/SinusoidalPositionEmbedding.cpp 18-87): the concatenated table
+
+      p[pos, m] = sin(pos s_m),  p[pos, C/2 + m] = cos(pos s_m),  s_m = 10000^(-2m / C)
+
+  at a float position: in a training pass the augmented (t + delta_b + eps_bt) lambda_b,
+  delta_b uniform in [-G/2, G/2] (the row's global shift, G the full width as the official
+  globalShift), eps_bt uniform in [-1/2, 1/2] (each token's local shift, on with -cl 1),
+  lambda_b = exp(u), u uniform in [-ln S, ln S] (the row's global scaling), drawn from the
+  pass's key; at evaluation the plain position t. No mean-centring (the official aug's first
+  step): in a causal model it would move every earlier token's position as the window grows.
+  G, S and the local shift are the run's -cg, -cs, -cl, not the checkpoint's.
+
+All compute the angles in double (the official tables are float32: at position p their
 angles differ by up to about p 6e-8 rad; docs/encodings.md).
 */
 #if PE_PART == PE_PART_DEFINITION
@@ -33,8 +46,8 @@ angles differ by up to about p 6e-8 rad; docs/encodings.md).
 #define PE_CONFIG_CHECK
 static void pe_config_check(const GPT2Config* c, const char* what) {
     if (c->channels < 4) { fatal("%s: sinusoidal needs at least 4 channels, got %d", what, c->channels); } // w_k divides by C/2 - 1
-#if PE_IS(SHAPE)
-    if (c->channels % 2 != 0) { fatal("%s: shape's interleaved table needs an even number of channels, got %d", what, c->channels); }
+#if !PE_IS(SINUSOIDAL)
+    if (c->channels % 2 != 0) { fatal("%s: %s's table needs an even number of channels, got %d", what, pe_name(PE_ID), c->channels); }
 #endif
 }
 
@@ -46,7 +59,7 @@ PE_FN double sinusoid(double pos, int c, int C) {
     double angle = (pos + SINUSOIDAL_FIRST_POS) * exp(-(c % half) * log(10000.0) / (half - 1));
     return c < half ? sin(angle) : cos(angle);
 }
-#else
+#elif PE_IS(SHAPE)
 PE_FN double sinusoid(double pos, int c, int C) {
     double angle = pos * exp((c - c % 2) * -(log(10000.0) / C));
     return c % 2 == 0 ? sin(angle) : cos(angle);
@@ -71,7 +84,42 @@ static int pe_positions_own(const GPT2Config* cfg, int* pos, int draws, int B, i
     }
     return span + most;
 }
+#else // cape
+PE_FN double sinusoid(double pos, int c, int C) {
+    int half = C / 2;
+    double angle = pos * exp(-2.0 * (c % half) * log(10000.0) / C);
+    return c < half ? sin(angle) : cos(angle);
+}
+
+// the float position of token t of row b at position pos (given, drawn or its index): in a
+// training pass CAPE's augmentation, drawn from the pass's key (the driver's), else pos
+#define PE_WHOLE_ROWS 1 // a row's shift and scale are drawn by its place in the pass: the length buckets keep rows whole
+#define PE_WHOLE_ROWS_WHY "cape: a row's shift and scale are drawn by its place in the pass"
+#define CAPE_STREAM 0x4341 // the draws' key within the pass's
+#define PE_TRAINING_POSITIONS 1 // a training pass's positions are augmented
+static double cape_position(const CapeAugment* a, int pos, int b, int t, int training, uint64_t key) {
+    if (!training) { return pos; }
+    uint64_t row = random_seed(rp_key(key, (uint64_t)b, CAPE_STREAM));
+    double shift = (double)random_f32(&row) * a->global - a->global / 2.0;
+    double u = (double)random_f32(&row) * 2.0 * log((double)a->scale) - log((double)a->scale);
+    double local = 0;
+    if (a->local) {
+        uint64_t token = random_seed(rp_key(key, ((uint64_t)b << 32) | (uint64_t)t, CAPE_STREAM));
+        local = (double)random_f32(&token) - 0.5;
+    }
+    return (pos + shift + local) * exp(u);
+}
 #endif
+
+// the position of token bt (row bt / T) that the sinusoid takes: cape's float one, or the
+// token's (pos, given, drawn or its index, with the encoding's own)
+static double sinusoid_position(const GPT2Config* cfg, const int* pos, size_t bt, int T, int training, uint64_t key) {
+#if PE_IS(CAPE)
+    return cape_position(&cfg->cape, pos[bt], (int)(bt / T), (int)(bt % T), training, key);
+#else
+    return pos[bt];
+#endif
+}
 
 #elif PE_PART == PE_PART_CPU
 
@@ -83,8 +131,9 @@ static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     #pragma omp parallel for
     for (int bt = 0; bt < B * T; bt++) {
         real* o = out + (size_t)bt * C;
+        double pos = sinusoid_position(&model->config, positions, bt, T, model->training, model->rp_key);
         for (int c = 0; c < C; c++) { o[c] *= scale; }
-        for (int c = 0; c < C; c++) { o[c] += (real)sinusoid(positions[bt], c, C); }
+        for (int c = 0; c < C; c++) { o[c] += (real)sinusoid(pos, c, C); }
     }
 }
 static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
@@ -98,13 +147,14 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 
 #define PE_EMBED
 // sinusoidal_embed_forward_kernel: one thread per (token, column) scales the token's
-// embedding and adds its sinusoid, the angle in double as the CPU path (positions (B, T);
-// NULL: the token's index t)
-__global__ void sinusoidal_embed_forward_kernel(floatX* out, const int* positions, int N, int T, int C) {
+// embedding and adds its sinusoid, the angle in double as the CPU path (the token's float
+// position fpos (B, T), cape's; else its position (B, T); NULL: its index t)
+__global__ void sinusoidal_embed_forward_kernel(floatX* out, const int* positions, const double* fpos, int N, int T, int C) {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) { return; }
     size_t bt = idx / C;
-    float p = (float)sinusoid(positions != NULL ? positions[bt] : (int)(bt % T), (int)(idx % C), C);
+    double pos = fpos != NULL ? fpos[bt] : positions != NULL ? positions[bt] : (int)(bt % T);
+    float p = (float)sinusoid(pos, (int)(idx % C), C);
     out[idx] = (floatX)((float)out[idx] * sqrtf((float)C) + p);
 }
 // scale_kernel: x *= a (the tokens' gradient times sqrt(C))
@@ -115,7 +165,22 @@ __global__ void scale_kernel(floatX* x, size_t n, float a) {
 static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     int C = model->config.channels;
     size_t n = (size_t)B * T * C;
-    sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, pe_positions(model, 0), B * T, T, C);
+    const double* fpos = NULL;
+#if PE_IS(CAPE) // the float positions, made on the host as the CPU path makes them
+    if (model->pe_fpos_len < B * T) {
+        cudaCheck(cudaStreamSynchronize(ctx.stream)); // no kernel reads the old ones any more
+        cuda_free(&model->pe_fpos);
+        model->pe_fpos = (double*)cuda_malloc((size_t)B * T * sizeof(double), "cape's positions");
+        model->pe_fpos_len = B * T;
+    }
+    double* host = (double*)malloc_check((size_t)B * T * sizeof(double));
+    const int* pos = model->pos_host; // the embedding's draw, (B, T)
+    for (size_t bt = 0; bt < (size_t)B * T; bt++) { host[bt] = sinusoid_position(&model->config, pos, bt, T, model->training, model->rp_key); }
+    cudaCheck(cudaMemcpy(model->pe_fpos, host, (size_t)B * T * sizeof(double), cudaMemcpyHostToDevice));
+    free(host);
+    fpos = model->pe_fpos;
+#endif
+    sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, pe_positions(model, 0), fpos, B * T, T, C);
     cudaCheckLaunch("sinusoidal_embed_forward_kernel");
 }
 static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
@@ -131,18 +196,18 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 // fairseq: embed_scale sqrt(C), positions from padding_idx + 1 = 2, [sin | cos] halves of
 // frequencies exp(-k log(10000) / (C/2 - 1)) (an independent reading, in double)
 #define PE_REF_EMBED
-static double pe_ref_embed(GPT2* model, double token, int pos, int c) {
-    int C = model->config.channels, half = C / 2, k = c % half;
+static double pe_ref_embed(GPT2* model, double token, size_t bt, int c) {
+    int C = model->config.channels, half = C / 2, k = c % half, pos = pe_positions(model, 0)[bt];
     double angle = (pos + 2) * exp(-k * log(10000.0) / (half - 1));
     return token * sqrt((double)C) + (c >= 2 * half ? 0 : c < half ? sin(angle) : cos(angle));
 }
-#else
+#elif PE_IS(SHAPE)
 // OpenNMT's PositionalEncoding (SHAPE's embeddings.py 31-36): emb sqrt(dim), pe[:, 0::2] =
 // sin(position div_term), pe[:, 1::2] = cos(...), div_term = exp(arange(0, dim, 2) -log(10000) / dim)
 // (an independent reading, in double), at the token's position with its offset
 #define PE_REF_EMBED
-static double pe_ref_embed(GPT2* model, double token, int pos, int c) {
-    int C = model->config.channels;
+static double pe_ref_embed(GPT2* model, double token, size_t bt, int c) {
+    int C = model->config.channels, pos = pe_positions(model, 0)[bt];
     double angle = pos * exp((double)(2 * (c / 2)) * -(log(10000.0) / C));
     return token * sqrt((double)C) + (c % 2 == 0 ? sin(angle) : cos(angle));
 }
@@ -187,6 +252,82 @@ static void pe_tests(void) {
 // the tests' model: an offset range of 7
 #define PE_TEST_CONFIG
 static void pe_test_config(GPT2Config* cfg) { cfg->shape_k = 7; }
+#else
+// flashlight's SinusoidalPositionEmbedding (cape branch, .cpp 27-28, 77-86): input inputScale
+// (sqrt(C) here) + concatenate(sin(positions scale_), cos(positions scale_[:C/2])), scale_ =
+// exp(-2 iota(C/2) log(10000) / C) (an independent reading, in double), at the token's float
+// position, which pe_tests checks
+#define PE_REF_EMBED
+static double pe_ref_embed(GPT2* model, double token, size_t bt, int c) {
+    int C = model->config.channels, m = c < C / 2 ? c : c - C / 2;
+    double pos = sinusoid_position(&model->config, pe_positions(model, 0), bt, model->seq_len, model->training, model->rp_key);
+    double angle = pos * exp(-2.0 * m * log(10000.0) / C);
+    return token * sqrt((double)C) + (c < C / 2 ? sin(angle) : cos(angle));
+}
+
+// the augmentation's draws over B rows of T = 2 at positions 0, 1 (cape_position): in training
+// each row shifted by delta in [-G/2, G/2) and scaled by lambda in [1/S, S), each token moved by
+// eps in [-1/2, 1/2), each of the three uniform (its mean within 2% of the width, its quartiles'
+// shares within 2% of a quarter: 10 and 6 standard deviations), the same key the same positions, another key others; at evaluation and with
+// G = 0, S = 1, no local shift the positions themselves, and a model's losses at them equal
+#define PE_TESTS
+static void pe_tests(void) {
+    printf("cape: the augmentation of training's positions\n");
+    enum { B = 20000 };
+    uint64_t key = rp_key(RP_STREAM_TEST, 9, 0);
+    const CapeAugment shift = {6, 1, 0}, scale = {0, 4, 0}, local = {0, 1, 1};
+    const CapeAugment* cases[3] = {&shift, &scale, &local};
+    const char* what[3] = {"global shift: delta uniform in [-G/2, G/2), G = 6, the same for the row's tokens",
+                           "global scaling: ln lambda uniform in [-ln S, ln S), S = 4, the row's",
+                           "local shift: eps uniform in [-1/2, 1/2), each token's"};
+    for (int k = 0; k < 3; k++) {
+        const CapeAugment* a = cases[k];
+        double lo = k == 0 ? -3 : k == 1 ? -log(4.0) : -0.5, width = -2 * lo, mean = 0, worst = 0;
+        int quart[4] = {0}, bad = 0;
+        for (int b = 0; b < B; b++) {
+            double p0 = cape_position(a, 0, b, 0, 1, key), p1 = cape_position(a, 1, b, 1, 1, key);
+            double v = k == 0 ? p0 : k == 1 ? log(p1 - p0) : p0; // delta; ln lambda; eps of token 0
+            bad += v < lo || v >= lo + width || (k == 0 && p1 - p0 != 1) || (k == 2 && p1 - 1 == p0);
+            mean += v / B;
+            quart[(int)fmin(3, fmax(0, floor((v - lo) / width * 4)))]++;
+        }
+        for (int q = 0; q < 4; q++) { worst = fmax(worst, fabs(quart[q] - B / 4) / (double)B); }
+        double off = fmax(fabs(mean - (lo + width / 2)) / width, worst);
+        check(bad == 0 && off < 0.02, what[k], bad > 0 ? 1 : off, 0.02);
+    }
+    int same = 1, moved = 0, plain = 1;
+    const CapeAugment all = {10, 2, 1}, none = {0, 1, 0};
+    for (int b = 0; b < 50; b++) {
+        for (int t = 0; t < 8; t++) {
+            double p = cape_position(&all, t, b, t, 1, key);
+            same &= p == cape_position(&all, t, b, t, 1, key);
+            moved += p != cape_position(&all, t, b, t, 1, key + 1);
+            plain &= cape_position(&all, t, b, t, 0, key) == t && cape_position(&none, t, b, t, 1, key) == t;
+        }
+    }
+    check(same && moved == 400, "the pass's key decides the positions: the same key the same, another others", 400 - moved, 0);
+    check(plain, "evaluation, and training with G = 0, S = 1, no local shift: the positions themselves", !plain, 0);
+    enum { NB = 2, T = 16 };
+    GPT2Config cfg = tiny_config(T);
+    cfg.cape = none;
+    GPT2 model;
+    gpt2_build_from_config(&model, &cfg, 3);
+    int x[NB * T];
+    uint64_t rng = random_seed(5);
+    random_tokens(x, NB * T, cfg.vocab_size, &rng);
+    gpt2_forward(&model, x, x, NB, T, 0);
+    double evaluation = model.mean_loss;
+    gpt2_forward(&model, x, x, NB, T, 1);
+    check(model.mean_loss == evaluation, "no augmentation: a training pass's loss is an evaluation's, bit for bit", model.mean_loss - evaluation, 0);
+    model.config.cape = all;
+    gpt2_forward(&model, x, x, NB, T, 1);
+    check(model.mean_loss != evaluation, "the augmentation changes a training pass's loss", model.mean_loss == evaluation, 0);
+    gpt2_free(&model);
+}
+
+// the tests' model: every part of the augmentation, a wide scale
+#define PE_TEST_CONFIG
+static void pe_test_config(GPT2Config* cfg) { cfg->cape = (CapeAugment){6, 3, 1}; }
 #endif
 
 #endif

@@ -87,6 +87,7 @@ TISA_KERNELS = 5
 FIRE_EPS = float(np.float32(1e-6))
 SINUSOIDAL_FIRST_POS = 2
 XPOS_SCALE_BASE = 512.0
+CAPE_STREAM = 0x4341  # pe/sinusoidal.h: the augmentation's draws' key within the pass's
 XPOS_MAX_LOG2 = 64.0
 YARN_BETA_FAST, YARN_BETA_SLOW = 32.0, 1.0
 PE_MASKED_BIAS = float(np.float32(-1e30))
@@ -398,6 +399,12 @@ class Encoding:
     def embed(self, model, x, pos):
         return x
 
+    def embed_rows(self, model, x, pos, training_key):
+        """x (B, T, C) with the position embeddings of the positions pos (B, T) of a training
+        pass with that key, or of an evaluation (training_key None): embed's, row by row
+        where the rows' positions differ."""
+        return by_row(pos, lambda rows, p: self.embed(model, x[rows], p))
+
     def rotate(self, model, l, q, k, ev, pos, span):
         return q, k
 
@@ -444,6 +451,59 @@ class Shape(Encoding):
         angle = pos.cpu().numpy().astype(np.float64)[:, None] * np.exp((c - c % 2) * -(math.log(10000.0) / C))[None, :]
         p = np.where(c % 2 == 0, np.sin(angle), np.cos(angle))
         return x * math.sqrt(C) + torch.tensor(p, dtype=x.dtype, device=x.device)
+
+
+@dataclass
+class CapeAugment:
+    """CAPE's augmentation of a training pass's positions (llmc/pe.h CapeAugment; the
+    trainer's -cg, -cs, -cl, a run setting that no checkpoint holds), the defaults the trainer's."""
+    global_shift: float = 10.0  # G: each row shifted by delta uniform in [-G/2, G/2)
+    scale: float = 1.0          # S: each row scaled by exp(u), u uniform in [-ln S, ln S)
+    local: int = 1              # each token moved by eps uniform in [-1/2, 1/2)
+
+
+class Cape(Encoding):
+    """CAPE (its official code, flashlight's SinusoidalPositionEmbedding on the cape branch):
+    the token embeddings times sqrt(C) plus the concatenated table p[pos, m] = sin(pos s_m),
+    p[pos, C/2 + m] = cos(pos s_m), s_m = 10000^(-2m / C), at a float position: in training
+    (pos + delta_b + eps_bt) lambda_b, drawn as the trainer draws them from the pass's key
+    (model.cape the augmentation), at evaluation pos."""
+    kind = "embed"
+    rp = True
+
+    @staticmethod
+    def draws(B, T, training_key):
+        """The uniforms in [0, 1) of a training pass keyed training_key, as the trainer draws
+        them (pe/sinusoidal.h cape_position): each row's for its shift and its scale (B,), each
+        token's for its local shift (B, T)."""
+        f32 = lambda u: (u >> 8) / 16777216.0  # llmc/rand.h random_f32, exact in double
+        shift, scale, local = np.zeros(B), np.zeros(B), np.zeros((B, T))
+        for b in range(B):
+            state, u = random_u32(random_seed(rp_key(training_key, b, CAPE_STREAM)))
+            shift[b] = f32(u)
+            scale[b] = f32(random_u32(state)[1])
+            for t in range(T):
+                local[b, t] = f32(random_u32(random_seed(rp_key(training_key, (b << 32) | t, CAPE_STREAM)))[1])
+        return shift, scale, local
+
+    @staticmethod
+    def table(p, C):
+        """The concatenated sinusoids (..., C) of the float positions p (...)."""
+        m = np.arange(C) % (C // 2)
+        angle = p[..., None] * np.exp(-2.0 * m * math.log(10000.0) / C)
+        return np.where(np.arange(C) < C // 2, np.sin(angle), np.cos(angle))
+
+    def embed_rows(self, model, x, pos, training_key):
+        p = pos.cpu().numpy().astype(np.float64)
+        if training_key is not None:
+            a, (B, T) = model.cape, pos.shape
+            shift, scale, local = self.draws(B, T, training_key)
+            delta = shift * a.global_shift - a.global_shift / 2.0
+            u = scale * 2.0 * math.log(a.scale) - math.log(a.scale)
+            eps = local - 0.5 if a.local else np.zeros((B, T))
+            p = (p + delta[:, None] + eps) * np.exp(u)[:, None]
+        table = self.table(p, model.cfg.channels)
+        return x * math.sqrt(model.cfg.channels) + torch.tensor(table, dtype=x.dtype, device=x.device)
 
 
 class Sinusoidal(Encoding):
@@ -805,7 +865,7 @@ ENCODINGS = {
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
-    "tisa": Tisa(), "shape": Shape(),
+    "tisa": Tisa(), "shape": Shape(), "cape": Cape(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)
@@ -828,6 +888,7 @@ class GPT(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.pe = ENCODINGS[cfg.pe]
+        self.cape = CapeAugment()  # cape's augmentation in training (a run setting, not the checkpoint's)
         for name, shape in checkpoint_layout(cfg):
             if tensors is None:
                 value = torch.zeros(shape, dtype=dtype)
@@ -952,7 +1013,7 @@ class GPT(nn.Module):
             raise ValueError("evaluation variant: training length %d (at least 2) and RoPE factor %g (at least 1)"
                              % (ev.train_len, ev.rope_factor))
         causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
-        x = by_row(pos[0], lambda rows, p: self.pe.embed(self, self.wte[idx[rows]], p))
+        x = self.pe.embed_rows(self, self.wte[idx], pos[0], training_key)
         for l in range(cfg.num_layers):
             h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS)
             q, k, v = (h @ self.qkvw[l].T + self.qkvb[l]).split(C, dim=2)

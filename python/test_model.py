@@ -119,8 +119,9 @@ def expect_error(what, fn, fragment):
 
 def read_reference(path, cfg):
     """The C trainer's PREFIX_ref.bin (test_gpt2.c: write_torch_reference): inputs, targets,
-    logits, loss, gradients, the evaluation variant they were computed under, and the
-    positions (draws, B, T), drawn or given (None: 0..T-1), with the draws' key."""
+    logits, loss, gradients, the evaluation variant they were computed under, the positions
+    (draws, B, T), drawn or given (None: 0..T-1), with the draws' key, and cape's augmentation
+    (words 16-18: a run setting, which the checkpoint does not hold)."""
     data = open(path, "rb").read()
     h = np.frombuffer(data[:1024], dtype=np.int32)
     assert h[0] == TORCH_REF_MAGIC and h[1] == 1, "%s: not a reference file" % path
@@ -128,6 +129,7 @@ def read_reference(path, cfg):
     num_params = int(np.frombuffer(data[32:40], dtype=np.uint64)[0])
     pe_eval = M.PEEval(M.PE_EVAL_NAMES[h[6]], float(np.frombuffer(data[40:48], dtype=np.float64)[0]), int(h[7]))
     key, draws = int(np.frombuffer(data[48:56], dtype=np.uint64)[0]), int(h[14])
+    cape = M.CapeAugment(*(float(v) for v in np.frombuffer(data[64:72], dtype=np.float32)), int(h[18]))
     off = 1024
     def take(dtype, n):
         nonlocal off
@@ -141,7 +143,7 @@ def read_reference(path, cfg):
     grads = take(real, num_params)
     positions = take(np.int32, draws * B * T).reshape(draws, B, T) if draws > 0 else None
     assert off == len(data), "%s: %d bytes, read %d" % (path, len(data), off)
-    return x, y, logits, loss, grads, pe_eval, (positions, key)
+    return x, y, logits, loss, grads, pe_eval, (positions, key), cape
 
 
 def c_reference(build, pe, prefix, checkpoint=None, variant=None):
@@ -155,7 +157,7 @@ def compare_model(label, model, ref, positions=None, given_positions=None):
     in a training pass of the reference's key (the encoding's own positions: SHAPE's offsets);
     the positions the layers read equal the trainer's where the reference holds them."""
     global failures
-    x, y, logits, loss, grads, pe_eval, (stored, key) = ref
+    x, y, logits, loss, grads, pe_eval, (stored, key), model.cape = ref
     model.zero_grad()
     out, tloss = model(torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long), pe_eval=pe_eval,
                        positions=positions, given_positions=given_positions, training_key=key)
@@ -232,7 +234,7 @@ def check_hf_folder(folder, cfg, ref):
          (V, cfg.max_seq_len, C, L, cfg.num_heads)
     print("  %-52s %s" % ("hf: config.json shape", "ok  " if ok else "FAIL"))
     failures += 0 if ok else 1
-    x, _, logits, _, _, _, _ = ref
+    x, _, logits, _, _, _, _, _ = ref
     check("hf: GPT-2 forward of the export, logits (B x T x V)",
           hf_gpt2_logits(folder, torch.tensor(x, dtype=torch.long)).numpy(), logits[..., :V])
 
@@ -244,7 +246,7 @@ def check_model_folder(folder, ref):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     model = mod.GPT.from_folder(folder, dtype=torch.float64)
-    x, _, logits, _, _, _, (_, key) = ref
+    x, _, logits, _, _, _, (_, key), model.cape = ref
     with torch.no_grad():  # the reference's training pass (the encoding's own positions: SHAPE's offsets)
         out, _ = model(torch.tensor(x, dtype=torch.long), training_key=key)
     check("export: folder's model.py, logits (B x T x Vp)", out.numpy(), logits)
@@ -566,6 +568,57 @@ def check_official_shape(path):
     check("official: the table at positions 0..K + T - 1", mine.numpy(), table.numpy(), 1e-4)
 
 
+def flashlight_cape(inp, train, aug, global_shift, shrink, uselocal, randu, input_scale=1.0, centre=True):
+    """flashlight's SinusoidalPositionEmbedding (CAPE's official code: the `cape` branch at
+    5fcb891, flashlight/fl/contrib/modules/SinusoidalPositionEmbedding.cpp), transcribed from
+    C++ on ArrayFire line by line into float64: the input (C, T, B) as ArrayFire's dims, randu(shape)
+    standing for af::randu (the caller's draws). centre=False leaves out lines 55-58, the
+    mean-centring, which this project drops for a causal model (docs/encodings.md)."""
+    C, T, B = inp.shape
+    half_dim = C // 2 + (C // 2) % 2                                                           # 22-25
+    scale = torch.exp(-2 * torch.arange(half_dim, dtype=torch.float64) * math.log(10000) / C)  # 27-28
+    positions = torch.arange(T, dtype=torch.float64)[None, :, None].repeat(half_dim, 1, B)    # 46-47
+    if aug and centre:                                                                         # 55-58
+        positions = positions - positions.mean(dim=1, keepdim=True)
+    if train and aug:                                                                          # 59-76
+        positions = positions + randu((1, 1, B)) * global_shift - global_shift / 2.0            # 61-64
+        if uselocal:                                                                           # 66-69
+            positions = positions + (randu((1, T, B)) - 0.5)
+        log_shrink = math.log(shrink)                                                          # 71-75
+        positions = positions * torch.exp(randu((1, 1, B)) * 2 * log_shrink - log_shrink)
+    half = C // 2                                                                              # 77
+    sin = torch.sin(positions * scale[:, None, None])                                          # 78
+    cos = torch.cos(positions * scale[:half, None, None])                                      # 79-80
+    return inp * input_scale + torch.cat([sin, cos], dim=0)                                    # 81-86
+
+
+def check_official_cape():
+    """Cape against the transcription of its official code (flashlight_cape), C a multiple of 4
+    as the official needs: at evaluation (no augmentation) the table at 0..T-1; in training,
+    fed the trainer's draws (Cape.draws) in the official order (the rows' shifts, the tokens'
+    shifts, the rows' scales), the augmented table without the mean-centring; and with it, at
+    evaluation, the table at the centred positions t - (T - 1)/2, which this project does not
+    use: the one step it leaves out."""
+    import types
+    C, T, B, key = 24, 40, 3, 12345
+    print("=== cape: flashlight's SinusoidalPositionEmbedding (a transcription) against model.py (float64)")
+    owner = types.SimpleNamespace(cfg=types.SimpleNamespace(channels=C), cape=M.CapeAugment(6.0, 3.0, 1))
+    emb = torch.randn(B, T, C, dtype=torch.float64)
+    inp = emb.permute(2, 1, 0)  # (C, T, B)
+    from_official = lambda out: out.permute(2, 1, 0)
+    got = M.Cape().embed_rows(owner, emb, torch.arange(T).expand(B, T), None)
+    want = from_official(flashlight_cape(inp, False, True, 6, 3.0, True, None, math.sqrt(C), centre=False))
+    check("official: evaluation, the table at 0..T-1", got.numpy(), want.numpy(), 1e-12)
+    shift, scale, local = M.Cape.draws(B, T, key)
+    draws = iter([torch.tensor(shift).view(1, 1, B), torch.tensor(local.T).reshape(1, T, B), torch.tensor(scale).view(1, 1, B)])
+    got = M.Cape().embed_rows(owner, emb, torch.arange(T).expand(B, T), key)
+    want = from_official(flashlight_cape(inp, True, True, 6, 3.0, True, lambda shape: next(draws), math.sqrt(C), centre=False))
+    check("official: training, G = 6, S = 3, local shifts", got.numpy(), want.numpy(), 1e-12)
+    centred = torch.tensor(M.Cape.table(np.arange(T) - (T - 1) / 2.0, C))
+    want = from_official(flashlight_cape(torch.zeros(C, T, 1, dtype=torch.float64), False, True, 6, 3.0, True, None))[0]
+    check("official: its centring, the table at t - (T - 1)/2", centred.numpy(), want.numpy(), 1e-12)
+
+
 def main():
     args = sys.argv[1:]
     build = args[0] if args else "build"
@@ -608,6 +661,8 @@ def main():
         check_official_tisa(os.environ["TISA_OFFICIAL"])
     if os.environ.get("SHAPE_OFFICIAL"):
         check_official_shape(os.environ["SHAPE_OFFICIAL"])
+    if "cape" in pes:
+        check_official_cape()
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 

@@ -33,7 +33,7 @@ static GPT2Config fixture_config(int rp) {
     GPT2Config c = {0};
     c.num_layers = 2; c.num_heads = 2; c.channels = 16;
     c.vocab_size = FIX_V; c.padded_vocab_size = FIX_V; c.pe = PE_ID;
-    gpt2_config_set_dape(&c);
+    gpt2_config_set_build(&c);
     c.max_seq_len = FIX_TRAIN_T;
     c.shape_k = PE_ID == PE_ID_SHAPE ? SHAPE_DEFAULT_K : 0; // shape's offsets as a new model has them
     if (rp) { // positions drawn from [0, 64) (learned: as many rows)
