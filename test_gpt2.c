@@ -88,7 +88,7 @@ static uint64_t tiny_model_batch(GPT2* model, int maxT, int seed, int draw, int*
 // the encoding's own tests and its definition written out again, independently of its
 // hooks, in double (its file's PE_PART_TEST, pe/<file>.h), with the defaults of what it
 // leaves out: pe_ref_bias (b(i, j); 0), pe_ref_embed (the position embedding added to a
-// token's value; none), pe_ref_rotate (q and k rotated; none), pe_test_config and
+// token's value; none), pe_ref_rotate (q, k, v of layer l as the encoding changes them; none), pe_test_config and
 // pe_test_params (the tests' model: what its regimes need), pe_loss_piece (the piece of a
 // piecewise-smooth loss; 0), pe_tests (its identities), pe_test_gradients (fp64 checks of
 // its own)
@@ -139,7 +139,7 @@ static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T)
 static double pe_ref_embed(GPT2* model, double token, size_t bt, int c) { return token; }
 #endif
 #ifndef PE_REF_ROTATE
-static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {}
+static void pe_ref_rotate(GPT2* model, int l, double* qkv, int pos, int T) {}
 #endif
 #ifndef PE_TEST_CONFIG
 static void pe_test_config(GPT2Config* cfg) {}
@@ -376,7 +376,8 @@ static double dape_attention_vs_reference(GPT2* model, int l, int B, int T, int 
     return maxdiff;
 }
 
-// q and k as the definition makes them: ln1 @ qkvw^T + qkvb, then the encoding's rotation
+// q, k, v as the definition makes them: ln1 @ qkvw^T + qkvb, then the encoding's change (rope's
+// rotation, floater's position vectors)
 static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
     int C = model->config.channels;
     double maxdiff = 0;
@@ -389,7 +390,7 @@ static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
             for (int c = 0; c < C; c++) { acc += x[c] * model->params.qkvw[((size_t)l * 3 * C + o) * C + c]; }
             ref[o] = acc;
         }
-        pe_ref_rotate(model, ref, pe_positions(model, l)[bt], T);
+        pe_ref_rotate(model, l, ref, pe_positions(model, l)[bt], T);
         for (int o = 0; o < 3 * C; o++) { maxdiff = fmax(maxdiff, fabs(ref[o] - stored[o])); }
     }
     return maxdiff;
@@ -447,7 +448,7 @@ static void test_reference_forward(int at) {
     for (int l = 0; l < cfg.num_layers; l++) {
         char what[128];
         double dq = qkv_vs_reference(&model, l, B, T);
-        snprintf(what, sizeof(what), "layer %d: q, k, v (after the PE's rotation)", l);
+        snprintf(what, sizeof(what), "layer %d: q, k, v (as the PE changes them)", l);
         check(dq < 1e-4, what, dq, 1e-4);
 #if DAPE_ID
         double da = dape_attention_vs_reference(&model, l, B, T, 0);
@@ -900,9 +901,10 @@ static void test_files_and_errors(void) {
     expect_failure("checkpoint with an unknown version", fail_load, bad, "version");
     snprintf(bad, sizeof(bad), "%s/pe.bin", tmpdir);
     int other = (PE_ID + 1) % PE_NUM_IDS;
-    h[8] = other; h[9] = 0; h[10] = 0; // a checkpoint of another encoding, without DAPE
+    h[8] = other; h[9] = 0; h[10] = 0; // a checkpoint of another encoding, without DAPE, with floater's word if it is floater
+    h[19] = other == PE_ID_FLOATER ? FLOATER_DEFAULT_REFRESH : 0;
     f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f);
-    h[8] = PE_ID; h[9] = cfg.dape; h[10] = cfg.dape_width;
+    h[8] = PE_ID; h[9] = cfg.dape; h[10] = cfg.dape_width; h[19] = cfg.floater_refresh;
     char expect[128];
     snprintf(expect, sizeof(expect), "trained with PE '%s' but this binary was built with PE '%s'", pe_name(other), model_label(PE_ID, DAPE_ID));
     expect_failure("checkpoint of another encoding names both", fail_load, bad, expect);

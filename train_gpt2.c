@@ -189,6 +189,7 @@ typedef struct {
     int pe_table_len;     // txl: (pe_table_len, C) the sinusoids R_n of each distance
     real* pe_rel;         // txl: (acts_T, C) the layer's projected sinusoids P
     real* pe_drel;        // txl: (acts_B, acts_T + 2, C) per batch row: dP, then dr_w, dr_r
+    struct PEState* pe_state; // the encoding's own state across passes (floater: its ODE's solutions; pe_free)
     PEEval pe_eval;       // the evaluation variant in effect (llmc/pe.h; zeros: plain)
     const int* pos_in;    // (B, T) the positions given for the next forward passes (NULL: none; llmc/pe.h)
     uint64_t rp_key;      // randomized positions: the key of the next forward pass's draw (the driver's)
@@ -521,6 +522,13 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 //                                         scores): PE_ATTENTION
 //   pe_alloc_activations                  buffers of its own, made with the activations:
 //                                         PE_ALLOC_ACTIVATIONS
+//   pe_after_update                       after every update (floater: its positions one update
+//                                         older): PE_AFTER_UPDATE
+//   pe_resume_bytes, pe_resume_save, pe_resume_load
+//                                         its own state in the training state file, for an exact
+//                                         resume (floater: the parameters of its positions in use):
+//                                         PE_RESUME
+//   pe_free                               frees model->pe_state: PE_FREE
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is attention_forward / attention_backward with the bias
 // hooks). model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise
@@ -594,6 +602,17 @@ static void pe_project(GPT2* model) {}
 #endif
 #ifndef PE_ALLOC_ACTIVATIONS
 static void pe_alloc_activations(GPT2* model, int B, int T, int training) {}
+#endif
+#ifndef PE_AFTER_UPDATE
+static void pe_after_update(GPT2* model) {}
+#endif
+#ifndef PE_RESUME
+static size_t pe_resume_bytes(const GPT2* model) { return 0; }
+static void pe_resume_save(const GPT2* model, void* out) {}
+static void pe_resume_load(GPT2* model, const void* in) {}
+#endif
+#ifndef PE_FREE
+static void pe_free(GPT2* model) {}
 #endif
 
 // ============================================================================
@@ -1099,6 +1118,7 @@ void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, flo
         offset += n;
     }
     pe_project(model);
+    pe_after_update(model);
 }
 
 // logits over the vocabulary at position t of row b of the last forward pass (sampling)
@@ -1133,6 +1153,7 @@ void gpt2_free(GPT2* model) {
     free(model->positions);
     free(model->pe_rel);
     free(model->pe_drel);
+    pe_free(model);
 }
 
 // averages the parameter gradients over the processes (data parallelism)

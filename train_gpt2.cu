@@ -263,6 +263,7 @@ typedef struct {
     int rope_table_T, rope_table_span;
     PEEval rope_table_eval;
     RopeTable rope_table_options;
+    struct PEState* pe_state; // the encoding's own state across passes (floater: its ODE's solutions; pe_free)
     float* host_losses;     // (N) host copy of the last per-token losses (pinned)
     int* host_tokens;       // (2N) pinned staging of the batch's inputs and targets for the copies
     // the last forward pass
@@ -729,6 +730,10 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 //   pe_project                            keeps constrained parameters in range: PE_PROJECT
 //   pe_attention_forward / pe_attention_backward, pe_attention_scratch
 //                                         a layer's whole attention (CoPE, txl): PE_ATTENTION
+//   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free
+//                                         after every update; the encoding's own state in the
+//                                         training state file; freeing model->pe_state (floater's
+//                                         ODE solutions): PE_AFTER_UPDATE, PE_RESUME, PE_FREE
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is llmc/attention_bias.cuh's with the bias hooks).
 // model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
@@ -855,6 +860,17 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {}
 #endif
 #ifndef PE_PROJECT
 static void pe_project(GPT2* model) {}
+#endif
+#ifndef PE_AFTER_UPDATE
+static void pe_after_update(GPT2* model) {}
+#endif
+#ifndef PE_RESUME
+static size_t pe_resume_bytes(const GPT2* model) { return 0; }
+static void pe_resume_save(const GPT2* model, void* out) {}
+static void pe_resume_load(GPT2* model, const void* in) {}
+#endif
+#ifndef PE_FREE
+static void pe_free(GPT2* model) {}
 #endif
 // the kernels' PEGradOf (llmc/attention_bias.cuh): never called
 PEGrad pe_grad_of(const PEBias*);
@@ -1370,6 +1386,7 @@ void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, flo
     } else {
         floatX_from_float(model->params_memory, model->master, model->num_padded);
     }
+    pe_after_update(model);
 }
 
 // logits over the vocabulary at position t of row b of the last forward pass (sampling), in fp32
@@ -1401,6 +1418,7 @@ void gpt2_free(GPT2* model) {
     cuda_free(&model->pe_rel_table);
     cuda_free(&model->pe_fpos);
     cuda_free(&model->rope_table);
+    pe_free(model);
     cuda_context_free();
 }
 

@@ -1,0 +1,703 @@
+/*
+floater: FLOATER (Liu et al. 2020), as its official code (xuanqing94/FLOATER at d788b5e, a
+fairseq fork; the solver of the authors' torchdiffeq fork, xuanqing94/torchdiffeq at 05d9ae1,
+which its README installs): position vectors from a neural ODE, added to q, k and v in every
+layer, over fairseq's sinusoidal embedding, which the official model keeps (pe/sinusoidal.h:
+wte[token] sqrt(C) + p[pos + 2]; flow_transformer.py:464-473, :688-694):
+
+    q_t += P_{l,q}(s_t), k_t += P_{l,k}(s_t), v_t += P_{l,v}(s_t),   s_t = pos_t dt, dt = 0.01
+
+(before the attention scales q.k by 1/sqrt(hs), as flow_attention.py:114-126 adds them before
+q *= scaling), pos_t the token's position (its index, or given or drawn: positions as data).
+P(s) is the state of R = 3 L rows of C (row 3 l + j: part j = q, k, v of layer l), each row
+an ODE of its own with one dynamics shared by every row (flow_funcs.py:101-133):
+
+    dP/ds = h(s, P),   h(s, x) = W2 [relu(W1 [x; s] + b1); s] + b2,   P(0) = P0
+
+time appended to the input of each Linear(C + 1, C) (Linear_t, flow_funcs.py:25-41). P0
+[L, 3, C] starts uniform in +-sqrt(6 / ((L + 3) C)) (xavier_uniform of the official (3, L, C)
+proj_bias, :244-246, :272-273), W1, W2 [C, C + 1] at N(0, 2 / (2C + 1)) (xavier_normal), b1,
+b2 at 0. The solver is torchdiffeq's "rk4" of the authors' fork: Kutta's 3/8 rule
+(rk_common.py rk4_alt_step_func), 5 steps of dt / 5 per position (step_size time_dt / 5,
+:266-269):
+
+    k1 = h(s, y), k2 = h(s + d/3, y + d k1 / 3), k3 = h(s + 2d/3, y + d (k1 / -3 + k2)),
+    k4 = h(s + d, y + d (k1 - k2 + k3)),   y' = y + (k1 + 3 k2 + 3 k3 + k4) d / 8
+
+Where it differs from the official code (docs/encodings.md says why):
+  - the grid reaches any length: positions are solved as far as a pass needs them (the
+    official asserts T <= 255, :324, :660), integrating on from the last one solved;
+  - position p is the state after exactly 5p steps of d = dt / 5; the official's fp32 grid
+    (solvers.py:57-66, 88-97: the first grid point >= p dt, whose interpolation is handed the
+    step's end twice) takes 5p + 1 steps for 133 of the positions 1..254;
+  - the gradient goes back through the solver's steps (each interval recomputed from the
+    solution at its start), the exact gradient of the computed positions; the official uses
+    the adjoint method (odeint_adjoint), which solves a second ODE backwards;
+  - GPT-2's own qkv bias stays (the official projection has none: its P is the bias);
+  - refresh (-fr R, checkpoint word 19): a training pass re-solves the positions when the
+    parameters changed and R updates have passed since the last solve (or none has: they were
+    set, not trained); between, the last solution, with no gradient to the ODE (the
+    official's update_flow_every = 400 and its detached cache, :325-335). Its counter counts
+    every forward call, evaluations too; this one counts updates. An evaluation always takes
+    the positions of the parameters it evaluates (a cache of its own), so that an evaluation
+    during training is one of the model saved then;
+  - the positions in use and their age go into the training state file (pe_resume_save),
+    so that a resumed run uses the same positions (the official checkpoint keeps its cache).
+*/
+#if PE_PART == PE_PART_DEFINITION
+
+#include "sinusoidal.h"
+
+#define FLOATER_DT 0.01    // time_dt (flow_transformer.py:247): position p at s = p dt
+#define FLOATER_SUBSTEPS 5 // RK steps per dt (:268: step_size time_dt / 5)
+
+// xavier_uniform of the official (3, L, C) tensor (fan_in L C, fan_out 3 C): P0's bound
+static float floater_p0_bound(const GPT2Config* cfg) {
+    return sqrtf(6.0f / ((float)(cfg->num_layers + 3) * cfg->channels));
+}
+// xavier_normal of a (C, C + 1) weight: W1's and W2's standard deviation
+static float floater_w_std(const GPT2Config* cfg) { return sqrtf(2.0f / (2.0f * cfg->channels + 1.0f)); }
+
+// P0 per layer (q, k, v rows of C); the dynamics' MLP, shared by every layer: the tensors are
+// one slice of the parameters, in this order (the ODE's parameters, theta)
+#define PE_TENSORS(X) \
+    X(FLOATER_P0, floater_p0, 0, L * 3 * C,   fill_uniform(p, n, -floater_p0_bound(cfg), floater_p0_bound(cfg), rng)) \
+    X(FLOATER_W1, floater_w1, 1, C * (C + 1), fill_normal(p, n, floater_w_std(cfg), rng)) \
+    X(FLOATER_B1, floater_b1, 0, C,           fill_const(p, n, 0.0f)) \
+    X(FLOATER_W2, floater_w2, 1, C * (C + 1), fill_normal(p, n, floater_w_std(cfg), rng)) \
+    X(FLOATER_B2, floater_b2, 0, C,           fill_const(p, n, 0.0f))
+
+// the time of stage s (0..3) of RK step n: the step starts at n dt / 5, the 3/8 rule's stages
+// at 0, 1/3, 2/3 and 1 of it
+PE_FN double floater_time(long n, int s) { return (n + s / 3.0) * (FLOATER_DT / FLOATER_SUBSTEPS); }
+
+// the input of stage s (1..3) from the step's start y and the stages before it, as
+// rk4_alt_step_func writes it
+PE_FN real floater_stage_input(int s, real y, real k1, real k2, real k3, real d) {
+    return s == 1 ? y + d * k1 / 3 : s == 2 ? y + d * (k1 / -3 + k2) : y + d * (k1 - k2 + k3);
+}
+// the end of the step
+PE_FN real floater_step_end(real y, real k1, real k2, real k3, real k4, real d) { return y + (k1 + 3 * k2 + 3 * k3 + k4) * (d / 8); }
+// d(stage s's input)/d(k_j), j < s, over the step d: the 3/8 rule's tableau
+PE_FN real floater_tableau(int s, int j) {
+    const real a[4][3] = {{0, 0, 0}, {(real)1 / 3, 0, 0}, {(real)-1 / 3, 1, 0}, {1, -1, 1}};
+    return a[s][j];
+}
+// d(step end)/d(k_j) over d: the 3/8 rule's weights
+PE_FN real floater_weight(int j) { return j == 0 || j == 3 ? (real)1 / 8 : (real)3 / 8; }
+
+// the ODE's pieces in a copy of its parameters theta (P0, W1, b1, W2, b2 at the offsets of their
+// tensors from P0's, `at`): one struct for the solver
+typedef struct { const real *P0, *W1, *b1, *W2, *b2; } FloaterParams;
+
+#elif PE_PART == PE_PART_CPU
+
+#include "sinusoidal.h"
+
+// A solution: the positions 0..n-1 of the ODE with parameters theta (a copy of the model's),
+// which a pass that needs more integrates on from position n - 1
+typedef struct {
+    real* theta;  // the ODE's parameters (P0, W1, b1, W2, b2 as the model lays them out)
+    int have;     // theta holds a copy
+    real* P;      // (cap, R, C) the positions' vectors
+    int n, cap;
+} FloaterSolution;
+
+// the encoding's state across passes (model->pe_state): training takes `train` (solved again as
+// the refresh says, stale between), an evaluation `eval` (of the current parameters)
+struct PEState {
+    FloaterSolution train, eval;
+    int age;      // updates since `train` was solved
+    int grad;     // the last training pass's positions are those of the current parameters
+    const FloaterSolution* use; // the last pass's positions
+    real* dP;     // (span, R, C) the last pass's gradient of its positions
+    size_t dP_len;
+};
+
+// the length of theta (the encoding's tensors, consecutive in the parameters)
+static size_t floater_theta_len(const GPT2* model) {
+    size_t n = 0;
+    for (int k = P_FLOATER_P0; k <= P_FLOATER_B2; k++) { n += model->param_sizes[k]; }
+    return n;
+}
+
+// the ODE's pieces in a copy theta of the model's tensors
+static FloaterParams floater_params(const real* theta, const GPT2* model) {
+    const size_t* n = model->param_sizes;
+    FloaterParams p;
+    p.P0 = theta;
+    p.W1 = p.P0 + n[P_FLOATER_P0];
+    p.b1 = p.W1 + n[P_FLOATER_W1];
+    p.W2 = p.b1 + n[P_FLOATER_B1];
+    p.b2 = p.W2 + n[P_FLOATER_W2];
+    return p;
+}
+
+static struct PEState* floater_state(GPT2* model) {
+    if (model->pe_state == NULL) { model->pe_state = (struct PEState*)calloc_check(1, sizeof(struct PEState)); }
+    return model->pe_state;
+}
+
+// floater_linear: out (n, C) = [x; t] W^T + b for n rows x (n, C), W (C, C + 1): torch's
+// Linear(C + 1, C) on an input with the time appended (Linear_t); each output the same sum
+// whichever rows share the call
+static void floater_linear(real* out, const real* x, const real* W, const real* b, real t, int n, int C) {
+    for (int o = 0; o < C; o++) {
+        const real* w = W + (size_t)o * (C + 1);
+        for (int r = 0; r < n; r++) {
+            const real* xr = x + (size_t)r * C;
+            real acc = 0;
+            #pragma omp simd reduction(+:acc)
+            for (int k = 0; k < C; k++) { acc += w[k] * xr[k]; }
+            out[(size_t)r * C + o] = acc + w[C] * t + b[o];
+        }
+    }
+}
+
+// floater_dynamics: k (n, C) = h(t, x) (flow_func_linear: Linear_t, ReLU, Linear_t), the hidden
+// pre-activation into z and its ReLU into a
+static void floater_dynamics(real* k, real* z, real* a, const real* x, real t, const FloaterParams* p, int n, int C) {
+    floater_linear(z, x, p->W1, p->b1, t, n, C);
+    for (size_t i = 0; i < (size_t)n * C; i++) { a[i] = z[i] > 0 ? z[i] : 0; }
+    floater_linear(k, a, p->W2, p->b2, t, n, C);
+}
+
+// floater_rk_step: RK step n of the 3/8 rule on n rows y (rows, C), in place; the stages into k
+// (4, rows, C), their inputs into X and their hidden pre-activations into z (4, rows, C each:
+// what the backward needs), a (rows, C) scratch
+static void floater_rk_step(real* y, real* k, real* X, real* z, real* a, long n, const FloaterParams* p, int rows, int C) {
+    size_t m = (size_t)rows * C;
+    real d = (real)(FLOATER_DT / FLOATER_SUBSTEPS);
+    for (int s = 0; s < 4; s++) {
+        real* Xs = X + s * m;
+        for (size_t i = 0; i < m; i++) { Xs[i] = s == 0 ? y[i] : floater_stage_input(s, y[i], k[i], k[m + i], k[2 * m + i], d); }
+        floater_dynamics(k + s * m, z + s * m, a, Xs, (real)floater_time(n, s), p, rows, C);
+    }
+    for (size_t i = 0; i < m; i++) { y[i] = floater_step_end(y[i], k[i], k[m + i], k[2 * m + i], k[3 * m + i], d); }
+}
+
+// floater_extend: the solution s up to position upto (exclusive), integrating on from its
+// last position with its own parameters (position 0 is P0); each thread integrates a slice of
+// the rows alone (the rows are independent ODEs), so the bits do not depend on the threads
+static void floater_extend(FloaterSolution* s, const GPT2* model, int upto) {
+    if (upto <= s->n) { return; }
+    int R = 3 * model->config.num_layers, C = model->config.channels;
+    size_t row = (size_t)R * C;
+    if (upto > s->cap) {
+        s->cap = upto > 2 * s->cap ? upto : 2 * s->cap;
+        s->P = (real*)realloc(s->P, (size_t)s->cap * row * sizeof(real));
+        if (s->P == NULL) { fatal("out of memory for floater's positions (%d of %zu values)", s->cap, row); }
+    }
+    FloaterParams p = floater_params(s->theta, model);
+    if (s->n == 0) { memcpy(s->P, p.P0, row * sizeof(real)); s->n = 1; }
+    int from = s->n;
+    #pragma omp parallel
+    {
+        size_t r0, r1;
+        thread_slice(R, &r0, &r1);
+        int rows = (int)(r1 - r0);
+        size_t m = (size_t)rows * C;
+        real* work = (real*)calloc_check(14 * m + 1, sizeof(real));
+        real *y = work, *k = y + m, *X = k + 4 * m, *z = X + 4 * m, *a = z + 4 * m;
+        if (rows > 0) {
+            memcpy(y, s->P + (size_t)(from - 1) * row + r0 * C, m * sizeof(real));
+            for (int pos = from; pos < upto; pos++) {
+                for (int q = 0; q < FLOATER_SUBSTEPS; q++) { floater_rk_step(y, k, X, z, a, (long)(pos - 1) * FLOATER_SUBSTEPS + q, &p, rows, C); }
+                memcpy(s->P + (size_t)pos * row + r0 * C, y, m * sizeof(real));
+            }
+        }
+        free(work);
+    }
+    s->n = upto;
+}
+
+// makes s the solution of the model's current parameters (a copy of them, no position yet)
+static void floater_resolve(FloaterSolution* s, const GPT2* model) {
+    size_t n = floater_theta_len(model);
+    if (s->theta == NULL) { s->theta = (real*)malloc_check(n * sizeof(real)); }
+    memcpy(s->theta, model->params.floater_p0, n * sizeof(real));
+    s->have = 1;
+    s->n = 0;
+}
+
+// is s the solution of the model's current parameters?
+static int floater_current(const FloaterSolution* s, const GPT2* model) {
+    return s->have && memcmp(s->theta, model->params.floater_p0, floater_theta_len(model) * sizeof(real)) == 0;
+}
+
+// The positions of a pass over positions [0, span): a training pass's the refresh's (solved
+// again when the parameters changed and R updates have passed, or none has), an evaluation's
+// those of the current parameters
+static void floater_positions(GPT2* model, int span) {
+    struct PEState* st = floater_state(model);
+    if (model->training) {
+        FloaterSolution* s = &st->train;
+        if (!s->have || (!floater_current(s, model) && (st->age == 0 || st->age >= model->config.floater_refresh))) {
+            floater_resolve(s, model);
+            st->age = 0;
+        }
+        st->grad = floater_current(s, model);
+        st->use = s;
+    } else {
+        if (!floater_current(&st->eval, model)) { floater_resolve(&st->eval, model); }
+        st->use = &st->eval;
+    }
+    floater_extend((FloaterSolution*)st->use, model, span);
+}
+
+#define PE_LAYER
+// adds the vectors of layer l at the tokens' positions to q, k and v (the pass's positions,
+// made at layer 0)
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {
+    int C = model->config.channels, R = 3 * model->config.num_layers;
+    if (l == 0) { floater_positions(model, model->pos_span); }
+    const real* P = model->pe_state->use->P;
+    real* qkv = model->acts.t.qkv + layer_slot(model, l) * model->acts_N * 3 * C;
+    const int* pos = pe_positions(model, 0);
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        const real* v = P + ((size_t)pos[bt] * R + 3 * l) * C; // q, k, v of layer l: 3C consecutive
+        real* x = qkv + (size_t)bt * 3 * C;
+        for (int c = 0; c < 3 * C; c++) { x[c] += v[c]; }
+    }
+}
+
+// floater_dynamics_backward: from dk (n, C), the gradient of h(t, x) at the stage input x with
+// hidden pre-activation z: the parameters' gradients added into g (dW1, db1, dW2, db2, laid out
+// as theta's MLP part), dx (n, C) written; da (n, C) scratch
+static void floater_dynamics_backward(real* dx, real* da, const real* dk, const real* x, const real* z, real t, const FloaterParams* p,
+                                      const FloaterParams* g, int n, int C) {
+    real *dW1 = (real*)g->W1, *db1 = (real*)g->b1, *dW2 = (real*)g->W2, *db2 = (real*)g->b2;
+    memset(da, 0, (size_t)n * C * sizeof(real));
+    for (int r = 0; r < n; r++) {
+        const real* g2 = dk + (size_t)r * C;
+        const real* zr = z + (size_t)r * C;
+        real* dar = da + (size_t)r * C;
+        for (int o = 0; o < C; o++) { // the second layer: k = W2 [a; t] + b2, a = relu(z)
+            real* dw = dW2 + (size_t)o * (C + 1);
+            const real* w = p->W2 + (size_t)o * (C + 1);
+            for (int j = 0; j < C; j++) { dw[j] += g2[o] * (zr[j] > 0 ? zr[j] : 0); dar[j] += g2[o] * w[j]; }
+            dw[C] += g2[o] * t;
+            db2[o] += g2[o];
+        }
+        for (int j = 0; j < C; j++) { dar[j] = zr[j] > 0 ? dar[j] : 0; } // now dz
+        const real* xr = x + (size_t)r * C;
+        real* dxr = dx + (size_t)r * C;
+        memset(dxr, 0, C * sizeof(real));
+        for (int o = 0; o < C; o++) { // the first layer: z = W1 [x; t] + b1
+            real* dw = dW1 + (size_t)o * (C + 1);
+            const real* w = p->W1 + (size_t)o * (C + 1);
+            for (int j = 0; j < C; j++) { dw[j] += dar[o] * xr[j]; dxr[j] += dar[o] * w[j]; }
+            dw[C] += dar[o] * t;
+            db1[o] += dar[o];
+        }
+    }
+}
+
+// floater_backward: the gradient of the pass's positions dP (span, R, C) into the ODE's
+// parameters' gradients, through the solver's steps (the discrete adjoint): walking the
+// positions back, each interval's steps recomputed from the solution at its start, then
+// their stages walked back. Each thread takes a slice of the rows (their adjoints are
+// independent) with gradients of the MLP of its own, summed in thread order.
+static void floater_backward(GPT2* model, const FloaterSolution* s, const real* dP, int span) {
+    int R = 3 * model->config.num_layers, C = model->config.channels;
+    size_t row = (size_t)R * C, mlp = floater_theta_len(model) - model->param_sizes[P_FLOATER_P0];
+    FloaterParams p = floater_params(s->theta, model);
+    int threads = omp_get_max_threads();
+    real* partial = (real*)calloc_check((size_t)threads * mlp + 1, sizeof(real));
+    real d = (real)(FLOATER_DT / FLOATER_SUBSTEPS);
+    #pragma omp parallel
+    {
+        size_t r0, r1;
+        thread_slice(R, &r0, &r1);
+        int rows = (int)(r1 - r0);
+        size_t m = (size_t)rows * C;
+        real* mine = partial + (size_t)omp_get_thread_num() * mlp;
+        FloaterParams g = {NULL, mine, mine + (size_t)C * (C + 1), mine + (size_t)C * (C + 1) + C, mine + 2 * (size_t)C * (C + 1) + C};
+        real* work = (real*)calloc_check((size_t)(8 * FLOATER_SUBSTEPS + 13) * m + 1, sizeof(real));
+        real *X = work, *z = X + 4 * FLOATER_SUBSTEPS * m, *y = z + 4 * FLOATER_SUBSTEPS * m, *k = y + m, *a = k + 4 * m;
+        real *gy = a + m, *dk = gy + m, *dx = dk + 4 * m, *da = dx + m;
+        if (rows > 0) {
+            memcpy(gy, dP + (size_t)(span - 1) * row + r0 * C, m * sizeof(real));
+            for (int pos = span - 1; pos >= 1; pos--) {
+                memcpy(y, s->P + (size_t)(pos - 1) * row + r0 * C, m * sizeof(real));
+                long n0 = (long)(pos - 1) * FLOATER_SUBSTEPS;
+                for (int q = 0; q < FLOATER_SUBSTEPS; q++) {
+                    floater_rk_step(y, k, X + 4 * q * m, z + 4 * q * m, a, n0 + q, &p, rows, C);
+                }
+                for (int q = FLOATER_SUBSTEPS - 1; q >= 0; q--) {
+                    for (int j = 0; j < 4; j++) {
+                        for (size_t i = 0; i < m; i++) { dk[j * m + i] = gy[i] * d * floater_weight(j); }
+                    }
+                    for (int st = 3; st >= 0; st--) { // gy: d(step end)/dy = 1, then each stage's input
+                        floater_dynamics_backward(dx, da, dk + st * m, X + (4 * q + st) * m, z + (4 * q + st) * m,
+                                                  (real)floater_time(n0 + q, st), &p, &g, rows, C);
+                        for (size_t i = 0; i < m; i++) {
+                            gy[i] += dx[i];
+                            for (int j = 0; j < st; j++) { dk[j * m + i] += d * floater_tableau(st, j) * dx[i]; }
+                        }
+                    }
+                }
+                const real* direct = dP + (size_t)(pos - 1) * row + r0 * C;
+                for (size_t i = 0; i < m; i++) { gy[i] += direct[i]; }
+            }
+            real* dP0 = model->grads.floater_p0 + r0 * C;
+            for (size_t i = 0; i < m; i++) { dP0[i] += gy[i]; }
+        }
+        free(work);
+    }
+    real* dmlp = model->grads.floater_w1;
+    for (int t = 0; t < threads; t++) {
+        const real* part = partial + (size_t)t * mlp;
+        for (size_t i = 0; i < mlp; i++) { dmlp[i] += part[i]; }
+    }
+    free(partial);
+}
+
+// the gradients of q, k and v of layer l summed into the pass's positions (layer L - 1 comes
+// first: it clears them); after layer 0, through the ODE into its parameters when the pass's
+// positions are those of the current parameters (else they were a stale solution: no gradient)
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {
+    struct PEState* st = model->pe_state;
+    int C = model->config.channels, L = model->config.num_layers, R = 3 * L, span = model->pos_span;
+    size_t len = (size_t)span * R * C;
+    if (l == L - 1) {
+        if (st->dP_len < len) { free(st->dP); st->dP = (real*)malloc_check(len * sizeof(real)); st->dP_len = len; }
+        memset(st->dP, 0, len * sizeof(real));
+    }
+    const real* dqkv = model->grads_acts.t.qkv + (size_t)l * model->acts_N * 3 * C;
+    const int* pos = pe_positions(model, 0);
+    #pragma omp parallel
+    {
+        size_t c0, c1; // each thread a slice of the 3C channels, the tokens in order
+        thread_slice(3 * C, &c0, &c1);
+        for (int bt = 0; bt < B * T; bt++) {
+            real* dv = st->dP + ((size_t)pos[bt] * R + 3 * l) * C;
+            for (size_t c = c0; c < c1; c++) { dv[c] += dqkv[(size_t)bt * 3 * C + c]; }
+        }
+    }
+    if (l == 0 && st->grad) { floater_backward(model, st->use, st->dP, span); }
+}
+
+#define PE_AFTER_UPDATE
+// the training positions are one update older
+static void pe_after_update(GPT2* model) { floater_state(model)->age++; }
+
+// the training state file's part: the age, whether `train` holds parameters, and its
+// parameters theta in fp32 (a resumed run integrates the same positions from them)
+#define PE_RESUME
+static size_t pe_resume_bytes(const GPT2* model) { return 2 * sizeof(int32_t) + floater_theta_len(model) * sizeof(float); }
+static void pe_resume_save(const GPT2* model, void* out) {
+    const struct PEState* st = model->pe_state;
+    int32_t head[2] = {st != NULL ? st->age : 0, st != NULL && st->train.have};
+    memcpy(out, head, sizeof(head));
+    float* theta = (float*)((char*)out + sizeof(head));
+    for (size_t i = 0; i < floater_theta_len(model); i++) { theta[i] = head[1] ? (float)st->train.theta[i] : 0.0f; }
+}
+static void pe_resume_load(GPT2* model, const void* in) {
+    struct PEState* st = floater_state(model);
+    int32_t head[2];
+    memcpy(head, in, sizeof(head));
+    const float* theta = (const float*)((const char*)in + sizeof(head));
+    st->age = head[0];
+    st->train.n = 0;
+    st->train.have = 0;
+    if (!head[1]) { return; }
+    floater_resolve(&st->train, model);
+    for (size_t i = 0; i < floater_theta_len(model); i++) { st->train.theta[i] = theta[i]; }
+}
+
+#define PE_FREE
+static void pe_free(GPT2* model) {
+    struct PEState* st = model->pe_state;
+    if (st == NULL) { return; }
+    FloaterSolution* s[2] = {&st->train, &st->eval};
+    for (int k = 0; k < 2; k++) { free(s[k]->theta); free(s[k]->P); }
+    free(st->dP);
+    free(st);
+    model->pe_state = NULL;
+}
+
+#elif PE_PART == PE_PART_CUDA
+
+#include "sinusoidal.h"
+
+#elif PE_PART == PE_PART_TEST
+
+#include "sinusoidal.h" // PE_REF_EMBED: fairseq's table
+
+// The definition written out again in double, independently of the solver: the rows of P at
+// positions 0..n-1 (n, R, C) of the model's parameters, Kutta's 3/8 rule as its Butcher tableau
+// (c = 0, 1/3, 2/3, 1; a = 1/3 | -1/3, 1 | 1, -1, 1; b = 1/8, 3/8, 3/8, 1/8), 5 steps of 0.002 a
+// position, h(s, x) = W2 [relu(W1 [x; s] + b1); s] + b2
+static double* ref_floater_solve(const GPT2* model, int n) {
+    int C = model->config.channels, R = 3 * model->config.num_layers;
+    const double c[4] = {0, 1.0 / 3, 2.0 / 3, 1}, b[4] = {1.0 / 8, 3.0 / 8, 3.0 / 8, 1.0 / 8};
+    const double a[4][3] = {{0, 0, 0}, {1.0 / 3, 0, 0}, {-1.0 / 3, 1, 0}, {1, -1, 1}};
+    const double step = 0.01 / 5;
+    const real *P0 = model->params.floater_p0, *W1 = model->params.floater_w1, *b1 = model->params.floater_b1;
+    const real *W2 = model->params.floater_w2, *b2 = model->params.floater_b2;
+    double* P = (double*)malloc_check((size_t)n * R * C * sizeof(double));
+    double* y = (double*)malloc_check((size_t)7 * C * sizeof(double));
+    double *k = y + C, *x = k + 4 * C, *hid = x + C;
+    for (int r = 0; r < R; r++) {
+        for (int i = 0; i < C; i++) { y[i] = P0[(size_t)r * C + i]; P[(size_t)r * C + i] = y[i]; }
+        for (long m = 0; m < (long)(n - 1) * 5; m++) {
+            for (int st = 0; st < 4; st++) {
+                double s = (m + c[st]) * step;
+                for (int i = 0; i < C; i++) {
+                    x[i] = y[i];
+                    for (int j = 0; j < st; j++) { x[i] += step * a[st][j] * k[j * C + i]; }
+                }
+                for (int o = 0; o < C; o++) {
+                    double z = b1[o] + W1[(size_t)o * (C + 1) + C] * s;
+                    for (int i = 0; i < C; i++) { z += W1[(size_t)o * (C + 1) + i] * x[i]; }
+                    hid[o] = z > 0 ? z : 0;
+                }
+                for (int o = 0; o < C; o++) {
+                    double h = b2[o] + W2[(size_t)o * (C + 1) + C] * s;
+                    for (int i = 0; i < C; i++) { h += W2[(size_t)o * (C + 1) + i] * hid[i]; }
+                    k[st * C + o] = h;
+                }
+            }
+            for (int i = 0; i < C; i++) { y[i] += step * (b[0] * k[i] + b[1] * k[C + i] + b[2] * k[2 * C + i] + b[3] * k[3 * C + i]); }
+            if (m % 5 == 4) { for (int i = 0; i < C; i++) { P[((size_t)(m / 5 + 1) * R + r) * C + i] = y[i]; } }
+        }
+    }
+    free(y);
+    return P;
+}
+
+// q, k, v of layer l of a token at position pos plus its vectors P_{l,q}, P_{l,k}, P_{l,v}
+// from the reference solution (computed again whenever the parameters or the range change)
+#define PE_REF_ROTATE
+static void pe_ref_rotate(GPT2* model, int l, double* qkv, int pos, int T) {
+    static double* ref = NULL;
+    static real* key = NULL;
+    static int n = 0;
+    size_t len = floater_theta_len(model);
+    int C = model->config.channels, R = 3 * model->config.num_layers;
+    if (key == NULL || n != model->pos_span || memcmp(key, model->params.floater_p0, len * sizeof(real)) != 0) {
+        free(ref);
+        free(key);
+        n = model->pos_span;
+        ref = ref_floater_solve(model, n);
+        key = (real*)malloc_check(len * sizeof(real));
+        memcpy(key, model->params.floater_p0, len * sizeof(real));
+    }
+    for (int c = 0; c < 3 * C; c++) { qkv[c] += ref[((size_t)pos * R + 3 * l) * C + c]; }
+}
+
+// the tests' models: a refresh of 3, so that the CUDA path's AdamW steps are compared both
+// on fresh positions and on stale ones
+#define PE_TEST_CONFIG
+static void pe_test_config(GPT2Config* cfg) { cfg->floater_refresh = 3; }
+
+// the hidden units away from the ReLU's kink, where a finite difference straddles it: b1 =
+// +-(0.5..1) and W1 within +-0.1 / sqrt(C), so |W1 [x; s]| stays below 0.1 for |x|, s <= 1
+#define PE_TEST_PARAMS
+static void pe_test_params(GPT2* model, uint64_t* rng) {
+    int C = model->config.channels;
+    for (int o = 0; o < C; o++) {
+        real v = 0.5 + 0.5 * random_f32(rng);
+        model->params.floater_b1[o] = random_f32(rng) < 0.5f ? -v : v;
+    }
+    for (size_t i = 0; i < (size_t)C * (C + 1); i++) { model->params.floater_w1[i] = (2 * random_f32(rng) - 1) * 0.1 / sqrt((double)C); }
+}
+
+// the largest difference between the solution in use and a function of (position, row, column)
+typedef double (*FloaterExact)(const GPT2* model, int p, int r, int c);
+static double floater_vs(const GPT2* model, int n, FloaterExact f, int relative) {
+    int C = model->config.channels, R = 3 * model->config.num_layers;
+    const real* P = model->pe_state->use->P;
+    double worst = 0;
+    for (int p = 0; p < n; p++) {
+        for (int r = 0; r < R; r++) {
+            for (int c = 0; c < C; c++) {
+                double want = f(model, p, r, c), got = P[((size_t)p * R + r) * C + c];
+                worst = fmax(worst, fabs(got - want) / (relative ? fabs(want) : 1));
+            }
+        }
+    }
+    return worst;
+}
+// h(s, x) = b2 + w s (W1 = 0, b1 = 0): P(s) = P0 + b2 s + w s^2 / 2, which the 3/8 rule integrates exactly
+static double floater_quadratic(const GPT2* model, int p, int r, int c) {
+    int C = model->config.channels;
+    double s = p * 0.01;
+    return model->params.floater_p0[(size_t)r * C + c] + model->params.floater_b2[c] * s + model->params.floater_w2[(size_t)c * (C + 1) + C] * s * s / 2;
+}
+// h(s, x) = -relu(x) (W1 = I, W2 = -I), P0 > 0: P(s) = P0 e^(-s)
+static double floater_decay(const GPT2* model, int p, int r, int c) {
+    return model->params.floater_p0[(size_t)r * model->config.channels + c] * exp(-p * 0.01);
+}
+
+// the ODE's parameters of a model set to zero (the dynamics; also P0 with p0)
+static void floater_zero(GPT2* model, int p0) {
+    size_t from = p0 ? 0 : model->param_sizes[P_FLOATER_P0];
+    memset(model->params.floater_p0 + from, 0, (floater_theta_len(model) - from) * sizeof(real));
+}
+
+// the ODE's gradients (theta's) all zero?
+static int floater_grads_zero(const GPT2* model) {
+    for (size_t i = 0; i < floater_theta_len(model); i++) { if (model->grads.floater_p0[i] != 0) { return 0; } }
+    return 1;
+}
+
+// a training pass (with its backward) over x, y; returns the loss
+static double floater_train_pass(GPT2* model, const int* x, const int* y, int B, int T) {
+    gpt2_zero_grad(model);
+    gpt2_forward(model, x, y, B, T, 1);
+    gpt2_backward(model);
+    return model->mean_loss;
+}
+
+// The solver against exact solutions over 200 positions: a quadratic in s (h = b2 + w s), which
+// the 3/8 rule integrates exactly, and e^(-s); its bits on one thread and on two
+static void floater_test_solver(void) {
+    enum { B = 1, N = 200 };
+    GPT2 model;
+    int x[B * N], y[B * N];
+    tiny_model_batch(&model, N, 3, 5, x, y, B, N);
+    int C = model.config.channels, R = 3 * model.config.num_layers;
+    size_t row = (size_t)R * C;
+    uint64_t rng = random_seed(31);
+    floater_zero(&model, 0);
+    for (int c = 0; c < C; c++) { model.params.floater_b2[c] = random_normal(&rng); model.params.floater_w2[(size_t)c * (C + 1) + C] = random_normal(&rng); }
+    gpt2_forward(&model, x, NULL, B, N, 0);
+    double err = floater_vs(&model, N, floater_quadratic, 0);
+    check(err < 1e-5, "h = b2 + w s: P0 + b2 s + w s^2 / 2 at positions 0..199, max abs error", err, 1e-5);
+    floater_zero(&model, 0);
+    for (int c = 0; c < C; c++) {
+        model.params.floater_w1[(size_t)c * (C + 1) + c] = 1;
+        model.params.floater_w2[(size_t)c * (C + 1) + c] = -1;
+    }
+    for (size_t i = 0; i < row; i++) { model.params.floater_p0[i] = 0.5 + 0.5 * random_f32(&rng); }
+    gpt2_forward(&model, x, NULL, B, N, 0);
+    err = floater_vs(&model, N, floater_decay, 1);
+    check(err < 1e-5, "h = -relu(x), P0 > 0: P0 e^(-s) at positions 0..199, max relative error", err, 1e-5);
+    real* two = (real*)malloc_check((size_t)N * row * sizeof(real));
+    memcpy(two, model.pe_state->use->P, (size_t)N * row * sizeof(real));
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    FloaterSolution one = {0};
+    floater_resolve(&one, &model);
+    floater_extend(&one, &model, N);
+    omp_set_num_threads(threads);
+    int same = memcmp(one.P, two, (size_t)N * row * sizeof(real)) == 0;
+    check(same, "the solution on one thread and on all of them, bit for bit", !same, 0);
+    free(one.theta); free(one.P); free(two);
+    gpt2_free(&model);
+}
+
+// Zero dynamics: P0 at every position, bit for bit, and the model that of P0 folded into the
+// qkv bias; with P0 = 0 too, q, k, v are the projection's, bit for bit: the sinusoidal model
+// (whose embedding the forward test holds to fairseq's table)
+static void floater_test_identities(void) {
+    enum { B = 2, T = 16 };
+    GPT2 model;
+    int x[B * T], y[B * T];
+    tiny_model_batch(&model, T, 4, 6, x, y, B, T);
+    int C = model.config.channels, L = model.config.num_layers;
+    size_t row = (size_t)3 * L * C;
+    floater_zero(&model, 0);
+    gpt2_forward(&model, x, y, B, T, 0);
+    int same = 1;
+    for (int p = 0; p < T; p++) { same &= memcmp(model.pe_state->use->P + p * row, model.params.floater_p0, row * sizeof(real)) == 0; }
+    check(same, "zero dynamics: P0 at every position, bit for bit", !same, 0);
+    double with_p0 = model.mean_loss;
+    for (size_t i = 0; i < row; i++) { model.params.qkvb[i] += model.params.floater_p0[i]; } // (L, 3C) both
+    floater_zero(&model, 1);
+    gpt2_forward(&model, x, y, B, T, 1);
+    double err = fabs(model.mean_loss - with_p0);
+    check(err < 1e-6, "zero dynamics: the loss of P0 folded into the qkv bias", err, 1e-6);
+    real* plain = (real*)malloc_check((size_t)B * T * 3 * C * sizeof(real));
+    same = 1;
+    for (int l = 0; l < L; l++) {
+        matmul_forward(plain, model.acts.t.ln1 + (size_t)l * model.acts_N * C, model.params.qkvw + (size_t)l * 3 * C * C,
+                       model.params.qkvb + (size_t)l * 3 * C, B * T, C, 3 * C);
+        same &= memcmp(plain, model.acts.t.qkv + (size_t)l * model.acts_N * 3 * C, (size_t)B * T * 3 * C * sizeof(real)) == 0;
+    }
+    check(same, "zero dynamics, P0 = 0: q, k, v the projection's, bit for bit (sinusoidal)", !same, 0);
+    free(plain);
+    gpt2_free(&model);
+}
+
+// The refresh R = 3 over 7 updates: a training pass solves at updates 0, 3, 6 (the positions of
+// the parameters then, bit for bit, and a gradient into the ODE), the passes between take the
+// last solution (no gradient), an evaluation the current parameters', and parameters set
+// without an update are solved again
+static void floater_test_refresh(void) {
+    enum { B = 2, T = 16 };
+    GPT2 model;
+    int x[B * T], y[B * T];
+    tiny_model_batch(&model, T, 5, 7, x, y, B, T);
+    model.config.floater_refresh = 3;
+    size_t n = (size_t)T * 3 * model.config.num_layers * model.config.channels;
+    real* last = (real*)malloc_check(n * sizeof(real));
+    int right = 1;
+    for (int u = 0; u < 7; u++) {
+        floater_train_pass(&model, x, y, B, T);
+        const FloaterSolution* train = &model.pe_state->train;
+        int fresh = u % 3 == 0, moved = memcmp(last, train->P, n * sizeof(real)) != 0;
+        int grads = !floater_grads_zero(&model);
+        memcpy(last, train->P, n * sizeof(real));
+        gpt2_forward(&model, x, y, B, T, 0); // an evaluation: the current parameters' positions
+        int current = memcmp(model.pe_state->eval.P, train->P, n * sizeof(real)) == 0;
+        right &= fresh == moved && fresh == grads && fresh == current;
+        gpt2_update(&model, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, u + 1);
+    }
+    check(right, "R = 3: solved with a gradient at updates 0, 3, 6, stale and without one between", !right, 0);
+    model.params.floater_b2[0] += 0.5f; // set one update after a solve: still the stale positions
+    floater_train_pass(&model, x, y, B, T);
+    right = model.pe_state->age == 1 && floater_grads_zero(&model);
+    gpt2_update(&model, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 8);
+    gpt2_update(&model, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 9);
+    floater_train_pass(&model, x, y, B, T); // three updates: solved
+    model.params.floater_b2[1] += 0.5f;      // set with no update since: solved again
+    floater_train_pass(&model, x, y, B, T);
+    right &= model.pe_state->age == 0 && !floater_grads_zero(&model) && floater_current(&model.pe_state->train, &model);
+    check(right, "parameters set: stale one update after a solve, solved again with none since", !right, 0);
+    free(last);
+    gpt2_free(&model);
+}
+
+// A model loaded from a checkpoint with the training state's part (pe_resume_save, _load)
+// continues with the same positions (the loss and gradients of its next training pass, bit
+// for bit); one without it solves them from its parameters (another loss, a gradient into the ODE)
+static void floater_test_resume(void) {
+    enum { B = 2, T = 16 };
+    GPT2 a, b, c;
+    int x[B * T], y[B * T];
+    tiny_model_batch(&a, T, 6, 8, x, y, B, T);
+    a.config.floater_refresh = 3;
+    for (int u = 0; u < 4; u++) { // solved at update 3, one update since
+        floater_train_pass(&a, x, y, B, T);
+        gpt2_update(&a, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, u + 1);
+    }
+    char path[300];
+    snprintf(path, sizeof(path), "%s/floater_resume.bin", tmpdir);
+    gpt2_save_checkpoint(&a, path);
+    char* bytes = (char*)malloc_check(pe_resume_bytes(&a));
+    pe_resume_save(&a, bytes);
+    gpt2_build_from_checkpoint(&b, path);
+    gpt2_build_from_checkpoint(&c, path);
+    pe_resume_load(&b, bytes);
+    double la = floater_train_pass(&a, x, y, B, T), lb = floater_train_pass(&b, x, y, B, T), lc = floater_train_pass(&c, x, y, B, T);
+    int same = la == lb && memcmp(a.grads_memory, b.grads_memory, a.num_parameters * sizeof(real)) == 0 && floater_grads_zero(&b);
+    check(same, "resumed with its state: the stale positions' loss and gradients, bit for bit", !same, 0);
+    check(lc != la && !floater_grads_zero(&c), "loaded without it: its own parameters' positions", lc == la, 0);
+    free(bytes);
+    gpt2_free(&a); gpt2_free(&b); gpt2_free(&c);
+}
+
+#define PE_TESTS
+static void pe_tests(void) {
+    printf("floater: the solver, its identities, the refresh, the resume\n");
+    floater_test_solver();
+    floater_test_identities();
+    floater_test_refresh();
+    floater_test_resume();
+}
+
+#endif
