@@ -86,9 +86,14 @@ PE_FN real floater_tableau(int s, int j) {
 // d(step end)/d(k_j) over d: the 3/8 rule's weights
 PE_FN real floater_weight(int j) { return j == 0 || j == 3 ? (real)1 / 8 : (real)3 / 8; }
 
-// the ODE's pieces in a copy of its parameters theta (P0, W1, b1, W2, b2 at the offsets of their
-// tensors from P0's, `at`): one struct for the solver
-typedef struct { const real *P0, *W1, *b1, *W2, *b2; } FloaterParams;
+// Does a training pass solve its positions again? When there is no solution yet, or the
+// parameters differ from the solution's (not current) and either R updates have passed since
+// it was solved (age >= R) or none has (age 0: the parameters were set, not trained)
+static int floater_refresh_due(int have, int current, int age, int R) { return !have || (!current && (age == 0 || age >= R)); }
+
+// the training state file's part (pe_resume_save): int32 age, int32 whether the training
+// solution has parameters, then its parameters theta (theta_len of them, in checkpoint order) in fp32
+static size_t floater_resume_bytes(size_t theta_len) { return 2 * sizeof(int32_t) + theta_len * sizeof(float); }
 
 #elif PE_PART == PE_PART_CPU
 
@@ -122,6 +127,7 @@ static size_t floater_theta_len(const GPT2* model) {
 }
 
 // the ODE's pieces in a copy theta of the model's tensors
+typedef struct { const real *P0, *W1, *b1, *W2, *b2; } FloaterParams;
 static FloaterParams floater_params(const real* theta, const GPT2* model) {
     const size_t* n = model->param_sizes;
     FloaterParams p;
@@ -225,14 +231,13 @@ static int floater_current(const FloaterSolution* s, const GPT2* model) {
     return s->have && memcmp(s->theta, model->params.floater_p0, floater_theta_len(model) * sizeof(real)) == 0;
 }
 
-// The positions of a pass over positions [0, span): a training pass's the refresh's (solved
-// again when the parameters changed and R updates have passed, or none has), an evaluation's
-// those of the current parameters
+// The positions of a pass over positions [0, span): a training pass's the refresh's
+// (floater_refresh_due), an evaluation's those of the current parameters
 static void floater_positions(GPT2* model, int span) {
     struct PEState* st = floater_state(model);
     if (model->training) {
         FloaterSolution* s = &st->train;
-        if (!s->have || (!floater_current(s, model) && (st->age == 0 || st->age >= model->config.floater_refresh))) {
+        if (floater_refresh_due(s->have, floater_current(s, model), st->age, model->config.floater_refresh)) {
             floater_resolve(s, model);
             st->age = 0;
         }
@@ -355,10 +360,11 @@ static void floater_backward(GPT2* model, const FloaterSolution* s, const real* 
 }
 
 // the gradients of q, k and v of layer l summed into the pass's positions (layer L - 1 comes
-// first: it clears them); after layer 0, through the ODE into its parameters when the pass's
-// positions are those of the current parameters (else they were a stale solution: no gradient)
+// first: it clears them); after layer 0, through the ODE into its parameters. A pass on stale
+// positions (not those of the current parameters) has no gradient there.
 static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     struct PEState* st = model->pe_state;
+    if (!st->grad) { return; }
     int C = model->config.channels, L = model->config.num_layers, R = 3 * L, span = model->pos_span;
     size_t len = (size_t)span * R * C;
     if (l == L - 1) {
@@ -376,17 +382,17 @@ static void pe_layer_backward(GPT2* model, int l, int B, int T) {
             for (size_t c = c0; c < c1; c++) { dv[c] += dqkv[(size_t)bt * 3 * C + c]; }
         }
     }
-    if (l == 0 && st->grad) { floater_backward(model, st->use, st->dP, span); }
+    if (l == 0) { floater_backward(model, st->use, st->dP, span); }
 }
 
 #define PE_AFTER_UPDATE
 // the training positions are one update older
 static void pe_after_update(GPT2* model) { floater_state(model)->age++; }
 
-// the training state file's part: the age, whether `train` holds parameters, and its
-// parameters theta in fp32 (a resumed run integrates the same positions from them)
+// the training state file's part (floater_resume_bytes): a resumed run integrates the same
+// positions from the same parameters
 #define PE_RESUME
-static size_t pe_resume_bytes(const GPT2* model) { return 2 * sizeof(int32_t) + floater_theta_len(model) * sizeof(float); }
+static size_t pe_resume_bytes(const GPT2* model) { return floater_resume_bytes(floater_theta_len(model)); }
 static void pe_resume_save(const GPT2* model, void* out) {
     const struct PEState* st = model->pe_state;
     int32_t head[2] = {st != NULL ? st->age : 0, st != NULL && st->train.have};
@@ -421,6 +427,409 @@ static void pe_free(GPT2* model) {
 #elif PE_PART == PE_PART_CUDA
 
 #include "sinusoidal.h"
+
+// The solver on the GPU, in fp32 from the kernels' copy of the parameters (floatX), as the CPU
+// path's: one block per row of the state (the rows are independent ODEs) integrates it over
+// every position a pass needs in one launch, a warp per output of each Linear_t; the backward
+// walks the positions back one interval a launch (its 5 steps recomputed, the stages' inputs,
+// pre-activations and gradients kept in a tape), and a second launch sums the interval's
+// parameter gradients over the rows and stages in a fixed order (no atomics).
+#define FLOATER_THREADS 256
+#define FLOATER_EVALS (4 * FLOATER_SUBSTEPS) // h evaluations of an interval
+
+// a solution: positions 0..n-1 of the parameters theta (the device's span of the encoding's
+// tensors, P0 to b2 with the layout's gaps, a copy of the kernels' floatX parameters)
+struct FloaterSolution {
+    floatX* theta;
+    int have;
+    float* P; // (cap, R, C)
+    int n, cap;
+};
+struct PEState {
+    FloaterSolution train, eval; // a training pass's (the refresh's), an evaluation's
+    int age;                     // updates since `train` was solved
+    int grad;                    // the last training pass's positions are the current parameters'
+    const FloaterSolution* use;  // the last pass's positions
+    float* dP;                   // (span, R, C) the last pass's gradient of its positions
+    size_t dP_len;
+    float* work;                 // (R, FLOATER_ROW_WORK C) the rows' workspaces
+    int work_rows, work_C;
+    int* flag;                   // the parameters differ from a copy
+};
+// a row's workspace of C-vectors: in the forward y, k (4), X, z, a; in the backward y, k (4), a, gy,
+// dk (4), dX, da, then from FLOATER_TAPE on the tape of the interval's stages: X, z, dk, dz of each
+#define FLOATER_TAPE 13
+#define FLOATER_ROW_WORK (FLOATER_TAPE + 4 * FLOATER_EVALS)
+
+// the ODE's pieces in a copy theta of the device's span of the tensors
+struct FloaterDevParams { const floatX *P0, *W1, *b1, *W2, *b2; };
+static FloaterDevParams floater_dev_params(const floatX* theta, const GPT2* model) {
+    const size_t* at = model->param_offsets;
+    return {theta, theta + (at[P_FLOATER_W1] - at[P_FLOATER_P0]), theta + (at[P_FLOATER_B1] - at[P_FLOATER_P0]),
+            theta + (at[P_FLOATER_W2] - at[P_FLOATER_P0]), theta + (at[P_FLOATER_B2] - at[P_FLOATER_P0])};
+}
+static size_t floater_span_len(const GPT2* model) {
+    return model->param_offsets[P_FLOATER_B2] + model->param_sizes[P_FLOATER_B2] - model->param_offsets[P_FLOATER_P0];
+}
+
+// out (C) = W [x; t] + b (relu: then ReLU), x (C) of the block: a warp per output
+__device__ void floater_linear_row(float* out, const float* x, const floatX* W, const floatX* b, float t, int C, bool relu) {
+    int lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
+    for (int o = threadIdx.x / WARP_SIZE; o < C; o += warps) {
+        const floatX* w = W + (size_t)o * (C + 1);
+        float acc = 0.0f;
+        for (int k = lane; k < C; k += WARP_SIZE) { acc += (float)w[k] * x[k]; }
+        acc = warp_sum(acc);
+        if (lane == 0) {
+            float v = acc + (float)w[C] * t + (float)b[o];
+            out[o] = relu && v < 0.0f ? 0.0f : v;
+        }
+    }
+}
+
+// RK step n on the block's row y (C): the stages into k (4C), their inputs into X and their
+// hidden pre-activations into z (C each per stage: stride `stride` between stages; 0: one
+// slot reused), a (C) scratch
+__device__ void floater_rk_step_row(float* y, float* k, float* X, float* z, float* a, long n, const FloaterDevParams* p, int C,
+                                    int stride) {
+    float d = (float)(FLOATER_DT / FLOATER_SUBSTEPS);
+    for (int s = 0; s < 4; s++) {
+        float* Xs = X + s * stride;
+        for (int i = threadIdx.x; i < C; i += blockDim.x) {
+            Xs[i] = s == 0 ? y[i] : floater_stage_input(s, y[i], k[i], k[C + i], k[2 * C + i], d);
+        }
+        __syncthreads();
+        float t = (float)floater_time(n, s);
+        floater_linear_row(z + s * stride, Xs, p->W1, p->b1, t, C, false);
+        __syncthreads();
+        for (int i = threadIdx.x; i < C; i += blockDim.x) { float v = z[s * stride + i]; a[i] = v > 0.0f ? v : 0.0f; }
+        __syncthreads();
+        floater_linear_row(k + s * C, a, p->W2, p->b2, t, C, false);
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < C; i += blockDim.x) { y[i] = floater_step_end(y[i], k[i], k[C + i], k[2 * C + i], k[3 * C + i], d); }
+    __syncthreads();
+}
+
+// floater_extend_kernel: block r integrates row r from position from - 1 (P0 at from = 0) to
+// upto - 1, each position's state into P (positions, R, C)
+__global__ void floater_extend_kernel(float* P, float* work, FloaterDevParams p, int from, int upto, int R, int C) {
+    int r = blockIdx.x;
+    float* y = work + (size_t)r * FLOATER_ROW_WORK * C;
+    float *k = y + C, *X = k + 4 * C, *z = X + C, *a = z + C; // a one-slot tape
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        y[i] = from == 0 ? (float)p.P0[(size_t)r * C + i] : P[((size_t)(from - 1) * R + r) * C + i];
+        if (from == 0) { P[(size_t)r * C + i] = y[i]; }
+    }
+    __syncthreads();
+    for (int pos = from > 0 ? from : 1; pos < upto; pos++) {
+        for (int q = 0; q < FLOATER_SUBSTEPS; q++) { floater_rk_step_row(y, k, X, z, a, (long)(pos - 1) * FLOATER_SUBSTEPS + q, &p, C, 0); }
+        for (int i = threadIdx.x; i < C; i += blockDim.x) { P[((size_t)pos * R + r) * C + i] = y[i]; }
+    }
+}
+
+// floater_backward_kernel: block r walks its row's adjoint gy back over the interval from
+// position p - 1 to p (p >= 1: its steps recomputed from P[p - 1], the stages' inputs X,
+// pre-activations z, and gradients dk, dz kept in the tape for floater_param_backward_kernel),
+// starting from dP[p] (first) or the adjoint of the launch before, then adds dP[p - 1]; at
+// position 0 the adjoint is P0's gradient (p = 0: a pass over position 0 alone)
+__global__ void floater_backward_kernel(float* dP0, float* work, const float* P, const float* dP, FloaterDevParams p, int pos, int first,
+                                        int R, int C) {
+    int r = blockIdx.x;
+    float* y = work + (size_t)r * FLOATER_ROW_WORK * C;
+    float *k = y + C, *a = k + 4 * C, *gy = a + C, *dk = gy + C, *dX = dk + 4 * C, *da = dX + C, *tape = y + FLOATER_TAPE * C;
+    float d = (float)(FLOATER_DT / FLOATER_SUBSTEPS);
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        if (first) { gy[i] = dP[((size_t)pos * R + r) * C + i]; }
+        if (pos >= 1) { y[i] = P[((size_t)(pos - 1) * R + r) * C + i]; }
+    }
+    __syncthreads();
+    if (pos >= 1) {
+        long n0 = (long)(pos - 1) * FLOATER_SUBSTEPS;
+        for (int q = 0; q < FLOATER_SUBSTEPS; q++) { // tape[(e * 4 + 0..3) C]: X, z, dk, dz of evaluation e = 4 q + s
+            floater_rk_step_row(y, k, tape + (size_t)16 * q * C, tape + (size_t)(16 * q + 1) * C, a, n0 + q, &p, C, 4 * C);
+        }
+        for (int q = FLOATER_SUBSTEPS - 1; q >= 0; q--) {
+            for (int i = threadIdx.x; i < C; i += blockDim.x) {
+                for (int j = 0; j < 4; j++) { dk[j * C + i] = gy[i] * d * floater_weight(j); }
+            }
+            __syncthreads();
+            for (int s = 3; s >= 0; s--) {
+                float* e = tape + (size_t)(4 * (4 * q + s)) * C; // X, z, dk, dz of this stage
+                for (int i = threadIdx.x; i < C; i += blockDim.x) { e[2 * C + i] = dk[s * C + i]; }
+                __syncthreads();
+                for (int i = threadIdx.x; i < C; i += blockDim.x) { // dz = relu'(z) W2[:, :C]^T dk
+                    float acc = 0.0f;
+                    for (int o = 0; o < C; o++) { acc += e[2 * C + o] * (float)p.W2[(size_t)o * (C + 1) + i]; }
+                    da[i] = e[C + i] > 0.0f ? acc : 0.0f;
+                    e[3 * C + i] = da[i];
+                }
+                __syncthreads();
+                for (int i = threadIdx.x; i < C; i += blockDim.x) { // dX = W1[:, :C]^T dz
+                    float acc = 0.0f;
+                    for (int o = 0; o < C; o++) { acc += da[o] * (float)p.W1[(size_t)o * (C + 1) + i]; }
+                    dX[i] = acc;
+                }
+                __syncthreads();
+                for (int i = threadIdx.x; i < C; i += blockDim.x) {
+                    gy[i] += dX[i];
+                    for (int j = 0; j < s; j++) { dk[j * C + i] += d * floater_tableau(s, j) * dX[i]; }
+                }
+                __syncthreads();
+            }
+        }
+    }
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        if (pos >= 1) { gy[i] += dP[((size_t)(pos - 1) * R + r) * C + i]; }
+        if (pos <= 1) { dP0[(size_t)r * C + i] += gy[i]; }
+    }
+}
+
+// floater_param_backward_kernel: one thread per (layer m of the MLP, output o, column k of
+// [W | b]): the interval's gradient of W_m[o][k] (k < C: the input, C: the time) or of b_m[o]
+// (k = C + 1), summed over the rows and the stages (evaluations e of RK step n0 + e / 4) in order
+__global__ void floater_param_backward_kernel(float* dW1, float* db1, float* dW2, float* db2, const float* work, long n0, int R, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t cols = (size_t)C + 2;
+    if (idx >= 2 * (size_t)C * cols) { return; }
+    int m = (int)(idx / (C * cols)), o = (int)(idx / cols % C), kc = (int)(idx % cols);
+    float acc = 0.0f;
+    for (int r = 0; r < R; r++) {
+        const float* tape = work + ((size_t)r * FLOATER_ROW_WORK + FLOATER_TAPE) * C;
+        for (int e = 0; e < FLOATER_EVALS; e++) {
+            const float* ev = tape + (size_t)4 * e * C; // X, z, dk, dz
+            float g = m == 0 ? ev[3 * C + o] : ev[2 * C + o], in;
+            if (kc == C + 1) { in = 1.0f; }
+            else if (kc == C) { in = (float)floater_time(n0 + e / 4, e % 4); }
+            else if (m == 0) { in = ev[kc]; }
+            else { float z = ev[C + kc]; in = z > 0.0f ? z : 0.0f; }
+            acc += g * in;
+        }
+    }
+    float* dW = m == 0 ? dW1 : dW2;
+    float* db = m == 0 ? db1 : db2;
+    if (kc <= C) { dW[(size_t)o * (C + 1) + kc] += acc; } else { db[o] += acc; }
+}
+
+// floater_qkv_forward_kernel: one thread per (token, channel of q, k, v): adds the vector of
+// layer l at the token's position (pos (B, T); NULL: its index)
+__global__ void floater_qkv_forward_kernel(floatX* qkv, const float* P, const int* pos, int N, int T, int R, int C, int l) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * 3 * C) { return; }
+    size_t bt = idx / (3 * C);
+    int c = (int)(idx % (3 * C)), t = pos != NULL ? pos[bt] : (int)(bt % T);
+    qkv[idx] = (floatX)((float)qkv[idx] + P[((size_t)t * R + 3 * l) * C + c]);
+}
+
+// floater_qkv_backward_kernel: one thread per (position p < span, channel of q, k, v): dP of
+// layer l at p = the sum of the tokens' dqkv at p, the rows in order and within a row the tokens
+// at p (their positions never decrease along a row: a binary search), as the CPU path sums them
+__global__ void floater_qkv_backward_kernel(float* dP, const floatX* dqkv, const int* pos, int B, int T, int span, int R, int C, int l) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)span * 3 * C) { return; }
+    int p = (int)(idx / (3 * C)), c = (int)(idx % (3 * C));
+    float acc = 0.0f;
+    for (int b = 0; b < B; b++) {
+        int lo = p, hi = p + 1; // the indices: the token at t = p
+        if (pos != NULL) {
+            const int* row = pos + (size_t)b * T;
+            int a = 0, z = T;
+            while (a < z) { int mid = (a + z) / 2; if (row[mid] < p) { a = mid + 1; } else { z = mid; } }
+            lo = a;
+            for (hi = lo; hi < T && row[hi] == p; hi++) {}
+        }
+        for (int t = lo; t < hi && t < T; t++) { acc += (float)dqkv[((size_t)b * T + t) * 3 * C + c]; }
+    }
+    dP[((size_t)p * R + 3 * l) * C + c] = acc;
+}
+
+// floater_differs_kernel: flag counts the bytes where two byte arrays differ
+__global__ void floater_differs_kernel(int* flag, const unsigned char* a, const unsigned char* b, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && a[i] != b[i]) { atomicAdd(flag, 1); }
+}
+
+static struct PEState* floater_state(GPT2* model) {
+    if (model->pe_state == NULL) {
+        model->pe_state = (struct PEState*)calloc_check(1, sizeof(struct PEState));
+        model->pe_state->flag = (int*)cuda_malloc(sizeof(int), "floater's comparison flag");
+    }
+    return model->pe_state;
+}
+
+// the rows' workspaces, grown to the model's rows
+static float* floater_work(GPT2* model) {
+    struct PEState* st = model->pe_state;
+    int R = 3 * model->config.num_layers, C = model->config.channels;
+    if (st->work_rows < R || st->work_C != C) {
+        cudaCheck(cudaStreamSynchronize(ctx.stream));
+        cuda_free(&st->work);
+        st->work = (float*)cuda_malloc((size_t)R * FLOATER_ROW_WORK * C * sizeof(float), "floater's solver workspace");
+        cudaCheck(cudaMemset(st->work, 0, (size_t)R * FLOATER_ROW_WORK * C * sizeof(float)));
+        st->work_rows = R;
+        st->work_C = C;
+    }
+    return st->work;
+}
+
+// is s the solution of the model's current parameters (their bits)?
+static int floater_current(GPT2* model, const FloaterSolution* s) {
+    if (!s->have) { return 0; }
+    size_t bytes = floater_span_len(model) * sizeof(floatX);
+    int* flag = model->pe_state->flag;
+    cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), ctx.stream));
+    floater_differs_kernel<<<CEIL_DIV(bytes, 256), 256, 0, ctx.stream>>>(flag, (const unsigned char*)s->theta,
+        (const unsigned char*)model->params.floater_p0, bytes);
+    cudaCheckLaunch("floater_differs_kernel");
+    int differs;
+    cudaCheck(cudaMemcpyAsync(&differs, flag, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream));
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    return !differs;
+}
+
+// makes s the solution of the model's current parameters (a copy of them, no position yet)
+static void floater_resolve(GPT2* model, FloaterSolution* s) {
+    size_t n = floater_span_len(model);
+    if (s->theta == NULL) { s->theta = (floatX*)cuda_malloc(n * sizeof(floatX), "floater's parameters of a solution"); }
+    cudaCheck(cudaMemcpyAsync(s->theta, model->params.floater_p0, n * sizeof(floatX), cudaMemcpyDeviceToDevice, ctx.stream));
+    s->have = 1;
+    s->n = 0;
+}
+
+// s up to position upto (exclusive), integrating on from its last position with its own parameters
+static void floater_extend(GPT2* model, FloaterSolution* s, int upto) {
+    if (upto <= s->n) { return; }
+    int R = 3 * model->config.num_layers, C = model->config.channels;
+    size_t row = (size_t)R * C;
+    if (upto > s->cap) {
+        int cap = upto > 2 * s->cap ? upto : 2 * s->cap;
+        float* grown = (float*)cuda_malloc((size_t)cap * row * sizeof(float), "floater's positions");
+        if (s->n > 0) { cudaCheck(cudaMemcpyAsync(grown, s->P, (size_t)s->n * row * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream)); }
+        cudaCheck(cudaStreamSynchronize(ctx.stream));
+        cuda_free(&s->P);
+        s->P = grown;
+        s->cap = cap;
+    }
+    floater_extend_kernel<<<R, FLOATER_THREADS, 0, ctx.stream>>>(s->P, floater_work(model), floater_dev_params(s->theta, model), s->n,
+                                                                   upto, R, C);
+    cudaCheckLaunch("floater_extend_kernel");
+    s->n = upto;
+}
+
+// the positions of a pass over [0, span) (the CPU path's floater_positions)
+static void floater_positions(GPT2* model, int span) {
+    struct PEState* st = floater_state(model);
+    FloaterSolution* s = model->training ? &st->train : &st->eval;
+    int current = floater_current(model, s);
+    if (model->training ? floater_refresh_due(s->have, current, st->age, model->config.floater_refresh) : !current) {
+        floater_resolve(model, s);
+        if (model->training) { st->age = 0; }
+        current = 1;
+    }
+    st->grad = model->training && current;
+    st->use = s;
+    floater_extend(model, s, span);
+}
+
+#define PE_LAYER
+static void pe_layer_forward(GPT2* model, int l, int B, int T) {
+    int C = model->config.channels, R = 3 * model->config.num_layers;
+    if (l == 0) { floater_positions(model, model->pos_span); }
+    floatX* qkv = model->acts.qkv + layer_slot(model, l) * model->acts_N * 3 * C;
+    size_t n = (size_t)B * T * 3 * C;
+    floater_qkv_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(qkv, model->pe_state->use->P, pe_positions(model, 0), B * T, T, R, C, l);
+    cudaCheckLaunch("floater_qkv_forward_kernel");
+}
+
+// the gradients of q, k and v of layer l into the pass's positions; after layer 0, through the
+// ODE into its parameters; a pass on stale positions has no gradient there
+static void pe_layer_backward(GPT2* model, int l, int B, int T) {
+    struct PEState* st = model->pe_state;
+    if (!st->grad) { return; }
+    int C = model->config.channels, R = 3 * model->config.num_layers, span = model->pos_span;
+    size_t len = (size_t)span * R * C;
+    if (st->dP_len < len) {
+        cudaCheck(cudaStreamSynchronize(ctx.stream));
+        cuda_free(&st->dP);
+        st->dP = (float*)cuda_malloc(len * sizeof(float), "floater's position gradients");
+        st->dP_len = len;
+    }
+    size_t n = (size_t)span * 3 * C;
+    floater_qkv_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(st->dP, model->gs.dbig, pe_positions(model, 0), B, T, span, R, C, l);
+    cudaCheckLaunch("floater_qkv_backward_kernel");
+    if (l != 0) { return; }
+    const FloaterSolution* s = st->use;
+    FloaterDevParams p = floater_dev_params(s->theta, model);
+    float* work = floater_work(model);
+    TensorSet<float> g = model->grads;
+    for (int pos = span > 1 ? span - 1 : 0; pos >= (span > 1 ? 1 : 0); pos--) {
+        floater_backward_kernel<<<R, FLOATER_THREADS, 0, ctx.stream>>>(g.floater_p0, work, s->P, st->dP, p, pos, pos == span - 1, R, C);
+        cudaCheckLaunch("floater_backward_kernel");
+        if (pos == 0) { break; }
+        size_t threads = 2 * (size_t)C * (C + 2);
+        floater_param_backward_kernel<<<CEIL_DIV(threads, 256), 256, 0, ctx.stream>>>(g.floater_w1, g.floater_b1, g.floater_w2, g.floater_b2,
+                                                                                     work, (long)(pos - 1) * FLOATER_SUBSTEPS, R, C);
+        cudaCheckLaunch("floater_param_backward_kernel");
+    }
+}
+
+#define PE_AFTER_UPDATE
+static void pe_after_update(GPT2* model) { floater_state(model)->age++; }
+
+// the training state file's part (floater_resume_bytes): theta in checkpoint order, fp32
+#define PE_RESUME
+static size_t pe_resume_bytes(const GPT2* model) {
+    size_t n = 0;
+    for (int k = P_FLOATER_P0; k <= P_FLOATER_B2; k++) { n += model->param_sizes[k]; }
+    return floater_resume_bytes(n);
+}
+static void pe_resume_save(const GPT2* model, void* out) {
+    const struct PEState* st = model->pe_state;
+    int32_t head[2] = {st != NULL ? st->age : 0, st != NULL && st->train.have};
+    memcpy(out, head, sizeof(head));
+    float* theta = (float*)((char*)out + sizeof(head));
+    size_t span = floater_span_len(model), at = 0;
+    floatX* host = (floatX*)calloc_check(span, sizeof(floatX));
+    if (head[1]) { cudaCheck(cudaMemcpy(host, st->train.theta, span * sizeof(floatX), cudaMemcpyDeviceToHost)); }
+    for (int k = P_FLOATER_P0; k <= P_FLOATER_B2; k++) {
+        size_t off = model->param_offsets[k] - model->param_offsets[P_FLOATER_P0];
+        for (size_t i = 0; i < model->param_sizes[k]; i++) { theta[at++] = (float)host[off + i]; }
+    }
+    free(host);
+}
+static void pe_resume_load(GPT2* model, const void* in) {
+    struct PEState* st = floater_state(model);
+    int32_t head[2];
+    memcpy(head, in, sizeof(head));
+    st->age = head[0];
+    st->train.have = 0;
+    st->train.n = 0;
+    if (!head[1]) { return; }
+    const float* theta = (const float*)((const char*)in + sizeof(head));
+    size_t span = floater_span_len(model), at = 0;
+    floatX* host = (floatX*)calloc_check(span, sizeof(floatX));
+    for (int k = P_FLOATER_P0; k <= P_FLOATER_B2; k++) {
+        size_t off = model->param_offsets[k] - model->param_offsets[P_FLOATER_P0];
+        for (size_t i = 0; i < model->param_sizes[k]; i++) { host[off + i] = (floatX)theta[at++]; }
+    }
+    floater_resolve(model, &st->train);
+    cudaCheck(cudaMemcpy(st->train.theta, host, span * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(host);
+}
+
+#define PE_FREE
+static void pe_free(GPT2* model) {
+    struct PEState* st = model->pe_state;
+    if (st == NULL) { return; }
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    FloaterSolution* s[2] = {&st->train, &st->eval};
+    for (int k = 0; k < 2; k++) { cuda_free(&s[k]->theta); cuda_free(&s[k]->P); }
+    cuda_free(&st->dP);
+    cuda_free(&st->work);
+    cuda_free(&st->flag);
+    free(st);
+    model->pe_state = NULL;
+}
 
 #elif PE_PART == PE_PART_TEST
 
