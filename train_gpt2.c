@@ -529,6 +529,8 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 //                                         resume (floater: the parameters of its positions in use):
 //                                         PE_RESUME
 //   pe_free                               frees model->pe_state: PE_FREE
+//   pe_reach                              whether T tokens are within a range that depends on the
+//                                         parameters (floater's positions): PE_REACH
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is attention_forward / attention_backward with the bias
 // hooks). model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise
@@ -613,6 +615,9 @@ static void pe_resume_load(GPT2* model, const void* in) {}
 #endif
 #ifndef PE_FREE
 static void pe_free(GPT2* model) {}
+#endif
+#ifndef PE_REACH
+static int pe_reach(GPT2* model, int T) { return 1; }
 #endif
 
 // ============================================================================
@@ -934,6 +939,10 @@ int gpt2_max_length(const GPT2* model) {
     int most = pe_max_length(c);
     return rp_active(model) && c->rp_len < most ? c->rp_len : most;
 }
+
+// can the model process T tokens? Within gpt2_max_length and, for an encoding whose range
+// depends on its parameters, within that (pe_reach: floater's positions stay in range)
+int gpt2_reaches(GPT2* model, int T) { return T <= gpt2_max_length(model) && pe_reach(model, T); }
 
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
 // mean over the scored targets (those not TARGET_UNSCORED: every one of a plain shard).

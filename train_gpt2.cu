@@ -730,10 +730,11 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 //   pe_project                            keeps constrained parameters in range: PE_PROJECT
 //   pe_attention_forward / pe_attention_backward, pe_attention_scratch
 //                                         a layer's whole attention (CoPE, txl): PE_ATTENTION
-//   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free
+//   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free, pe_reach
 //                                         after every update; the encoding's own state in the
 //                                         training state file; freeing model->pe_state (floater's
-//                                         ODE solutions): PE_AFTER_UPDATE, PE_RESUME, PE_FREE
+//                                         ODE solutions); a range of lengths that depends on the
+//                                         parameters: PE_AFTER_UPDATE, PE_RESUME, PE_FREE, PE_REACH
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is llmc/attention_bias.cuh's with the bias hooks).
 // model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
@@ -871,6 +872,9 @@ static void pe_resume_load(GPT2* model, const void* in) {}
 #endif
 #ifndef PE_FREE
 static void pe_free(GPT2* model) {}
+#endif
+#ifndef PE_REACH
+static int pe_reach(GPT2* model, int T) { return 1; }
 #endif
 // the kernels' PEGradOf (llmc/attention_bias.cuh): never called
 PEGrad pe_grad_of(const PEBias*);
@@ -1180,6 +1184,10 @@ int gpt2_max_length(const GPT2* model) {
     int most = pe_max_length(c);
     return rp_active(model) && c->rp_len < most ? c->rp_len : most;
 }
+
+// can the model process T tokens? Within gpt2_max_length and, for an encoding whose range
+// depends on its parameters, within that (pe_reach: floater's positions stay in range)
+int gpt2_reaches(GPT2* model, int T) { return T <= gpt2_max_length(model) && pe_reach(model, T); }
 
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
 // mean over the scored targets (those not TARGET_UNSCORED: every one of a plain shard).

@@ -11,7 +11,7 @@ The trainer that includes this file provides the model (type GPT2, real) and:
   gpt2_build_from_config, gpt2_build_from_checkpoint, gpt2_save_checkpoint,
   gpt2_forward, gpt2_backward, gpt2_zero_grad, gpt2_allreduce_grads,
   gpt2_grad_norm_squared, gpt2_update, gpt2_logits_row, gpt2_token_losses,
-  gpt2_max_length, gpt2_opt_state_size, gpt2_opt_state_get, gpt2_opt_state_set,
+  gpt2_max_length, gpt2_reaches, gpt2_opt_state_size, gpt2_opt_state_get, gpt2_opt_state_set,
   gpt2_peak_memory_mib, gpt2_step_info (text appended to the step line, e.g. MFU),
   gpt2_free, pe_resume_bytes, pe_resume_save, pe_resume_load (the encoding's own state in the
   training state file: FLOATER's positions in use), the string TRAINER_NAME, TRAINER_COMPUTE (the table's "compute" row, optional) and
@@ -1080,7 +1080,7 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
             else { snprintf(r->mode, sizeof(r->mode), "%s%s", mode == 0 ? "nonoverlap" : "sliding", suffix); }
             if (mode == 2 && a->eval_last > L) { r->note = "n/a: shorter than the -L tokens a window scores"; continue; }
             WindowLayout w = window_layout(a, mode, L, maxL, stride);
-            if (L > gpt2_max_length(model)) {
+            if (!gpt2_reaches(model, L)) {
                 r->note = "n/a: " PE_LIMIT_NOTE;
                 continue;
             }

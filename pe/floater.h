@@ -50,6 +50,12 @@ Where it differs from the official code (docs/encodings.md says why):
 
 #define FLOATER_DT 0.01    // time_dt (flow_transformer.py:247): position p at s = p dt
 #define FLOATER_SUBSTEPS 5 // RK steps per dt (:268: step_size time_dt / 5)
+// The positions' range: those whose vectors stay within +-2^56 (beyond, q.k overflows fp32,
+// 2^128, within a few doublings). The ODE's solution may grow exponentially with s (at the
+// initialization about e^(0.7 s) for C = 256: position 5000 leaves it): a pass that needs a
+// position beyond is refused, an evaluation of that length is n/a (pe_reach)
+#define FLOATER_RANGE 72057594037927936.0 // 2^56
+#define PE_LIMIT_NOTE "beyond its positions' range (their ODE's solution leaves +-2^56)"
 
 // xavier_uniform of the official (3, L, C) tensor (fan_in L C, fan_out 3 C): P0's bound
 static float floater_p0_bound(const GPT2Config* cfg) {
@@ -106,6 +112,7 @@ typedef struct {
     int have;     // theta holds a copy
     real* P;      // (cap, R, C) the positions' vectors
     int n, cap;
+    int range;    // the first position out of range (FLOATER_RANGE) among those solved; INT32_MAX: none
 } FloaterSolution;
 
 // the encoding's state across passes (model->pe_state): training takes `train` (solved again as
@@ -184,9 +191,10 @@ static void floater_rk_step(real* y, real* k, real* X, real* z, real* a, long n,
 
 // floater_extend: the solution s up to position upto (exclusive), integrating on from its
 // last position with its own parameters (position 0 is P0); each thread integrates a slice of
-// the rows alone (the rows are independent ODEs), so the bits do not depend on the threads
+// the rows alone (the rows are independent ODEs), so the bits do not depend on the threads,
+// and stops at their first position out of range (s->range: the first of any row's)
 static void floater_extend(FloaterSolution* s, const GPT2* model, int upto) {
-    if (upto <= s->n) { return; }
+    if (upto <= s->n || s->range < upto) { return; }
     int R = 3 * model->config.num_layers, C = model->config.channels;
     size_t row = (size_t)R * C;
     if (upto > s->cap) {
@@ -196,8 +204,8 @@ static void floater_extend(FloaterSolution* s, const GPT2* model, int upto) {
     }
     FloaterParams p = floater_params(s->theta, model);
     if (s->n == 0) { memcpy(s->P, p.P0, row * sizeof(real)); s->n = 1; }
-    int from = s->n;
-    #pragma omp parallel
+    int from = s->n, range = s->range;
+    #pragma omp parallel reduction(min:range)
     {
         size_t r0, r1;
         thread_slice(R, &r0, &r1);
@@ -207,14 +215,16 @@ static void floater_extend(FloaterSolution* s, const GPT2* model, int upto) {
         real *y = work, *k = y + m, *X = k + 4 * m, *z = X + 4 * m, *a = z + 4 * m;
         if (rows > 0) {
             memcpy(y, s->P + (size_t)(from - 1) * row + r0 * C, m * sizeof(real));
-            for (int pos = from; pos < upto; pos++) {
+            for (int pos = from; pos < upto && pos < range; pos++) {
                 for (int q = 0; q < FLOATER_SUBSTEPS; q++) { floater_rk_step(y, k, X, z, a, (long)(pos - 1) * FLOATER_SUBSTEPS + q, &p, rows, C); }
                 memcpy(s->P + (size_t)pos * row + r0 * C, y, m * sizeof(real));
+                for (size_t i = 0; i < m; i++) { if (!(fabs(y[i]) <= FLOATER_RANGE)) { range = pos; } } // NaN too
             }
         }
         free(work);
     }
     s->n = upto;
+    s->range = range;
 }
 
 // makes s the solution of the model's current parameters (a copy of them, no position yet)
@@ -224,6 +234,7 @@ static void floater_resolve(FloaterSolution* s, const GPT2* model) {
     memcpy(s->theta, model->params.floater_p0, n * sizeof(real));
     s->have = 1;
     s->n = 0;
+    s->range = INT32_MAX;
 }
 
 // is s the solution of the model's current parameters?
@@ -232,7 +243,7 @@ static int floater_current(const FloaterSolution* s, const GPT2* model) {
 }
 
 // The positions of a pass over positions [0, span): a training pass's the refresh's
-// (floater_refresh_due), an evaluation's those of the current parameters
+// (floater_refresh_due), an evaluation's those of the current parameters; refused beyond their range
 static void floater_positions(GPT2* model, int span) {
     struct PEState* st = floater_state(model);
     if (model->training) {
@@ -248,6 +259,20 @@ static void floater_positions(GPT2* model, int span) {
         st->use = &st->eval;
     }
     floater_extend((FloaterSolution*)st->use, model, span);
+    if (span > st->use->range) {
+        fatal("PE floater cannot take position %d: its positions' ODE leaves +-2^56 at position %d", span - 1, st->use->range);
+    }
+}
+
+// the positions an evaluation over T tokens needs (randomized ones: their range) within the range of
+// the current parameters' solution (solved as far)
+#define PE_REACH
+static int pe_reach(GPT2* model, int T) {
+    struct PEState* st = floater_state(model);
+    int span = rp_active(model) && model->config.rp_len > T ? model->config.rp_len : T;
+    if (!floater_current(&st->eval, model)) { floater_resolve(&st->eval, model); }
+    floater_extend(&st->eval, model, span);
+    return span <= st->eval.range;
 }
 
 #define PE_LAYER
@@ -444,6 +469,7 @@ struct FloaterSolution {
     int have;
     float* P; // (cap, R, C)
     int n, cap;
+    int range; // the first position out of range (FLOATER_RANGE) among those solved; INT32_MAX: none
 };
 struct PEState {
     FloaterSolution train, eval; // a training pass's (the refresh's), an evaluation's
@@ -454,7 +480,7 @@ struct PEState {
     size_t dP_len;
     float* work;                 // (R, FLOATER_ROW_WORK C) the rows' workspaces
     int work_rows, work_C;
-    int* flag;                   // the parameters differ from a copy
+    int* flag;                   // (1 + R) the parameters differ from a copy; each row's first position out of range
 };
 // a row's workspace of C-vectors: in the forward y, k (4), X, z, a; in the backward y, k (4), a, gy,
 // dk (4), dX, da, then from FLOATER_TAPE on the tape of the interval's stages: X, z, dk, dz of each
@@ -512,8 +538,9 @@ __device__ void floater_rk_step_row(float* y, float* k, float* X, float* z, floa
 }
 
 // floater_extend_kernel: block r integrates row r from position from - 1 (P0 at from = 0) to
-// upto - 1, each position's state into P (positions, R, C)
-__global__ void floater_extend_kernel(float* P, float* work, FloaterDevParams p, int from, int upto, int R, int C) {
+// upto - 1, each position's state into P (positions, R, C), and stops at its first position out
+// of range, written to range[r] (INT32_MAX: none)
+__global__ void floater_extend_kernel(float* P, int* range, float* work, FloaterDevParams p, int from, int upto, int R, int C) {
     int r = blockIdx.x;
     float* y = work + (size_t)r * FLOATER_ROW_WORK * C;
     float *k = y + C, *X = k + 4 * C, *z = X + C, *a = z + C; // a one-slot tape
@@ -522,10 +549,17 @@ __global__ void floater_extend_kernel(float* P, float* work, FloaterDevParams p,
         if (from == 0) { P[(size_t)r * C + i] = y[i]; }
     }
     __syncthreads();
+    int first = INT32_MAX;
     for (int pos = from > 0 ? from : 1; pos < upto; pos++) {
         for (int q = 0; q < FLOATER_SUBSTEPS; q++) { floater_rk_step_row(y, k, X, z, a, (long)(pos - 1) * FLOATER_SUBSTEPS + q, &p, C, 0); }
-        for (int i = threadIdx.x; i < C; i += blockDim.x) { P[((size_t)pos * R + r) * C + i] = y[i]; }
+        float out = 0.0f;
+        for (int i = threadIdx.x; i < C; i += blockDim.x) {
+            P[((size_t)pos * R + r) * C + i] = y[i];
+            out += fabsf(y[i]) <= (float)FLOATER_RANGE ? 0.0f : 1.0f; // NaN too
+        }
+        if (block_sum(out) > 0.0f) { first = pos; break; }
     }
+    if (threadIdx.x == 0) { range[r] = first; }
 }
 
 // floater_backward_kernel: block r walks its row's adjoint gy back over the interval from
@@ -652,7 +686,7 @@ __global__ void floater_differs_kernel(int* flag, const unsigned char* a, const 
 static struct PEState* floater_state(GPT2* model) {
     if (model->pe_state == NULL) {
         model->pe_state = (struct PEState*)calloc_check(1, sizeof(struct PEState));
-        model->pe_state->flag = (int*)cuda_malloc(sizeof(int), "floater's comparison flag");
+        model->pe_state->flag = (int*)cuda_malloc((1 + 3 * (size_t)model->config.num_layers) * sizeof(int), "floater's flags");
     }
     return model->pe_state;
 }
@@ -694,11 +728,13 @@ static void floater_resolve(GPT2* model, FloaterSolution* s) {
     cudaCheck(cudaMemcpyAsync(s->theta, model->params.floater_p0, n * sizeof(floatX), cudaMemcpyDeviceToDevice, ctx.stream));
     s->have = 1;
     s->n = 0;
+    s->range = INT32_MAX;
 }
 
-// s up to position upto (exclusive), integrating on from its last position with its own parameters
+// s up to position upto (exclusive), integrating on from its last position with its own
+// parameters, each row as far as its range (s->range: the first of any row's)
 static void floater_extend(GPT2* model, FloaterSolution* s, int upto) {
-    if (upto <= s->n) { return; }
+    if (upto <= s->n || s->range < upto) { return; }
     int R = 3 * model->config.num_layers, C = model->config.channels;
     size_t row = (size_t)R * C;
     if (upto > s->cap) {
@@ -710,9 +746,15 @@ static void floater_extend(GPT2* model, FloaterSolution* s, int upto) {
         s->P = grown;
         s->cap = cap;
     }
-    floater_extend_kernel<<<R, FLOATER_THREADS, 0, ctx.stream>>>(s->P, floater_work(model), floater_dev_params(s->theta, model), s->n,
+    int* range = model->pe_state->flag + 1;
+    floater_extend_kernel<<<R, FLOATER_THREADS, 0, ctx.stream>>>(s->P, range, floater_work(model), floater_dev_params(s->theta, model), s->n,
                                                                    upto, R, C);
     cudaCheckLaunch("floater_extend_kernel");
+    int* rows = (int*)malloc_check(R * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(rows, range, R * sizeof(int), cudaMemcpyDeviceToHost, ctx.stream));
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    for (int r = 0; r < R; r++) { s->range = rows[r] < s->range ? rows[r] : s->range; }
+    free(rows);
     s->n = upto;
 }
 
@@ -729,6 +771,19 @@ static void floater_positions(GPT2* model, int span) {
     st->grad = model->training && current;
     st->use = s;
     floater_extend(model, s, span);
+    if (span > s->range) {
+        fatal("PE floater cannot take position %d: its positions' ODE leaves +-2^56 at position %d", span - 1, s->range);
+    }
+}
+
+// the CPU path's pe_reach: an evaluation over T tokens within the current parameters' range
+#define PE_REACH
+static int pe_reach(GPT2* model, int T) {
+    struct PEState* st = floater_state(model);
+    int span = rp_active(model) && model->config.rp_len > T ? model->config.rp_len : T;
+    if (!floater_current(model, &st->eval)) { floater_resolve(model, &st->eval); }
+    floater_extend(model, &st->eval, span);
+    return span <= st->eval.range;
 }
 
 #define PE_LAYER
@@ -1100,13 +1155,44 @@ static void floater_test_resume(void) {
     gpt2_free(&a); gpt2_free(&b); gpt2_free(&c);
 }
 
+// a forward pass of 100 tokens of the fast-growing model of floater_test_range (in the test's
+// child process: on one thread, as OpenMP's threads do not survive a fork)
+static void floater_fail_range(const void* arg) {
+    GPT2* model = (GPT2*)arg;
+    int x[100] = {0};
+    omp_set_num_threads(1);
+    gpt2_forward(model, x, NULL, 1, 100, 0);
+}
+
+// The range: dynamics h = 50 relu(x), P0 in [0.5, 1), whose solution P0 e^(50 s) leaves 2^56
+// between s = 0.77 and 0.79: T = 77 is within it, T = 100 is not (gpt2_reaches), and a pass
+// over 100 tokens is refused with one line
+static void floater_test_range(void) {
+    GPT2 model;
+    int x[8], y[8];
+    tiny_model_batch(&model, 8, 7, 9, x, y, 1, 8);
+    int C = model.config.channels, R = 3 * model.config.num_layers;
+    uint64_t rng = random_seed(33);
+    floater_zero(&model, 0);
+    for (int c = 0; c < C; c++) {
+        model.params.floater_w1[(size_t)c * (C + 1) + c] = 1;
+        model.params.floater_w2[(size_t)c * (C + 1) + c] = 50;
+    }
+    for (int i = 0; i < R * C; i++) { model.params.floater_p0[i] = 0.5 + 0.5 * random_f32(&rng); }
+    int within = gpt2_reaches(&model, 77), beyond = gpt2_reaches(&model, 100);
+    check(within && !beyond, "P0 e^(50 s): 77 tokens within the range, 100 beyond it", within + !beyond, 2);
+    expect_failure("a pass beyond the positions' range", floater_fail_range, &model, "its positions' ODE leaves +-2^56 at position 7");
+    gpt2_free(&model);
+}
+
 #define PE_TESTS
 static void pe_tests(void) {
-    printf("floater: the solver, its identities, the refresh, the resume\n");
+    printf("floater: the solver, its identities, the refresh, the resume, the range\n");
     floater_test_solver();
     floater_test_identities();
     floater_test_refresh();
     floater_test_resume();
+    floater_test_range();
 }
 
 #endif
