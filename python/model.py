@@ -21,6 +21,8 @@ numbers, more memory at long T.
 An encoding is one class below with up to three hooks, as the trainer's:
   embed(model, x, pos)         x: (B, T, C) token embeddings; adds position embeddings
   rotate(model, l, q, k, ev, pos, span)   q, k: (B, NH, T, hs); rope's and xpos's rotation
+  project(model, l, q, k, v, pos)   q, k, v: (B, T, C) as the projection makes them; floater's
+                               position vectors added (pos: (B, T))
   bias(model, l, h, ev, pos)   h: (B, T, C), the attention block's input after ln_1;
                                returns the additive attention bias b(i, j), broadcastable
                                to (B, NH, T, T), or None
@@ -69,6 +71,9 @@ HEADER_RP_LEN, HEADER_RP_SEED, HEADER_TRAIN_LEN = 12, 13, 14
 HEADER_ROPE_BASE, HEADER_ROPE_TRUNCATE, HEADER_ROPE_RESONANCE = 15, 16, 17
 # word 18: shape's offset K (Config.shape_k; 0 for every other encoding; pe/sinusoidal.h)
 HEADER_SHAPE_K = 18
+# word 19: floater's refresh R (Config.floater_refresh; 0 for every other encoding; pe/floater.h):
+# a training setting of the trainer, kept here so that a checkpoint written here keeps it
+HEADER_FLOATER_REFRESH = 19
 # the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
@@ -77,7 +82,8 @@ GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attpr
                 "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
                    "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e",
-                   "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c"]
+                   "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c",
+                   "floater_p0", "floater_w1", "floater_b1", "floater_w2", "floater_b2"]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
 ROPE_BASE = 10000
@@ -86,6 +92,7 @@ FIRE_HIDDEN = 32
 TISA_KERNELS = 5
 FIRE_EPS = float(np.float32(1e-6))
 SINUSOIDAL_FIRST_POS = 2
+FLOATER_DT, FLOATER_SUBSTEPS = 0.01, 5  # pe/floater.h: position p at s = p dt, 5 RK steps of dt / 5 each
 XPOS_SCALE_BASE = 512.0
 CAPE_STREAM = 0x4341  # pe/sinusoidal.h: the augmentation's draws' key within the pass's
 XPOS_MAX_LOG2 = 64.0
@@ -111,6 +118,7 @@ class Config:
     rope_truncate: int = 0  # Giraffe's truncation length L (0: off),
     rope_resonance: int = 0  # Resonance RoPE's integer wavelengths (0: off)
     shape_k: int = 0        # shape: the offsets' range K in training, the offset at evaluation
+    floater_refresh: int = 0  # floater: the trainer solves its ODE again every R updates (training only)
 
 
 @dataclass
@@ -178,6 +186,9 @@ def check_config(cfg, where):
     if not 0 <= cfg.shape_k <= (1 << 24) or (cfg.shape_k != 0 and cfg.pe != "shape"):
         raise ValueError("%s: bad offset K %d of shape (header word %d: 0..%d, and 0 but for shape)"
                          % (where, cfg.shape_k, HEADER_SHAPE_K, 1 << 24))
+    if not 0 <= cfg.floater_refresh <= (1 << 24) or (cfg.floater_refresh == 0) != (cfg.pe != "floater"):
+        raise ValueError("%s: bad refresh R %d of floater (header word %d: 1..%d for floater, 0 for the others)"
+                         % (where, cfg.floater_refresh, HEADER_FLOATER_REFRESH, 1 << 24))
     if any(table) and cfg.pe not in ROPE_TABLE_PES:
         raise ValueError("%s: RoPE frequency table options (base %d, truncation %d, resonance %d) on PE '%s' (they exist "
                          "for rope; header words %d-%d)" % ((where,) + table + (cfg.pe, HEADER_ROPE_BASE, HEADER_ROPE_RESONANCE)))
@@ -259,7 +270,7 @@ def read_checkpoint(path):
                  pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]),
                  train_len=int(header[HEADER_TRAIN_LEN]), rope_base=int(header[HEADER_ROPE_BASE]),
                  rope_truncate=int(header[HEADER_ROPE_TRUNCATE]), rope_resonance=int(header[HEADER_ROPE_RESONANCE]),
-                 shape_k=int(header[HEADER_SHAPE_K]))
+                 shape_k=int(header[HEADER_SHAPE_K]), floater_refresh=int(header[HEADER_FLOATER_REFRESH]))
     check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
@@ -297,6 +308,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
     header[HEADER_ROPE_BASE] = 0 if cfg.rope_base == ROPE_BASE else cfg.rope_base  # one word for the default base
     header[HEADER_ROPE_TRUNCATE], header[HEADER_ROPE_RESONANCE] = cfg.rope_truncate, cfg.rope_resonance
     header[HEADER_SHAPE_K] = cfg.shape_k
+    header[HEADER_FLOATER_REFRESH] = cfg.floater_refresh
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
         u = flat.view(np.uint32).astype(np.uint64)
@@ -407,6 +419,9 @@ class Encoding:
 
     def rotate(self, model, l, q, k, ev, pos, span):
         return q, k
+
+    def project(self, model, l, q, k, v, pos):
+        return q, k, v
 
     def bias(self, model, l, h, ev, pos):
         return None
@@ -522,6 +537,52 @@ class Sinusoidal(Encoding):
         p = np.zeros((len(pos), C))
         p[:, :half], p[:, half:2 * half] = np.sin(angle), np.cos(angle)
         return x * math.sqrt(C) + torch.tensor(p, dtype=x.dtype, device=x.device)
+
+
+class Floater(Sinusoidal):
+    """FLOATER (its official code, xuanqing94/FLOATER: flow_transformer.py, flow_funcs.py, with the
+    authors' torchdiffeq fork's rk4): fairseq's sinusoidal embedding (Sinusoidal's), and in every
+    layer l the vectors P_{l,q}, P_{l,k}, P_{l,v}(s) at s = pos dt added to q, k, v, P the solution of
+    dP/ds = W2 [relu(W1 [P; s] + b1); s] + b2 from P(0) = P0, by Kutta's 3/8 rule with 5 steps of
+    dt / 5 per position (the same dynamics for every row of the (L, 3, C) state). The positions of
+    the current parameters, which the trainer's refresh (a training procedure) only holds stale
+    between its solves."""
+    kind = "embed"
+    rp = True
+    revision = 0
+
+    @staticmethod
+    def tensors(cfg):
+        L, C = cfg.num_layers, cfg.channels
+        return {"floater_p0": (L, 3, C), "floater_w1": (C, C + 1), "floater_b1": (C,), "floater_w2": (C, C + 1), "floater_b2": (C,)}
+
+    @staticmethod
+    def dynamics(model, s, x):
+        """h(s, x) for rows x (..., C): two Linear(C + 1, C) on the input with the time appended."""
+        t = torch.full(x.shape[:-1] + (1,), s, dtype=x.dtype, device=x.device)
+        a = F.relu(torch.cat([x, t], dim=-1) @ model.floater_w1.T + model.floater_b1)
+        return torch.cat([a, t], dim=-1) @ model.floater_w2.T + model.floater_b2
+
+    def solve(self, model, n):
+        """P at positions 0..n-1, (n, L, 3, C): RK step m from s = m d, d = dt / 5."""
+        d = FLOATER_DT / FLOATER_SUBSTEPS
+        y, out = model.floater_p0, [model.floater_p0]
+        for m in range((n - 1) * FLOATER_SUBSTEPS):
+            s = m * d
+            k1 = self.dynamics(model, s, y)
+            k2 = self.dynamics(model, s + d / 3, y + d * k1 / 3)
+            k3 = self.dynamics(model, s + 2 * d / 3, y + d * (k1 / -3 + k2))
+            k4 = self.dynamics(model, s + d, y + d * (k1 - k2 + k3))
+            y = y + (k1 + 3 * k2 + 3 * k3 + k4) * (d / 8)
+            if m % FLOATER_SUBSTEPS == FLOATER_SUBSTEPS - 1:
+                out.append(y)
+        return torch.stack(out)
+
+    def project(self, model, l, q, k, v, pos):
+        if l == 0:  # one solution per forward pass, as far as its positions reach
+            model.floater_positions = self.solve(model, int(pos.max()) + 1)
+        P = model.floater_positions[pos, l]  # (B, T, 3, C)
+        return q + P[:, :, 0], k + P[:, :, 1], v + P[:, :, 2]
 
 
 def rope_frequencies(hs, ev, T, cfg):
@@ -865,7 +926,7 @@ ENCODINGS = {
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
-    "tisa": Tisa(), "shape": Shape(), "cape": Cape(),
+    "tisa": Tisa(), "shape": Shape(), "cape": Cape(), "floater": Floater(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)
@@ -1016,9 +1077,9 @@ class GPT(nn.Module):
         x = self.pe.embed_rows(self, self.wte[idx], pos[0], training_key)
         for l in range(cfg.num_layers):
             h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS)
-            q, k, v = (h @ self.qkvw[l].T + self.qkvb[l]).split(C, dim=2)
-            q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
             pos_l = pos[l if draws > 1 else 0]
+            q, k, v = self.pe.project(self, l, *(h @ self.qkvw[l].T + self.qkvb[l]).split(C, dim=2), pos_l)
+            q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
             q, k = by_row(pos_l, lambda rows, p: self.pe.rotate(self, l, q[rows], k[rows], ev, p, span))
             scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(hs))
             def row_bias(rows, p):
