@@ -455,17 +455,26 @@ static void pe_free(GPT2* model) {
 
 // The solver on the GPU, in fp32 from the kernels' copy of the parameters (floatX), as the CPU
 // path's: one block per row of the state (the rows are independent ODEs) integrates it over
-// every position a pass needs in one launch, a warp per output of each Linear_t; the backward
-// walks the positions back one interval a launch (its 5 steps recomputed, the stages' inputs,
-// pre-activations and gradients kept in a tape), and a second launch sums the interval's
-// parameter gradients over the rows and stages in a fixed order (no atomics).
-#define FLOATER_THREADS 256
+// every position a pass needs in one launch, a thread per 4 outputs of each Linear_t reading
+// 4 consecutive weights at once from copies made with the solution's copy of the parameters
+// (transposed for the forward, without the time column for the backward: coalesced and
+// aligned); the backward walks the positions back a chunk of intervals a launch (each
+// interval's 5 steps recomputed, the stages' inputs, pre-activations and gradients kept in a
+// tape of FLOATER_TAPE_BYTES at most), and a second launch sums the chunk's parameter gradients
+// over the intervals, rows and stages in a fixed order (no atomics), a 4 x 4 tile of each
+// weight matrix a thread. C is a multiple of 4 (of the heads' 32).
+#define FLOATER_MAX_THREADS 256
 #define FLOATER_EVALS (4 * FLOATER_SUBSTEPS) // h evaluations of an interval
+#define FLOATER_TILE 4
+
+// a block's threads: C rounded up to a warp, at most FLOATER_MAX_THREADS
+static int floater_threads(int C) { int t = CEIL_DIV(C, WARP_SIZE) * WARP_SIZE; return t < FLOATER_MAX_THREADS ? t : FLOATER_MAX_THREADS; }
 
 // a solution: positions 0..n-1 of the parameters theta (the device's span of the encoding's
 // tensors, P0 to b2 with the layout's gaps, a copy of the kernels' floatX parameters)
 struct FloaterSolution {
     floatX* theta;
+    floatX* wt; // W1, W2 of theta transposed ((C + 1, C) each), then without their time column ((C, C) each)
     int have;
     float* P; // (cap, R, C)
     int n, cap;
@@ -478,38 +487,55 @@ struct PEState {
     const FloaterSolution* use;  // the last pass's positions
     float* dP;                   // (span, R, C) the last pass's gradient of its positions
     size_t dP_len;
-    float* work;                 // (R, FLOATER_ROW_WORK C) the rows' workspaces
-    int work_rows, work_C;
+    float* work;                 // (R, floater_row_work) the rows' workspaces
+    size_t work_len;
     int* flag;                   // (1 + R) the parameters differ from a copy; each row's first position out of range
 };
 // a row's workspace of C-vectors: in the forward y, k (4), X, z, a; in the backward y, k (4), a, gy,
-// dk (4), dX, da, then from FLOATER_TAPE on the tape of the interval's stages: X, z, dk, dz of each
+// dk (4), dX, da, then from FLOATER_TAPE on the tape of a chunk's intervals: of each interval's
+// stages X, z, dk, dz (FLOATER_INTERVAL vectors an interval)
 #define FLOATER_TAPE 13
-#define FLOATER_ROW_WORK (FLOATER_TAPE + 4 * FLOATER_EVALS)
+#define FLOATER_INTERVAL (4 * FLOATER_EVALS)
+#define FLOATER_TAPE_BYTES (64 << 20) // the backward's tapes of the rows, at most: the intervals a launch
+// the floats of a row's workspace with a tape of `chunk` intervals
+static size_t floater_row_work(int C, int chunk) { return (FLOATER_TAPE + (size_t)chunk * FLOATER_INTERVAL) * C; }
 
-// the ODE's pieces in a copy theta of the device's span of the tensors
-struct FloaterDevParams { const floatX *P0, *W1, *b1, *W2, *b2; };
-static FloaterDevParams floater_dev_params(const floatX* theta, const GPT2* model) {
+// the ODE's pieces in a solution's copy of the device's span of the tensors, and its copies of W1, W2
+struct FloaterDevParams { const floatX *P0, *W1, *b1, *W2, *b2, *W1T, *W2T, *W1N, *W2N; };
+static FloaterDevParams floater_dev_params(const FloaterSolution* s, const GPT2* model) {
     const size_t* at = model->param_offsets;
+    const floatX* theta = s->theta;
+    size_t C = model->config.channels, n = (C + 1) * C;
     return {theta, theta + (at[P_FLOATER_W1] - at[P_FLOATER_P0]), theta + (at[P_FLOATER_B1] - at[P_FLOATER_P0]),
-            theta + (at[P_FLOATER_W2] - at[P_FLOATER_P0]), theta + (at[P_FLOATER_B2] - at[P_FLOATER_P0])};
+            theta + (at[P_FLOATER_W2] - at[P_FLOATER_P0]), theta + (at[P_FLOATER_B2] - at[P_FLOATER_P0]),
+            s->wt, s->wt + n, s->wt + 2 * n, s->wt + 2 * n + C * C};
 }
+// the length of the device's span of the encoding's tensors (P0 to b2, with the layout's gaps)
 static size_t floater_span_len(const GPT2* model) {
     return model->param_offsets[P_FLOATER_B2] + model->param_sizes[P_FLOATER_B2] - model->param_offsets[P_FLOATER_P0];
 }
 
-// out (C) = W [x; t] + b (relu: then ReLU), x (C) of the block: a warp per output
-__device__ void floater_linear_row(float* out, const float* x, const floatX* W, const floatX* b, float t, int C, bool relu) {
-    int lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
-    for (int o = threadIdx.x / WARP_SIZE; o < C; o += warps) {
-        const floatX* w = W + (size_t)o * (C + 1);
-        float acc = 0.0f;
-        for (int k = lane; k < C; k += WARP_SIZE) { acc += (float)w[k] * x[k]; }
-        acc = warp_sum(acc);
-        if (lane == 0) {
-            float v = acc + (float)w[C] * t + (float)b[o];
-            out[o] = relu && v < 0.0f ? 0.0f : v;
+// 4 consecutive values at p (aligned to 4 of them) in one load
+template<class T>
+__device__ __forceinline__ float4 floater_load4(const T* p) {
+    struct alignas(4 * sizeof(T)) Four { T v[4]; };
+    Four w = *reinterpret_cast<const Four*>(p);
+    return make_float4((float)w.v[0], (float)w.v[1], (float)w.v[2], (float)w.v[3]);
+}
+// a += s v, elementwise
+__device__ __forceinline__ void floater_fma4(float4& a, float s, float4 v) { a.x += s * v.x; a.y += s * v.y; a.z += s * v.z; a.w += s * v.w; }
+
+// out (C) = sum_k M[k][o] x[k] (+ M[C][o] t + b[o], bias: the forward's last row and bias) for
+// x (C) of the block, M (rows, C) row-major: a thread per 4 outputs
+__device__ void floater_matvec_row(float* out, const float* x, const floatX* M, const floatX* b, float t, int C, bool bias) {
+    for (int o0 = 4 * threadIdx.x; o0 < C; o0 += 4 * blockDim.x) {
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int k = 0; k < C; k++) { floater_fma4(acc, x[k], floater_load4(M + (size_t)k * C + o0)); }
+        if (bias) {
+            floater_fma4(acc, t, floater_load4(M + (size_t)C * C + o0));
+            floater_fma4(acc, 1.0f, floater_load4(b + o0));
         }
+        *reinterpret_cast<float4*>(out + o0) = acc;
     }
 }
 
@@ -526,11 +552,11 @@ __device__ void floater_rk_step_row(float* y, float* k, float* X, float* z, floa
         }
         __syncthreads();
         float t = (float)floater_time(n, s);
-        floater_linear_row(z + s * stride, Xs, p->W1, p->b1, t, C, false);
+        floater_matvec_row(z + s * stride, Xs, p->W1T, p->b1, t, C, true);
         __syncthreads();
         for (int i = threadIdx.x; i < C; i += blockDim.x) { float v = z[s * stride + i]; a[i] = v > 0.0f ? v : 0.0f; }
         __syncthreads();
-        floater_linear_row(k + s * C, a, p->W2, p->b2, t, C, false);
+        floater_matvec_row(k + s * C, a, p->W2T, p->b2, t, C, true);
         __syncthreads();
     }
     for (int i = threadIdx.x; i < C; i += blockDim.x) { y[i] = floater_step_end(y[i], k[i], k[C + i], k[2 * C + i], k[3 * C + i], d); }
@@ -540,9 +566,10 @@ __device__ void floater_rk_step_row(float* y, float* k, float* X, float* z, floa
 // floater_extend_kernel: block r integrates row r from position from - 1 (P0 at from = 0) to
 // upto - 1, each position's state into P (positions, R, C), and stops at its first position out
 // of range, written to range[r] (INT32_MAX: none)
-__global__ void floater_extend_kernel(float* P, int* range, float* work, FloaterDevParams p, int from, int upto, int R, int C) {
+__global__ void floater_extend_kernel(float* P, int* range, float* work, size_t row_work, FloaterDevParams p, int from, int upto, int R,
+                                      int C) {
     int r = blockIdx.x;
-    float* y = work + (size_t)r * FLOATER_ROW_WORK * C;
+    float* y = work + r * row_work;
     float *k = y + C, *X = k + 4 * C, *z = X + C, *a = z + C; // a one-slot tape
     for (int i = threadIdx.x; i < C; i += blockDim.x) {
         y[i] = from == 0 ? (float)p.P0[(size_t)r * C + i] : P[((size_t)(from - 1) * R + r) * C + i];
@@ -562,23 +589,23 @@ __global__ void floater_extend_kernel(float* P, int* range, float* work, Floater
     if (threadIdx.x == 0) { range[r] = first; }
 }
 
-// floater_backward_kernel: block r walks its row's adjoint gy back over the interval from
-// position p - 1 to p (p >= 1: its steps recomputed from P[p - 1], the stages' inputs X,
-// pre-activations z, and gradients dk, dz kept in the tape for floater_param_backward_kernel),
-// starting from dP[p] (first) or the adjoint of the launch before, then adds dP[p - 1]; at
-// position 0 the adjoint is P0's gradient (p = 0: a pass over position 0 alone)
-__global__ void floater_backward_kernel(float* dP0, float* work, const float* P, const float* dP, FloaterDevParams p, int pos, int first,
-                                        int R, int C) {
+// floater_backward_kernel: block r walks its row's adjoint gy back over the intervals from
+// position hi down to lo (the interval of position pos: from pos - 1 to pos, its steps
+// recomputed from P[pos - 1], the stages' inputs X, pre-activations z, and gradients dk, dz kept
+// in tape slot hi - pos for floater_param_backward_kernel), starting from dP[hi] (first) or the
+// adjoint of the launch before, adding dP[pos - 1] after each; at position 0 the adjoint is P0's
+// gradient (hi = lo = 0: a pass over position 0 alone)
+__global__ void floater_backward_kernel(float* dP0, float* work, size_t row_work, const float* P, const float* dP, FloaterDevParams p, int hi,
+                                        int lo, int first, int R, int C) {
     int r = blockIdx.x;
-    float* y = work + (size_t)r * FLOATER_ROW_WORK * C;
-    float *k = y + C, *a = k + 4 * C, *gy = a + C, *dk = gy + C, *dX = dk + 4 * C, *da = dX + C, *tape = y + FLOATER_TAPE * C;
+    float* y = work + r * row_work;
+    float *k = y + C, *a = k + 4 * C, *gy = a + C, *dk = gy + C, *dX = dk + 4 * C, *da = dX + C;
     float d = (float)(FLOATER_DT / FLOATER_SUBSTEPS);
-    for (int i = threadIdx.x; i < C; i += blockDim.x) {
-        if (first) { gy[i] = dP[((size_t)pos * R + r) * C + i]; }
-        if (pos >= 1) { y[i] = P[((size_t)(pos - 1) * R + r) * C + i]; }
-    }
-    __syncthreads();
-    if (pos >= 1) {
+    for (int i = threadIdx.x; i < C && first; i += blockDim.x) { gy[i] = dP[((size_t)hi * R + r) * C + i]; }
+    for (int pos = hi; pos >= 1 && pos >= lo; pos--) {
+        float* tape = y + (FLOATER_TAPE + (size_t)(hi - pos) * FLOATER_INTERVAL) * C;
+        for (int i = threadIdx.x; i < C; i += blockDim.x) { y[i] = P[((size_t)(pos - 1) * R + r) * C + i]; }
+        __syncthreads();
         long n0 = (long)(pos - 1) * FLOATER_SUBSTEPS;
         for (int q = 0; q < FLOATER_SUBSTEPS; q++) { // tape[(e * 4 + 0..3) C]: X, z, dk, dz of evaluation e = 4 q + s
             floater_rk_step_row(y, k, tape + (size_t)16 * q * C, tape + (size_t)(16 * q + 1) * C, a, n0 + q, &p, C, 4 * C);
@@ -592,18 +619,14 @@ __global__ void floater_backward_kernel(float* dP0, float* work, const float* P,
                 float* e = tape + (size_t)(4 * (4 * q + s)) * C; // X, z, dk, dz of this stage
                 for (int i = threadIdx.x; i < C; i += blockDim.x) { e[2 * C + i] = dk[s * C + i]; }
                 __syncthreads();
-                for (int i = threadIdx.x; i < C; i += blockDim.x) { // dz = relu'(z) W2[:, :C]^T dk
-                    float acc = 0.0f;
-                    for (int o = 0; o < C; o++) { acc += e[2 * C + o] * (float)p.W2[(size_t)o * (C + 1) + i]; }
-                    da[i] = e[C + i] > 0.0f ? acc : 0.0f;
+                floater_matvec_row(da, e + 2 * C, p.W2N, NULL, 0.0f, C, false); // W2[:, :C]^T dk
+                __syncthreads();
+                for (int i = threadIdx.x; i < C; i += blockDim.x) { // dz = relu'(z) da
+                    da[i] = e[C + i] > 0.0f ? da[i] : 0.0f;
                     e[3 * C + i] = da[i];
                 }
                 __syncthreads();
-                for (int i = threadIdx.x; i < C; i += blockDim.x) { // dX = W1[:, :C]^T dz
-                    float acc = 0.0f;
-                    for (int o = 0; o < C; o++) { acc += da[o] * (float)p.W1[(size_t)o * (C + 1) + i]; }
-                    dX[i] = acc;
-                }
+                floater_matvec_row(dX, da, p.W1N, NULL, 0.0f, C, false); // dX = W1[:, :C]^T dz
                 __syncthreads();
                 for (int i = threadIdx.x; i < C; i += blockDim.x) {
                     gy[i] += dX[i];
@@ -612,37 +635,61 @@ __global__ void floater_backward_kernel(float* dP0, float* work, const float* P,
                 __syncthreads();
             }
         }
+        for (int i = threadIdx.x; i < C; i += blockDim.x) { gy[i] += dP[((size_t)(pos - 1) * R + r) * C + i]; }
+        __syncthreads();
     }
-    for (int i = threadIdx.x; i < C; i += blockDim.x) {
-        if (pos >= 1) { gy[i] += dP[((size_t)(pos - 1) * R + r) * C + i]; }
-        if (pos <= 1) { dP0[(size_t)r * C + i] += gy[i]; }
-    }
+    for (int i = threadIdx.x; i < C && lo <= 1; i += blockDim.x) { dP0[(size_t)r * C + i] += gy[i]; }
 }
 
-// floater_param_backward_kernel: one thread per (layer m of the MLP, output o, column k of
-// [W | b]): the interval's gradient of W_m[o][k] (k < C: the input, C: the time) or of b_m[o]
-// (k = C + 1), summed over the rows and the stages (evaluations e of RK step n0 + e / 4) in order
-__global__ void floater_param_backward_kernel(float* dW1, float* db1, float* dW2, float* db2, const float* work, long n0, int R, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t cols = (size_t)C + 2;
-    if (idx >= 2 * (size_t)C * cols) { return; }
-    int m = (int)(idx / (C * cols)), o = (int)(idx / cols % C), kc = (int)(idx % cols);
-    float acc = 0.0f;
+// floater_param_backward_kernel: one thread per (layer m of the MLP, a tile of 4 outputs o and 4
+// columns k of [W | b]): the gradients of W_m[o][k] (k < C: the input, C: the time) and of
+// b_m[o] (k = C + 1) of the intervals of positions hi down to lo, summed over the intervals, the
+// rows and the stages (evaluations e of RK step 5 (pos - 1) + e / 4) in order
+__global__ void floater_param_backward_kernel(float* dW1, float* db1, float* dW2, float* db2, const float* work, size_t row_work, int hi,
+                                              int lo, int R, int C) {
+    int tiles_o = CEIL_DIV(C, FLOATER_TILE), tiles_k = CEIL_DIV(C + 2, FLOATER_TILE);
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= 2 * tiles_o * tiles_k) { return; }
+    int m = idx / (tiles_o * tiles_k), o0 = idx / tiles_k % tiles_o * FLOATER_TILE, k0 = idx % tiles_k * FLOATER_TILE;
+    float4 acc[FLOATER_TILE] = {}; // acc[i]: output o0 + i, columns k0..k0 + 3
+    for (int pos = hi; pos >= lo; pos--)
     for (int r = 0; r < R; r++) {
-        const float* tape = work + ((size_t)r * FLOATER_ROW_WORK + FLOATER_TAPE) * C;
+        const float* tape = work + r * row_work + (FLOATER_TAPE + (size_t)(hi - pos) * FLOATER_INTERVAL) * C;
+        long n0 = (long)(pos - 1) * FLOATER_SUBSTEPS;
         for (int e = 0; e < FLOATER_EVALS; e++) {
             const float* ev = tape + (size_t)4 * e * C; // X, z, dk, dz
-            float g = m == 0 ? ev[3 * C + o] : ev[2 * C + o], in;
-            if (kc == C + 1) { in = 1.0f; }
-            else if (kc == C) { in = (float)floater_time(n0 + e / 4, e % 4); }
-            else if (m == 0) { in = ev[kc]; }
-            else { float z = ev[C + kc]; in = z > 0.0f ? z : 0.0f; }
-            acc += g * in;
+            float4 g = floater_load4(ev + (m == 0 ? 3 : 2) * C + o0), in;
+            if (k0 < C) { // the inputs X, or the hidden activations relu(z)
+                in = floater_load4(ev + (m == 0 ? 0 : C) + k0);
+                if (m == 1) { in = make_float4(fmaxf(in.x, 0.0f), fmaxf(in.y, 0.0f), fmaxf(in.z, 0.0f), fmaxf(in.w, 0.0f)); }
+            } else { // the time, the bias
+                in = make_float4((float)floater_time(n0 + e / 4, e % 4), 1.0f, 0.0f, 0.0f);
+            }
+            floater_fma4(acc[0], g.x, in);
+            floater_fma4(acc[1], g.y, in);
+            floater_fma4(acc[2], g.z, in);
+            floater_fma4(acc[3], g.w, in);
         }
     }
     float* dW = m == 0 ? dW1 : dW2;
     float* db = m == 0 ? db1 : db2;
-    if (kc <= C) { dW[(size_t)o * (C + 1) + kc] += acc; } else { db[o] += acc; }
+    for (int i = 0; i < FLOATER_TILE; i++) {
+        const float v[4] = {acc[i].x, acc[i].y, acc[i].z, acc[i].w};
+        for (int j = 0; j < FLOATER_TILE && k0 + j < C + 2; j++) {
+            if (k0 + j <= C) { dW[(size_t)(o0 + i) * (C + 1) + k0 + j] += v[j]; } else { db[o0 + i] += v[j]; }
+        }
+    }
+}
+
+// floater_weights_kernel: a solution's copies of W1, W2 (C, C + 1), a thread per element: transposed
+// (wt: (C + 1, C) each), then without their time column ((C, C) each)
+__global__ void floater_weights_kernel(floatX* wt, const floatX* W1, const floatX* W2, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x, n = (size_t)C * (C + 1);
+    if (idx >= 2 * n) { return; }
+    const floatX* W = idx < n ? W1 : W2;
+    size_t e = idx % n, o = e / (C + 1), k = e % (C + 1), m = idx / n;
+    wt[m * n + k * C + o] = W[e];
+    if (k < (size_t)C) { wt[2 * n + m * C * C + o * C + k] = W[e]; }
 }
 
 // floater_qkv_forward_kernel: one thread per (token, channel of q, k, v): adds the vector of
@@ -691,17 +738,16 @@ static struct PEState* floater_state(GPT2* model) {
     return model->pe_state;
 }
 
-// the rows' workspaces, grown to the model's rows
-static float* floater_work(GPT2* model) {
+// the rows' workspaces, with a tape of `chunk` intervals at least
+static float* floater_work(GPT2* model, int chunk) {
     struct PEState* st = model->pe_state;
-    int R = 3 * model->config.num_layers, C = model->config.channels;
-    if (st->work_rows < R || st->work_C != C) {
+    size_t len = 3 * (size_t)model->config.num_layers * floater_row_work(model->config.channels, chunk);
+    if (st->work_len < len) {
         cudaCheck(cudaStreamSynchronize(ctx.stream));
         cuda_free(&st->work);
-        st->work = (float*)cuda_malloc((size_t)R * FLOATER_ROW_WORK * C * sizeof(float), "floater's solver workspace");
-        cudaCheck(cudaMemset(st->work, 0, (size_t)R * FLOATER_ROW_WORK * C * sizeof(float)));
-        st->work_rows = R;
-        st->work_C = C;
+        st->work = (float*)cuda_malloc(len * sizeof(float), "floater's solver workspace");
+        cudaCheck(cudaMemset(st->work, 0, len * sizeof(float)));
+        st->work_len = len;
     }
     return st->work;
 }
@@ -721,11 +767,18 @@ static int floater_current(GPT2* model, const FloaterSolution* s) {
     return !differs;
 }
 
-// makes s the solution of the model's current parameters (a copy of them, no position yet)
-static void floater_resolve(GPT2* model, FloaterSolution* s) {
-    size_t n = floater_span_len(model);
-    if (s->theta == NULL) { s->theta = (floatX*)cuda_malloc(n * sizeof(floatX), "floater's parameters of a solution"); }
-    cudaCheck(cudaMemcpyAsync(s->theta, model->params.floater_p0, n * sizeof(floatX), cudaMemcpyDeviceToDevice, ctx.stream));
+// makes s the solution of the parameters theta (device; NULL: the model's), no position yet
+static void floater_resolve(GPT2* model, FloaterSolution* s, const floatX* theta) {
+    size_t n = floater_span_len(model), C = model->config.channels;
+    if (s->theta == NULL) {
+        s->theta = (floatX*)cuda_malloc(n * sizeof(floatX), "floater's parameters of a solution");
+        s->wt = (floatX*)cuda_malloc(2 * (2 * C + 1) * C * sizeof(floatX), "floater's copies of its weights");
+    }
+    cudaCheck(cudaMemcpyAsync(s->theta, theta != NULL ? theta : model->params.floater_p0, n * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                              ctx.stream));
+    FloaterDevParams p = floater_dev_params(s, model);
+    floater_weights_kernel<<<CEIL_DIV(2 * (C + 1) * C, 256), 256, 0, ctx.stream>>>(s->wt, p.W1, p.W2, (int)C);
+    cudaCheckLaunch("floater_weights_kernel");
     s->have = 1;
     s->n = 0;
     s->range = INT32_MAX;
@@ -747,8 +800,9 @@ static void floater_extend(GPT2* model, FloaterSolution* s, int upto) {
         s->cap = cap;
     }
     int* range = model->pe_state->flag + 1;
-    floater_extend_kernel<<<R, FLOATER_THREADS, 0, ctx.stream>>>(s->P, range, floater_work(model), floater_dev_params(s->theta, model), s->n,
-                                                                   upto, R, C);
+    float* work = floater_work(model, 0);
+    floater_extend_kernel<<<R, floater_threads(C), 0, ctx.stream>>>(s->P, range, work, floater_row_work(C, 0), floater_dev_params(s, model),
+                                                                      s->n, upto, R, C);
     cudaCheckLaunch("floater_extend_kernel");
     int* rows = (int*)malloc_check(R * sizeof(int));
     cudaCheck(cudaMemcpyAsync(rows, range, R * sizeof(int), cudaMemcpyDeviceToHost, ctx.stream));
@@ -764,7 +818,7 @@ static void floater_positions(GPT2* model, int span) {
     FloaterSolution* s = model->training ? &st->train : &st->eval;
     int current = floater_current(model, s);
     if (model->training ? floater_refresh_due(s->have, current, st->age, model->config.floater_refresh) : !current) {
-        floater_resolve(model, s);
+        floater_resolve(model, s, NULL);
         if (model->training) { st->age = 0; }
         current = 1;
     }
@@ -781,7 +835,7 @@ static void floater_positions(GPT2* model, int span) {
 static int pe_reach(GPT2* model, int T) {
     struct PEState* st = floater_state(model);
     int span = rp_active(model) && model->config.rp_len > T ? model->config.rp_len : T;
-    if (!floater_current(model, &st->eval)) { floater_resolve(model, &st->eval); }
+    if (!floater_current(model, &st->eval)) { floater_resolve(model, &st->eval, NULL); }
     floater_extend(model, &st->eval, span);
     return span <= st->eval.range;
 }
@@ -814,17 +868,25 @@ static void pe_layer_backward(GPT2* model, int l, int B, int T) {
     cudaCheckLaunch("floater_qkv_backward_kernel");
     if (l != 0) { return; }
     const FloaterSolution* s = st->use;
-    FloaterDevParams p = floater_dev_params(s->theta, model);
-    float* work = floater_work(model);
+    FloaterDevParams p = floater_dev_params(s, model);
+    size_t per = (size_t)R * FLOATER_INTERVAL * C * sizeof(float); // an interval's tape of every row
+    int chunk = (int)(FLOATER_TAPE_BYTES / per > 1 ? FLOATER_TAPE_BYTES / per : 1);
+    chunk = chunk < span - 1 ? chunk : (span > 1 ? span - 1 : 1);
+    float* work = floater_work(model, chunk);
+    size_t row_work = floater_row_work(C, chunk);
     TensorSet<float> g = model->grads;
-    for (int pos = span > 1 ? span - 1 : 0; pos >= (span > 1 ? 1 : 0); pos--) {
-        floater_backward_kernel<<<R, FLOATER_THREADS, 0, ctx.stream>>>(g.floater_p0, work, s->P, st->dP, p, pos, pos == span - 1, R, C);
+    size_t threads = 2 * (size_t)CEIL_DIV(C, FLOATER_TILE) * CEIL_DIV(C + 2, FLOATER_TILE);
+    for (int hi = span - 1, lo; hi >= 0; hi = lo - 1) { // the intervals of positions hi down to lo, position 0's own at the end
+        lo = hi - chunk + 1 > 1 ? hi - chunk + 1 : (hi > 0 ? 1 : 0);
+        floater_backward_kernel<<<R, floater_threads(C), 0, ctx.stream>>>(g.floater_p0, work, row_work, s->P, st->dP, p, hi, lo,
+                                                                            hi == span - 1, R, C);
         cudaCheckLaunch("floater_backward_kernel");
-        if (pos == 0) { break; }
-        size_t threads = 2 * (size_t)C * (C + 2);
-        floater_param_backward_kernel<<<CEIL_DIV(threads, 256), 256, 0, ctx.stream>>>(g.floater_w1, g.floater_b1, g.floater_w2, g.floater_b2,
-                                                                                     work, (long)(pos - 1) * FLOATER_SUBSTEPS, R, C);
-        cudaCheckLaunch("floater_param_backward_kernel");
+        if (hi >= 1) {
+            floater_param_backward_kernel<<<CEIL_DIV(threads, 128), 128, 0, ctx.stream>>>(g.floater_w1, g.floater_b1, g.floater_w2,
+                                                                                         g.floater_b2, work, row_work, hi, lo, R, C);
+            cudaCheckLaunch("floater_param_backward_kernel");
+        }
+        if (lo <= 1) { break; }
     }
 }
 
@@ -860,15 +922,18 @@ static void pe_resume_load(GPT2* model, const void* in) {
     st->train.have = 0;
     st->train.n = 0;
     if (!head[1]) { return; }
-    const float* theta = (const float*)((const char*)in + sizeof(head));
+    const float* saved = (const float*)((const char*)in + sizeof(head));
     size_t span = floater_span_len(model), at = 0;
     floatX* host = (floatX*)calloc_check(span, sizeof(floatX));
     for (int k = P_FLOATER_P0; k <= P_FLOATER_B2; k++) {
         size_t off = model->param_offsets[k] - model->param_offsets[P_FLOATER_P0];
-        for (size_t i = 0; i < model->param_sizes[k]; i++) { host[off + i] = (floatX)theta[at++]; }
+        for (size_t i = 0; i < model->param_sizes[k]; i++) { host[off + i] = (floatX)saved[at++]; }
     }
-    floater_resolve(model, &st->train);
-    cudaCheck(cudaMemcpy(st->train.theta, host, span * sizeof(floatX), cudaMemcpyHostToDevice));
+    floatX* theta = (floatX*)cuda_malloc(span * sizeof(floatX), "floater's resumed parameters");
+    cudaCheck(cudaMemcpy(theta, host, span * sizeof(floatX), cudaMemcpyHostToDevice));
+    floater_resolve(model, &st->train, theta);
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    cuda_free(&theta);
     free(host);
 }
 
@@ -878,7 +943,7 @@ static void pe_free(GPT2* model) {
     if (st == NULL) { return; }
     cudaCheck(cudaStreamSynchronize(ctx.stream));
     FloaterSolution* s[2] = {&st->train, &st->eval};
-    for (int k = 0; k < 2; k++) { cuda_free(&s[k]->theta); cuda_free(&s[k]->P); }
+    for (int k = 0; k < 2; k++) { cuda_free(&s[k]->theta); cuda_free(&s[k]->wt); cuda_free(&s[k]->P); }
     cuda_free(&st->dP);
     cuda_free(&st->work);
     cuda_free(&st->flag);

@@ -172,6 +172,8 @@ expect "-sk on an encoding without shape's offsets" "-sk: bad offset K 5 of shap
 expect "-cg on an encoding without cape's augmentation" "flags -cg, -cs, -cl: the augmentation of cape, which this binary's PE" "${OK[@]}" -cg 5
 expect "-cs below 1" "flag -cs must be in \[1, 1000\], got 0.5" "${OK[@]}" -cs 0.5
 expect "-cl neither 0 nor 1" "flag -cl" "${OK[@]}" -cl 2
+expect "-fr on an encoding without floater's refresh" "flag -fr: the refresh of floater's positions, which this binary's PE" "${OK[@]}" -fr 5
+expect "-fr 0" "flag -fr" "${OK[@]}" -fr 0
 expect "-rb on an encoding without rope's table" "flag -rb: RoPE's frequency table options (-rb, -rt, -rr) exist for rope" "${OK[@]}" -rb 500000
 # a full disk (here: a file size limit of 10 MB) during a checkpoint: a clear error, and no
 # temporary file left behind
