@@ -10,7 +10,8 @@ sqrt(C)), each with its official code's table:
       p[pos, k] = sin(pos w_k),  p[pos, C/2 + k] = cos(pos w_k),  w_k = 10000^(-k / (C/2 - 1))
 
   for k < C/2 (tensor2tensor's layout; an odd C leaves the last column 0). Revision 1
-  (revision 0 added interleaved sinusoids to unscaled embeddings).
+  (revision 0 added interleaved sinusoids to unscaled embeddings). floater keeps this
+  embedding, as its official code keeps fairseq's (pe/floater.h: SINUSOIDAL_FAIRSEQ).
 
   shape (Kiyono et al. 2021, SHAPE), as its official code (butsugiri/shape at a2b04a2,
   onmt/modules/embeddings.py 27-79, OpenNMT-py's PositionalEncoding): the interleaved table
