@@ -522,15 +522,9 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 //                                         scores): PE_ATTENTION
 //   pe_alloc_activations                  buffers of its own, made with the activations:
 //                                         PE_ALLOC_ACTIVATIONS
-//   pe_after_update                       after every update (floater: its positions one update
-//                                         older): PE_AFTER_UPDATE
-//   pe_resume_bytes, pe_resume_save, pe_resume_load
-//                                         its own state in the training state file, for an exact
-//                                         resume (floater: the parameters of its positions in use):
-//                                         PE_RESUME
-//   pe_free                               frees model->pe_state: PE_FREE
-//   pe_reach                              whether T tokens are within a range that depends on the
-//                                         parameters (floater's positions): PE_REACH
+//   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free, pe_reach
+//                                         the encoding's own state across passes and a range of the
+//                                         parameters' (llmc/pe_state.h, which holds their defaults)
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is attention_forward / attention_backward with the bias
 // hooks). model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise
@@ -605,20 +599,7 @@ static void pe_project(GPT2* model) {}
 #ifndef PE_ALLOC_ACTIVATIONS
 static void pe_alloc_activations(GPT2* model, int B, int T, int training) {}
 #endif
-#ifndef PE_AFTER_UPDATE
-static void pe_after_update(GPT2* model) {}
-#endif
-#ifndef PE_RESUME
-static size_t pe_resume_bytes(const GPT2* model) { return 0; }
-static void pe_resume_save(const GPT2* model, void* out) {}
-static void pe_resume_load(GPT2* model, const void* in) {}
-#endif
-#ifndef PE_FREE
-static void pe_free(GPT2* model) {}
-#endif
-#ifndef PE_REACH
-static int pe_reach(GPT2* model, int T) { return 1; }
-#endif
+#include "llmc/pe_state.h" // pe_after_update, pe_resume_*, pe_free, pe_reach
 
 // ============================================================================
 // attention

@@ -731,10 +731,8 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 //   pe_attention_forward / pe_attention_backward, pe_attention_scratch
 //                                         a layer's whole attention (CoPE, txl): PE_ATTENTION
 //   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free, pe_reach
-//                                         after every update; the encoding's own state in the
-//                                         training state file; freeing model->pe_state (floater's
-//                                         ODE solutions); a range of lengths that depends on the
-//                                         parameters: PE_AFTER_UPDATE, PE_RESUME, PE_FREE, PE_REACH
+//                                         the encoding's own state across passes and a range of the
+//                                         parameters' (llmc/pe_state.h, which holds their defaults)
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is llmc/attention_bias.cuh's with the bias hooks).
 // model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
@@ -862,20 +860,7 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {}
 #ifndef PE_PROJECT
 static void pe_project(GPT2* model) {}
 #endif
-#ifndef PE_AFTER_UPDATE
-static void pe_after_update(GPT2* model) {}
-#endif
-#ifndef PE_RESUME
-static size_t pe_resume_bytes(const GPT2* model) { return 0; }
-static void pe_resume_save(const GPT2* model, void* out) {}
-static void pe_resume_load(GPT2* model, const void* in) {}
-#endif
-#ifndef PE_FREE
-static void pe_free(GPT2* model) {}
-#endif
-#ifndef PE_REACH
-static int pe_reach(GPT2* model, int T) { return 1; }
-#endif
+#include "llmc/pe_state.h" // pe_after_update, pe_resume_*, pe_free, pe_reach
 // the kernels' PEGradOf (llmc/attention_bias.cuh): never called
 PEGrad pe_grad_of(const PEBias*);
 // the buffers of an encoding's own that the activations hold (defined 1 by the encoding)

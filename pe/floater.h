@@ -50,10 +50,11 @@ Where it differs from the official code (docs/encodings.md says why):
 
 #define FLOATER_DT 0.01    // time_dt (flow_transformer.py:247): position p at s = p dt
 #define FLOATER_SUBSTEPS 5 // RK steps per dt (:268: step_size time_dt / 5)
-// The positions' range: those whose vectors stay within +-2^56 (beyond, q.k overflows fp32,
-// 2^128, within a few doublings). The ODE's solution may grow exponentially with s (at the
-// initialization about e^(0.7 s) for C = 256: position 5000 leaves it): a pass that needs a
-// position beyond is refused, an evaluation of that length is n/a (pe_reach)
+// The positions' range: those whose vectors stay within +-2^56, below which q.k (hs 2^112 at
+// most) and layernorm's sums of squares (C 2^112) stay within fp32's 2^128. The ODE's solution
+// may grow exponentially with s (about e^(0.7 s) at the initialization: the cpu preset's leaves
+// the range at position 5963): a pass that needs a position beyond is refused, an evaluation of
+// that length is n/a (pe_reach)
 #define FLOATER_RANGE 72057594037927936.0 // 2^56
 #define PE_LIMIT_NOTE "beyond its positions' range (their ODE's solution leaves +-2^56)"
 
