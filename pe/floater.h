@@ -304,16 +304,17 @@ static void floater_dynamics_backward(real* dx, real* da, const real* dk, const 
         const real* g2 = dk + (size_t)r * C;
         const real* zr = z + (size_t)r * C;
         real* dar = da + (size_t)r * C;
-        for (int o = 0; o < C; o++) { // the second layer: k = W2 [a; t] + b2, a = relu(z)
+        real* dxr = dx + (size_t)r * C;
+        for (int j = 0; j < C; j++) { dxr[j] = zr[j] > 0 ? zr[j] : 0; } // a = relu(z), until dx is made
+        for (int o = 0; o < C; o++) { // the second layer: k = W2 [a; t] + b2
             real* dw = dW2 + (size_t)o * (C + 1);
             const real* w = p->W2 + (size_t)o * (C + 1);
-            for (int j = 0; j < C; j++) { dw[j] += g2[o] * (zr[j] > 0 ? zr[j] : 0); dar[j] += g2[o] * w[j]; }
+            for (int j = 0; j < C; j++) { dw[j] += g2[o] * dxr[j]; dar[j] += g2[o] * w[j]; }
             dw[C] += g2[o] * t;
             db2[o] += g2[o];
         }
         for (int j = 0; j < C; j++) { dar[j] = zr[j] > 0 ? dar[j] : 0; } // now dz
         const real* xr = x + (size_t)r * C;
-        real* dxr = dx + (size_t)r * C;
         memset(dxr, 0, C * sizeof(real));
         for (int o = 0; o < C; o++) { // the first layer: z = W1 [x; t] + b1
             real* dw = dW1 + (size_t)o * (C + 1);
