@@ -109,7 +109,7 @@ cpu_tests = for s in $(1); do \
 	  echo "=== $$s: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$s gradcheck || exit 1; \
 	done
 
-test-cpu: test-builds
+test-cpu: test-builds gpt2_tokenizer.bin
 	@$(call cpu_tests,$(PE_LIST))
 
 # DAPE (pe/dape.h): every variant and every base at least once, the CPU tests and the

@@ -60,8 +60,12 @@ static GPT2Config tiny_config(int maxT) {
     return c;
 }
 
+// the tests' tokens: uniform over the vocabulary, then as the encoding's tests need them
+// (pe_test_tokens, below: BiPE's separators)
+static void pe_test_tokens(int* x, int n, uint64_t* rng);
 static void random_tokens(int* x, int n, int V, uint64_t* rng) {
     for (int i = 0; i < n; i++) { x[i] = (int)(random_u32(rng) % V); }
+    pe_test_tokens(x, n, rng);
 }
 
 // moves every parameter away from its initial value so that no gradient is
@@ -89,9 +93,9 @@ static uint64_t tiny_model_batch(GPT2* model, int maxT, int seed, int draw, int*
 // hooks, in double (its file's PE_PART_TEST, pe/<file>.h), with the defaults of what it
 // leaves out: pe_ref_bias (b(i, j); 0), pe_ref_embed (the position embedding added to a
 // token's value; none), pe_ref_rotate (q and k rotated; none), pe_test_config and
-// pe_test_params (the tests' model: what its regimes need), pe_loss_piece (the piece of a
-// piecewise-smooth loss; 0), pe_tests (its identities), pe_test_gradients (fp64 checks of
-// its own)
+// pe_test_params (the tests' model: what its regimes need), pe_test_tokens (the tests'
+// tokens: as drawn), pe_loss_piece (the piece of a piecewise-smooth loss; 0), pe_tests (its
+// identities), pe_test_gradients (fp64 checks of its own)
 
 typedef double (*BiasFn)(GPT2* model, int l, int b, int h, int i, int j, int T);
 static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int T);
@@ -137,6 +141,9 @@ static double pe_ref_bias(GPT2* model, int l, int b, int h, int i, int j, int T)
 #endif
 #ifndef PE_REF_EMBED
 static double pe_ref_embed(GPT2* model, double token, size_t bt, int c) { return token; }
+#endif
+#ifndef PE_TEST_TOKENS
+static void pe_test_tokens(int* x, int n, uint64_t* rng) {}
 #endif
 #ifndef PE_REF_ROTATE
 static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {}

@@ -132,8 +132,8 @@ static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
 #define PE_WHOLE_ROWS DAPE_WINDOW_EDGE
 #define PE_WHOLE_ROWS_WHY "DAPE_1xk: the rows of a window's last k/2 positions depend on where it ends"
 #endif
-#ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices: none
-static int pe_positions_own(const GPT2Config* cfg, int* pos, int draws, int B, int T, int span, int training, uint64_t key) { return span; }
+#ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices, of the pass's tokens (B, T; NULL: none): none
+static int pe_positions_own(const GPT2Config* cfg, int* pos, const int* tokens, int draws, int B, int T, int span, int training, uint64_t key) { return span; }
 #define PE_OWN_POSITIONS_USED 0
 #else
 #define PE_OWN_POSITIONS_USED 1
@@ -195,6 +195,10 @@ static int pe_positions_make(int* pos, const int* given, int draws, int B, int T
 // ----------------------------------------------------------------------------
 // parameter tensors
 
+// the encodings with a table of positions wpe [maxT, C]: learned's absolute positions, BiPE's
+// positions within a segment (pe/bipe.h)
+static int pe_has_wpe(int pe) { return pe == PE_ID_LEARNED || pe == PE_ID_BIPE_ROPE || pe == PE_ID_BIPE_ALIBI; }
+
 // X(NAME, field, decay, size, init): the enum P_<NAME>, the field of the trainers' parameter
 // structs, whether weight decay applies, the number of elements (an expression of
 // fill_in_parameter_sizes' Vp, C, maxT, L, NH, and DAPE's k, D, Cin), and the statement
@@ -204,7 +208,7 @@ static int pe_positions_make(int* pos, const int* given, int draws, int B, int T
 // checkpoint (wpe for every encoding but learned).
 #define GPT2_TENSORS(X) \
     X(WTE,      wte,      1, Vp * C,        fill_wte(p, n, cfg, rng)) /* also the classifier (tied) */ \
-    X(WPE,      wpe,      1, cfg->pe == PE_ID_LEARNED ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
+    X(WPE,      wpe,      1, pe_has_wpe(cfg->pe) ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
     X(LN1W,     ln1w,     0, L * C,         fill_const(p, n, 1.0f)) \
     X(LN1B,     ln1b,     0, L * C,         fill_const(p, n, 0.0f)) \
     X(QKVW,     qkvw,     1, L * 3 * C * C, fill_normal(p, n, 0.02f, rng)) \
