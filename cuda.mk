@@ -213,7 +213,7 @@ test-cuda-emulate: test-cuda-emulate-builds $(foreach s,$(EMU_TRAINER_STEMS),$(B
 	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
 	@bash dev/cuda/emulate/mutants.sh $(EMU) "$(EMU_COMPILE)"
 	@echo "=== every encoding and DAPE variant: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
-	@bash dev/cuda/emulate/trainers.sh $(BUILD) $(EMU) "$(EMU_TRAINER_STEMS)" "$(PE_RP_LIST)"
+	@bash dev/cuda/emulate/trainers.sh $(BUILD) $(EMU) "$(EMU_TRAINER_STEMS)" "$(POS_STEMS)"
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every
