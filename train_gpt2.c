@@ -985,7 +985,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
             PEBias pb;
             pe_bias_setup(&pb, model, l, B, T, 0);
             dape_layer_setup(model, l, 0);
-            dape_attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, model->dape, B, T);
+            dape_attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, pe_positions(model, l), model->dape, B, T);
         } else {
             pe_attention_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, B, T);
         }
@@ -1045,7 +1045,7 @@ void gpt2_backward(GPT2* model) {
             pe_bias_setup(&pb, model, l, slots, T, 1);
             dape_layer_setup(model, l, 1);
             dape_attention_backward(d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C,
-                                    a.att_lse + o * NH, &pb, model->dape, B, T);
+                                    a.att_lse + o * NH, &pb, pe_positions(model, l), model->dape, B, T);
             dape_layer_reduce(model, l);
             pe_bias_reduce(&pb, model, l, slots);
         } else {

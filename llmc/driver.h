@@ -371,8 +371,8 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         }
         else if (!strcmp(f, "-rp")) {
             a->rand_pos = (int)parse_long(f, v, 0, 1 << 24);
-            if (a->rand_pos > 0 && (!rp_supported(PE_ID) || DAPE_ID != 0)) {
-                fatal("flag -rp: randomized positions exist for %s (not with DAPE); this binary is PE '%s'", pe_names_rp(),
+            if (a->rand_pos > 0 && !rp_supported(PE_ID)) {
+                fatal("flag -rp: randomized positions exist for %s; this binary is PE '%s'", pe_names_rp(),
                       model_label(PE_ID, DAPE_ID));
             }
         }
@@ -1494,8 +1494,8 @@ static int train_main(int argc, char** argv) {
     }
     if (a.pose_len > 0) { // PoSE (llmc/dataloader.h): the training rows' positions, given to the encoding
         if (!training) { fatal("-po is a way of training (-x 0 evaluates at plain positions)"); }
-        if (!rp_supported(PE_ID) || DAPE_ID != 0) {
-            fatal("-po gives the rows positions, which %s takes none (the encodings that take positions: %s; not with DAPE)",
+        if (!rp_supported(PE_ID)) {
+            fatal("-po gives the rows positions, which %s takes none (the encodings that take positions: %s)",
                   model_label(PE_ID, DAPE_ID), pe_names_rp());
         }
         if (cfg->rp_len > 0) { fatal("-po and randomized positions (-rp %d) would both set the training rows' positions", cfg->rp_len); }

@@ -167,8 +167,8 @@ static int pe_positions_make(int* pos, const int* given, int draws, int B, int T
                              uint64_t key) {
     size_t BT = (size_t)B * T;
     int span = T;
-    if (given != NULL && (!rp_supported(PE_ID) || DAPE_ID != 0)) {
-        fatal("positions given to PE '%s', which takes none (the encodings that take positions: %s; not with DAPE)", pe_name(PE_ID),
+    if (given != NULL && !rp_supported(PE_ID)) {
+        fatal("positions given to PE '%s', which takes none (the encodings that take positions: %s)", pe_name(PE_ID),
               pe_names_rp());
     }
     if (given != NULL) {
@@ -329,7 +329,7 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
         fatal("%s: bad augmentation of cape: global shift %g (0..%d), scale %g (1..1000), local shift %d (0 or 1); "
               "none but for cape", what, a->global, 1 << 24, a->scale, a->local);
     }
-    if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
+    if (c->rp_len > 0 && !rp_supported(c->pe)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
     if (c->pe == PE_ID) { pe_config_check(c, what); } // the encoding's own constraints (pe/<file>.h)
