@@ -304,11 +304,18 @@ def check_random_positions(build, pe, prefix):
                                                             len(mine), T, model.cfg.rp_len))
     failures += 0 if ok else 1
     compare_model("rp", model, ref, mine)
+    check_changes_logits("rp: the draw changes the logits", model, ref)
+
+
+def check_changes_logits(label, model, ref):
+    """The model at plain positions 0..T-1 against the reference's logits at other positions:
+    they must differ (by more than 1e-6 of the largest), else the positions tested nothing."""
+    global failures
     with torch.no_grad():
         plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
     change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
     ok = change > 1e-6
-    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("rp: the draw changes the logits", "ok  " if ok else "FAIL", change))
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % (label, "ok  " if ok else "FAIL", change))
     failures += 0 if ok else 1
 
 
@@ -327,12 +334,7 @@ def check_given_positions(build, pe, prefix):
     model = M.GPT.from_checkpoint(prefix + "_model.bin", dtype=torch.float64)
     ref = read_reference(prefix + "_ref.bin", model.cfg)
     compare_model("given positions", model, ref, given_positions=debug_positions(*ref[0].shape))
-    with torch.no_grad():
-        plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
-    change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
-    ok = change > 1e-6
-    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("given positions change the logits", "ok  " if ok else "FAIL", change))
-    failures += 0 if ok else 1
+    check_changes_logits("given positions change the logits", model, ref)
 
 
 def check_rope_table(build, model, ckpt, prefix, plain):
