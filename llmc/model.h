@@ -13,7 +13,7 @@ frequency table (RopeTable, llmc/pe.h: word 15 the base, 0 for 10000; word 16 th
 truncation length, 0: off; word 17 resonance, 0: off; 0 in files written before them, which
 so keep the table they were trained with), shape's offset K (word 18, pe/sinusoidal.h; 0 for
 every other encoding), 0...}, then every parameter tensor in the order below. A tensor
-that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
+that the PE does not use has size 0 (e.g. wpe for every PE but `learned` and BiPE), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
 and CoPE's number of positions P (llmc/pe.h) derive from it, so no further word holds them.
@@ -205,7 +205,7 @@ static int pe_has_wpe(int pe) { return pe == PE_ID_LEARNED || pe == PE_ID_BIPE_R
 // that initializes its n elements at p from the random state rng (gpt2_init_params: cfg, and
 // residual_std = 0.02 / sqrt(2 L)). Weight decay applies to the matrices (2-D per layer) and to
 // nothing else. Every layer's values are consecutive. A tensor of size 0 is absent from the
-// checkpoint (wpe for every encoding but learned).
+// checkpoint (wpe for every encoding but learned and BiPE, pe_has_wpe).
 #define GPT2_TENSORS(X) \
     X(WTE,      wte,      1, Vp * C,        fill_wte(p, n, cfg, rng)) /* also the classifier (tied) */ \
     X(WPE,      wpe,      1, pe_has_wpe(cfg->pe) ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
