@@ -1513,13 +1513,13 @@ static int train_main(int argc, char** argv) {
     rope_table_apply(&cfg->rope, &a.rope_table, resume_step >= 0 || model_is_file(a.model), resume_step, training, mp.rank);
     model_setting_apply("-sk", &cfg->shape_k, a.shape_k, cfg->shape_k, a.shape_k, resume_step >= 0 || model_is_file(a.model), resume_step,
                         training, mp.rank);
-    gpt2_config_check(cfg, "-sk");
     if ((a.cape.global >= 0 || a.cape.scale >= 0 || a.cape.local >= 0) && PE_ID != PE_ID_CAPE) {
         fatal("flags -cg, -cs, -cl: the augmentation of cape, which this binary's PE '%s' is not", pe_name(PE_ID));
     }
     if (a.cape.global >= 0) { cfg->cape.global = a.cape.global; }
     if (a.cape.scale >= 0) { cfg->cape.scale = a.cape.scale; }
     if (a.cape.local >= 0) { cfg->cape.local = a.cape.local; }
+    gpt2_config_check(cfg, "the model with this run's -rb, -rt, -rr, -sk");
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
     if (rope_base(cfg->rope.base) != ROPE_BASE) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
     if (cfg->rope.truncate != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rt%d", cfg->rope.truncate); }
