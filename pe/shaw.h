@@ -220,7 +220,44 @@ static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* do
 
 #elif PE_PART == PE_PART_CUDA
 
-#error "shaw: the CUDA part is not written yet"
+// its own kernels (llmc/attention_shaw.cuh), fp32 on CUDA cores in both builds; a^K, a^V read
+// in the build's precision, their gradients summed in fp32 from the dq pass's per-block partials
+#include "../llmc/attention_shaw.cuh"
+#define PE_ATTENTION
+// the backward's scratch in floats: the dq pass's partials, the sums for da^K (and da^V) of a
+// head per (b, h, query block)
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) {
+    return (size_t)shaw_q_blocks(B, T, cfg->num_heads) * (1 + cfg->shaw_values) * (cfg->shaw_k + 1) * (cfg->channels / cfg->num_heads);
+}
+// layer l's shaw as the kernels see it (the partials are the backward's)
+static ShawArgs shaw_layer(GPT2* model, int l) {
+    const GPT2Config* c = &model->config;
+    size_t n = (size_t)(c->shaw_k + 1) * (c->channels / c->num_heads);
+    ShawArgs a;
+    a.aK = model->params.shaw_ak + l * n;
+    a.aV = c->shaw_values ? model->params.shaw_av + l * n : NULL;
+    a.pos = pe_positions(model, l);
+    a.partials = model->gs.pe_scratch;
+    a.k = c->shaw_k;
+    return a;
+}
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    const GPT2Config* c = &model->config;
+    shaw_attention_forward(out, lse, qkv, shaw_layer(model, l), B, T, c->num_heads, c->channels / c->num_heads,
+                           ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+}
+// dqkv written in full; da^K, da^V of layer l added: the dq pass's partials summed over the
+// batch, the heads and the query blocks in a fixed order
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    const GPT2Config* c = &model->config;
+    int NH = c->num_heads, n = (c->shaw_k + 1) * (c->channels / NH), per = (1 + c->shaw_values) * n;
+    ShawArgs a = shaw_layer(model, l);
+    shaw_attention_backward(dqkv, model->gs.att_D, dout, qkv, out, lse, a, B, T, NH, c->channels / NH, ctx.prop.sharedMemPerBlockOptin,
+                            ctx.stream);
+    partials_reduce(model->grads.shaw_ak + (size_t)l * n, a.partials, shaw_q_blocks(B, T, NH), per, n);
+    if (c->shaw_values) { partials_reduce(model->grads.shaw_av + (size_t)l * n, a.partials + n, shaw_q_blocks(B, T, NH), per, n); }
+}
 
 #elif PE_PART == PE_PART_TEST
 
