@@ -111,20 +111,21 @@ __device__ void shaw_rows_axpy(float* y, const float* sums, float last, const fl
 
 // the online softmax's extra (attention_softmax_tile): a query row's probabilities summed by
 // table row, the rows r < k into the row's shared sums (thread r % TPR owns row r), row k into
-// this thread's `far` (keys jj % TPR == p)
+// this thread's `far` (keys jj % TPR == p); a key's row from its position in the tile's (kpos)
 template<int TPR>
 struct ShawSums {
-    float* sums;               // the row's k + 1 sums
+    const ShawArgs& a;
+    float* sums;     // the row's k + 1 sums
     float& far;
-    const int (&rows)[ATT_BK]; // the tile's keys' table rows
-    int k, p;
+    const int* kpos; // the key tile's positions
+    int pos_i, p;    // the query's position
     __device__ __forceinline__ void rescale(float corr) {
-        for (int r = p; r < k; r += TPR) { sums[r] *= corr; }
+        for (int r = p; r < a.k; r += TPR) { sums[r] *= corr; }
         far *= corr;
     }
     __device__ __forceinline__ void add(int jj, float pij) {
-        int r = rows[jj];
-        if (r < k) {
+        int r = shaw_pair_row(a, pos_i, kpos[jj]);
+        if (r < a.k) {
             if (r % TPR == p) { sums[r] += pij; }
         } else if (jj % TPR == p) {
             far += pij;
@@ -192,15 +193,13 @@ shaw_forward_kernel(floatX* out, float* lse, const floatX* qkv, const ShawArgs a
         shaw_load_positions(kpos, a, b, j0, ATT_BK, T);
         __syncthreads();
         float s[ATT_BK];
-        int rows[ATT_BK];
         #pragma unroll
         for (int jj = 0; jj < ATT_BK; jj++) {
             float dot = row_group_sum<TPR>(attention_dot<HS, TPR>(q, ks, jj, p));
             int j = j0 + jj;
-            rows[jj] = shaw_pair_row(a, pos_i, kpos[jj]);
-            s[jj] = j <= i && i < T ? dot * scale + g[rows[jj]] : -INFINITY;
+            s[jj] = j <= i && i < T ? dot * scale + g[shaw_pair_row(a, pos_i, kpos[jj])] : -INFINITY;
         }
-        attention_softmax_tile<HS, TPR>(s, m, l, o, vs, p, ShawSums<TPR>{c, far, rows, a.k, p});
+        attention_softmax_tile<HS, TPR>(s, m, l, o, vs, p, ShawSums<TPR>{a, c, far, kpos, pos_i, p});
     }
     if (a.aV != NULL) {
         far = row_group_sum<TPR>(far);
@@ -301,7 +300,7 @@ shaw_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const floatX*
 // dv_j = sum_i p_ij dO_i, dk_j = sum_i ds_ij q_i / sqrt(HS), with each query tile's rows' g and
 // e (computed per tile). Needs D.
 template<int HS>
-__global__ void __launch_bounds__(ATT_KV_BK * HS / ATT_DPT)
+__global__ void __launch_bounds__(ATT_KV_BK * HS / ATT_DPT, 128 / HS)
 shaw_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* D, const ShawArgs a,
                         int T, int NH) {
     constexpr int TPR = HS / ATT_DPT;
