@@ -330,6 +330,15 @@ static double shaw_attention_diff(const GPT2* a, const GPT2* b, int l, int B, in
     return d;
 }
 
+// -ak 20 -av 0 given with a checkpoint of k = 16 with a^V: its tables are its parameters
+static void fail_shaw_flags(const void* arg) {
+    GPT2Config cfg = tiny_config(8);
+    TrainArgs a;
+    a.shaw_k = *(const int*)arg;
+    a.shaw_values = 0;
+    shaw_tables_apply(&cfg, &a, 1);
+}
+
 // shaw with both tables 0 is nope; a^K of weight is not; with a^V = 0 it is the keys-only model
 // of the same a^K (the same parameters but a^V, the last of them); a^V of weight changes that
 #define PE_TESTS
@@ -372,6 +381,10 @@ static void pe_tests(void) {
     free(saved);
     gpt2_free(&model);
     gpt2_free(&keys);
+    printf("shaw's flags -ak, -av and a checkpoint's tables\n");
+    int k = 20;
+    expect_failure("-ak 20 -av 0 with a checkpoint of k = 16 and a^V", fail_shaw_flags, &k,
+                   "the checkpoint's tables have k = 16 and a^V (-av 1), made with the model");
 }
 
 #endif
