@@ -451,15 +451,24 @@ static void attention_backward_hs(floatX* dqkv, float* D, const floatX* dout, co
 
 static inline int attention_head_size_supported(int hs) { return hs == 32 || hs == 64 || hs == 128; }
 
+// f(std::integral_constant<int, HS>()) for the run's head size HS, so that a launcher calls the
+// kernels' instance of that size (32, 64 and 128 are compiled); another is one clear error
+template<class F>
+static void attention_for_head_size(int HS, F f) {
+    switch (HS) {
+        case 32: f(std::integral_constant<int, 32>()); break;
+        case 64: f(std::integral_constant<int, 64>()); break;
+        case 128: f(std::integral_constant<int, 128>()); break;
+        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
+    }
+}
+
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C)
 template<class PE>
 static void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    switch (HS) {
-        case 32: attention_forward_hs<32>(out, lse, qkv, pb, B, T, NH, stream); break;
-        case 64: attention_forward_hs<64>(out, lse, qkv, pb, B, T, NH, stream); break;
-        case 128: attention_forward_hs<128>(out, lse, qkv, pb, B, T, NH, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_for_head_size(HS, [&](auto hs) {
+        attention_forward_hs<decltype(hs)::value>(out, lse, qkv, pb, B, T, NH, stream);
+    });
 }
 
 // dqkv (B, T, 3C), written in full, and the bias gradients through the PE's hooks;
@@ -467,12 +476,9 @@ static void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, 
 template<class PE>
 static void attention_backward_tiled(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
                                      const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    switch (HS) {
-        case 32: attention_backward_hs<32>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        case 64: attention_backward_hs<64>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        case 128: attention_backward_hs<128>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_for_head_size(HS, [&](auto hs) {
+        attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream);
+    });
 }
 
 // the trainer's attention: on tensor cores in bf16 (llmc/attention_mma.cuh); the fp32 build,

@@ -282,7 +282,9 @@ static int ref_shaw_row(const AttnCase* c, int i, int j) {
     return d < c->model.config.shaw_k ? d : c->model.config.shaw_k;
 }
 static double ref_shaw_ak(const AttnCase* c, int r, int e) { return ref_par(c, P_SHAW_AK, r * c->s.hs + e); }
-static double ref_shaw_av(const AttnCase* c, int r, int e) { return c->model.config.shaw_values ? ref_par(c, P_SHAW_AV, r * c->s.hs + e) : 0.0; }
+static double ref_shaw_av(const AttnCase* c, int r, int e) {
+    return c->model.config.shaw_values ? ref_par(c, P_SHAW_AV, r * c->s.hs + e) : 0.0;
+}
 #endif
 
 // the bias of query i and key j (their indices; the bias of positions at their positions)

@@ -62,6 +62,16 @@ __device__ __forceinline__ void shaw_load_positions(int* dst, const ShawArgs& a,
     }
 }
 
+// the key tile [j0, j0 + ATT_BK) of head h, batch row b: K and V (attention_load_tile) and the
+// keys' positions
+template<int HS>
+__device__ __forceinline__ void shaw_load_keys(float* ks, float* vs, int* kpos, const floatX* qkv, const ShawArgs& a, int b, int h,
+                                               int j0, int T, int C) {
+    attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, 3 * C, C + h * HS);
+    attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, 3 * C, 2 * C + h * HS);
+    shaw_load_positions(kpos, a, b, j0, ATT_BK, T);
+}
+
 // the table row of a pair from the positions of its query and key (0 for a key after the
 // query: a pair the kernels drop)
 __device__ __forceinline__ int shaw_pair_row(const ShawArgs& a, int pos_i, int pos_j) { return shaw_row(max(pos_i - pos_j, 0), a.k); }
@@ -188,9 +198,7 @@ shaw_forward_kernel(floatX* out, float* lse, const floatX* qkv, const ShawArgs a
     int last_key = min(q0 + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
         __syncthreads();
-        attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
-        attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
-        shaw_load_positions(kpos, a, b, j0, ATT_BK, T);
+        shaw_load_keys<HS>(ks, vs, kpos, qkv, a, b, h, j0, T, C);
         __syncthreads();
         float s[ATT_BK];
         #pragma unroll
@@ -255,9 +263,7 @@ shaw_backward_q_kernel(floatX* dqkv, float* D, const floatX* dout, const floatX*
     int last_key = min(q0 + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
         __syncthreads();
-        attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
-        attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
-        shaw_load_positions(kpos, a, b, j0, ATT_BK, T);
+        shaw_load_keys<HS>(ks, vs, kpos, qkv, a, b, h, j0, T, C);
         __syncthreads();
         #pragma unroll 4
         for (int jj = 0; jj < ATT_BK; jj++) {
@@ -396,23 +402,17 @@ static void shaw_attention_backward_hs(floatX* dqkv, float* D, const floatX* dou
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C) and the layer's tables
 static void shaw_attention_forward(floatX* out, float* lse, const floatX* qkv, const ShawArgs& a, int B, int T, int NH, int HS,
                                    size_t smem_limit, cudaStream_t stream) {
-    switch (HS) {
-        case 32: shaw_attention_forward_hs<32>(out, lse, qkv, a, B, T, NH, smem_limit, stream); break;
-        case 64: shaw_attention_forward_hs<64>(out, lse, qkv, a, B, T, NH, smem_limit, stream); break;
-        case 128: shaw_attention_forward_hs<128>(out, lse, qkv, a, B, T, NH, smem_limit, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_for_head_size(HS, [&](auto hs) {
+        shaw_attention_forward_hs<decltype(hs)::value>(out, lse, qkv, a, B, T, NH, smem_limit, stream);
+    });
 }
 
 // dqkv (B, T, 3C) written in full and a.partials (shaw_q_blocks x (1 or 2) (k + 1) HS); D (B, NH, T) is scratch
 static void shaw_attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
                                     const ShawArgs& a, int B, int T, int NH, int HS, size_t smem_limit, cudaStream_t stream) {
-    switch (HS) {
-        case 32: shaw_attention_backward_hs<32>(dqkv, D, dout, qkv, out, lse, a, B, T, NH, smem_limit, stream); break;
-        case 64: shaw_attention_backward_hs<64>(dqkv, D, dout, qkv, out, lse, a, B, T, NH, smem_limit, stream); break;
-        case 128: shaw_attention_backward_hs<128>(dqkv, D, dout, qkv, out, lse, a, B, T, NH, smem_limit, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_for_head_size(HS, [&](auto hs) {
+        shaw_attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, a, B, T, NH, smem_limit, stream);
+    });
 }
 
 #endif // LLMC_ATTENTION_SHAW_CUH

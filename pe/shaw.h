@@ -173,6 +173,7 @@ static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* do
                     real* dq = dqkv + ((size_t)b * T + i) * C3 + h * hs;
                     real row_lse = lse[((size_t)b * NH + h) * T + i];
                     real D = 0;
+                    #pragma omp simd reduction(+:D)
                     for (int c = 0; c < hs; c++) { D += g[c] * o[c]; }
                     real* p = w.s;
                     shaw_row_logits(p, w.g, q, w.kt, aK, pos, i, T, hs, k);
@@ -182,16 +183,18 @@ static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* do
                         for (int c = 0; c < hs; c++) { dot += g[c] * aV[(size_t)r * hs + c]; }
                         w.e[r] = dot;
                     }
-                    for (int j = 0; j <= i; j++) {
-                        p[j] = exp_vec(p[j] - row_lse);
-                        w.dp[j] = p[j] * (w.dp[j] + (aV != NULL ? w.e[shaw_row(pos[i] - pos[j], k)] : 0) - D); // ds_ij
-                    }
+                    #pragma omp simd
+                    for (int j = 0; j <= i; j++) { p[j] = exp_vec(p[j] - row_lse); }
+                    for (int j = 0; j <= i && aV != NULL; j++) { w.dp[j] += w.e[shaw_row(pos[i] - pos[j], k)]; } // dO_i . (v_j + a^V[r])
+                    #pragma omp simd
+                    for (int j = 0; j <= i; j++) { w.dp[j] = p[j] * (w.dp[j] - D); } // ds_ij
                     shaw_row_sums(w.G, w.dp, pos, i, k);
                     shaw_row_sums(w.c, p, pos, i, k);
                     for (int j = 0; j <= i; j++) {
                         real* dk = dqkv + ((size_t)b * T + j) * C3 + C + h * hs;
                         real* dv = dk + C;
                         w.dp[j] *= scale;
+                        #pragma omp simd
                         for (int c = 0; c < hs; c++) { dk[c] += w.dp[j] * q[c]; dv[c] += p[j] * g[c]; }
                     }
                     attention_row_accumulate(dq, w.dp, qkv + (size_t)b * T * C3 + C + h * hs, C3, i + 1, hs);
