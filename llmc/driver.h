@@ -1503,7 +1503,7 @@ static int train_main(int argc, char** argv) {
         gpt2_build_from_config(&model, &cfg, a.seed);
     }
     GPT2Config* cfg = &model.config;
-    shaw_tables_apply(cfg, &a, resume_step >= 0 || model_is_file(a.model));
+    if (resume_step >= 0 || model_is_file(a.model)) { shaw_tables_apply(cfg, &a, 1); }
     // randomized positions (llmc/pe.h): -rp sets the range of a new model or of an
     // evaluation; a resumed run draws from its checkpoint's range with its seed
     if (a.rand_pos >= 0 && a.rand_pos != cfg->rp_len) {

@@ -33,7 +33,8 @@ trainer, for every encoding, in float64 (make test-python):
   7. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
      and 10, another revision of the encoding's definition in word 11, randomized positions
      on an encoding without them in word 12, a negative training length in word 14, rope's
-     frequency table on another encoding in word 15, resonance 2 in word 17) and
+     frequency table on another encoding in word 15, resonance 2 in word 17, shaw's k on
+     another encoding or k = 0 on shaw in word 19) and
      variants the encoding does not have are
      refused with a clear message;
   8. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
@@ -401,6 +402,10 @@ def test_bad_files(good, tmp, pe, all_cases):
     else:
         expect_error("bad file: rope's base on %s (word 15)" % pe, variant("rb.bin", with_word(15, 500000)),
                      "RoPE frequency table options (base 500000, truncation 0, resonance 0) on PE '%s'" % pe)
+    if pe == "shaw":
+        expect_error("bad file: shaw's k 0 (word 19)", variant("sk.bin", with_word(19, 0)), "bad tables of shaw: clipping distance k 0")
+    else:
+        expect_error("bad file: shaw's k on %s (word 19)" % pe, variant("sk.bin", with_word(19, 16)), "bad tables of shaw")
     if not all_cases:
         return
     expect_error("bad file: truncated", variant("trunc.bin", data[:-4]), "truncated or corrupt")
