@@ -47,8 +47,8 @@ CoPE, whose attention is its own (llmc/attention_cope.cuh), has its own case at 
 
 typedef struct { int B, T, NH, hs, rp_len; } AttnShape; // rp_len: randomized positions from [0, rp_len) (0: none)
 // the encodings whose attention the check runs at randomized positions: the biases of
-// positions, and shaw's own attention of positions
-#define ATTN_CASE_POSITIONS (PE_BIAS_OF_POSITIONS || (PE_KIND == PE_KIND_ATTN && PE_RP))
+// positions that take them (not BiPE-ALiBi's own), and shaw's own attention of positions
+#define ATTN_CASE_POSITIONS ((PE_BIAS_OF_POSITIONS || PE_KIND == PE_KIND_ATTN) && PE_RP)
 
 // the dev/cuda checks' tolerances (relative L2 against the reference): out, lse, dq, dk, dv
 // (fp32 outputs; bf16 outputs, and P and dS rounded to bf16 in the tensor-core kernels),
@@ -180,7 +180,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { tensors[k] = c->par + m->param_offsets[k]; }
     pe_ref_init(&c->ref, &m->config, m->param_sizes, tensors, 0);
     m->rp_key = rp_key(RP_STREAM_TEST, 6, 0);
-    pe_positions_fill(m, s.B, s.T, 0); // the trainer's draw, shared by the batch and the heads
+    pe_positions_fill(m, NULL, s.B, s.T, 0); // the trainer's draw, shared by the batch and the heads (no tokens)
     c->pos_dev = pe_positions(m, 0);
     if (c->pos_dev != NULL) {
         c->pos = (int*)malloc_check(s.T * sizeof(int));
