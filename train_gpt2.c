@@ -768,8 +768,8 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
 }
 
 #ifndef PE_ATTENTION
-// a layer's attention for every encoding but CoPE (PE_ATTENTION): the two functions above,
-// the bias through the encoding's hooks; per thread a row of scores and the head's keys
+// a layer's attention for every encoding but those with their own (PE_ATTENTION: CoPE, shaw):
+// the two functions above, the bias through the encoding's hooks; per thread a row of scores and the head's keys
 // transposed (and a row of dout . v and the values in training)
 static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) {
     return attention_scratch_len(cfg->channels / cfg->num_heads, T, training);

@@ -758,7 +758,7 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 //                                         deterministic): PE_BIAS_REDUCE
 //   pe_project                            keeps constrained parameters in range: PE_PROJECT
 //   pe_attention_forward / pe_attention_backward, pe_attention_scratch
-//                                         a layer's whole attention (CoPE, txl): PE_ATTENTION
+//                                         a layer's whole attention (CoPE, txl, shaw): PE_ATTENTION
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is llmc/attention_bias.cuh's with the bias hooks).
 // model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
