@@ -12,9 +12,11 @@ files written before it was recorded, and in llm.c's: then maxT is taken for it)
 frequency table (RopeTable, llmc/pe.h: word 15 the base, 0 for 10000; word 16 the
 truncation length, 0: off; word 17 resonance, 0: off; 0 in files written before them, which
 so keep the table they were trained with), shape's offset K (word 18, pe/sinusoidal.h; 0 for
-every other encoding), floater's refresh R (word 19, pe/floater.h; 0 for every other
-encoding), 0...}, then every parameter tensor in the order below. A tensor
-that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
+every other encoding), shaw's clipping distance k and whether it has the value table a^V
+(words 19 and 20, pe/shaw.h; 0 for every other encoding), floater's refresh R (word 21,
+pe/floater.h; 0 for every other encoding), 0...}, then every parameter tensor in the order
+below. A tensor that the PE does not use has size 0 (e.g. wpe for every PE but `learned` and
+BiPE), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
 and CoPE's number of positions P (llmc/pe.h) derive from it, so no further word holds them.
@@ -56,11 +58,17 @@ typedef struct {
     RopeTable rope;        // rope's frequency table: base, truncation, resonance (llmc/pe.h; zeros: plain)
     int shape_k;           // shape: the offsets' range K in training, and the offset at evaluation (pe/sinusoidal.h)
     CapeAugment cape;      // cape: the augmentation of training's positions (the run's -cg, -cs, -cl; not in the checkpoint)
+    int shaw_k;            // shaw: the clipping distance k, rows 0..k of its tables (pe/shaw.h; 0 for the others)
+    int shaw_values;       // shaw: 1 with the value table a^V (the paper's), 0 keys only (0 for the others)
     int floater_refresh;   // floater: its positions are solved again every this many updates (pe/floater.h)
 } GPT2Config;
 
 // shape's K of a new model: one of the official configurations' (config_shape: 10 to 500)
 #define SHAPE_DEFAULT_K 100
+// shaw's k of a new model: the paper's clipping distance (tensor2tensor's transformer_relative
+// sets 20); the largest k a configuration may hold
+#define SHAW_DEFAULT_K 16
+#define SHAW_MAX_K 65536
 // floater's R of a new model: the official update_flow_every (flow_transformer.py:252)
 #define FLOATER_DEFAULT_REFRESH 400
 
@@ -136,8 +144,8 @@ static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
 #define PE_WHOLE_ROWS DAPE_WINDOW_EDGE
 #define PE_WHOLE_ROWS_WHY "DAPE_1xk: the rows of a window's last k/2 positions depend on where it ends"
 #endif
-#ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices: none
-static int pe_positions_own(const GPT2Config* cfg, int* pos, int draws, int B, int T, int span, int training, uint64_t key) { return span; }
+#ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices, of the pass's tokens (B, T; NULL: none): none
+static int pe_positions_own(const GPT2Config* cfg, int* pos, const int* tokens, int draws, int B, int T, int span, int training, uint64_t key) { return span; }
 #define PE_OWN_POSITIONS_USED 0
 #else
 #define PE_OWN_POSITIONS_USED 1
@@ -171,8 +179,8 @@ static int pe_positions_make(int* pos, const int* given, int draws, int B, int T
                              uint64_t key) {
     size_t BT = (size_t)B * T;
     int span = T;
-    if (given != NULL && (!rp_supported(PE_ID) || DAPE_ID != 0)) {
-        fatal("positions given to PE '%s', which takes none (the encodings that take positions: %s; not with DAPE)", pe_name(PE_ID),
+    if (given != NULL && !rp_supported(PE_ID)) {
+        fatal("positions given to PE '%s', which takes none (the encodings that take positions: %s)", pe_name(PE_ID),
               pe_names_rp());
     }
     if (given != NULL) {
@@ -199,16 +207,20 @@ static int pe_positions_make(int* pos, const int* given, int draws, int B, int T
 // ----------------------------------------------------------------------------
 // parameter tensors
 
+// the encodings with a table of positions wpe [maxT, C]: learned's absolute positions, BiPE's
+// positions within a segment (pe/bipe.h)
+static int pe_has_wpe(int pe) { return pe == PE_ID_LEARNED || pe == PE_ID_BIPE_ROPE || pe == PE_ID_BIPE_ALIBI; }
+
 // X(NAME, field, decay, size, init): the enum P_<NAME>, the field of the trainers' parameter
 // structs, whether weight decay applies, the number of elements (an expression of
 // fill_in_parameter_sizes' Vp, C, maxT, L, NH, and DAPE's k, D, Cin), and the statement
 // that initializes its n elements at p from the random state rng (gpt2_init_params: cfg, and
 // residual_std = 0.02 / sqrt(2 L)). Weight decay applies to the matrices (2-D per layer) and to
 // nothing else. Every layer's values are consecutive. A tensor of size 0 is absent from the
-// checkpoint (wpe for every encoding but learned).
+// checkpoint (wpe for every encoding but learned and BiPE, pe_has_wpe).
 #define GPT2_TENSORS(X) \
     X(WTE,      wte,      1, Vp * C,        fill_wte(p, n, cfg, rng)) /* also the classifier (tied) */ \
-    X(WPE,      wpe,      1, cfg->pe == PE_ID_LEARNED ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
+    X(WPE,      wpe,      1, pe_has_wpe(cfg->pe) ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
     X(LN1W,     ln1w,     0, L * C,         fill_const(p, n, 1.0f)) \
     X(LN1B,     ln1b,     0, L * C,         fill_const(p, n, 0.0f)) \
     X(QKVW,     qkvw,     1, L * 3 * C * C, fill_normal(p, n, 0.02f, rng)) \
@@ -329,22 +341,30 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
         fatal("%s: bad augmentation of cape: global shift %g (0..%d), scale %g (1..1000), local shift %d (0 or 1); "
               "none but for cape", what, a->global, 1 << 24, a->scale, a->local);
     }
-    if (c->floater_refresh < 0 || c->floater_refresh > (1 << 24) || (c->floater_refresh == 0) != (c->pe != PE_ID_FLOATER)) {
-        fatal("%s: bad refresh R %d of floater (word 19: 1..%d for floater, 0 for the others)", what, c->floater_refresh, 1 << 24);
+    int shaw = c->pe == PE_ID_SHAW;
+    if (shaw ? c->shaw_k < 1 || c->shaw_k > SHAW_MAX_K || c->shaw_values < 0 || c->shaw_values > 1 : c->shaw_k != 0 || c->shaw_values != 0) {
+        fatal("%s: bad tables of shaw: clipping distance k %d (word 19: 1..%d), value table %d (word 20: 1 with a^V, 0 keys "
+              "only); both 0 but for shaw", what, c->shaw_k, SHAW_MAX_K, c->shaw_values);
     }
-    if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
+    if (c->floater_refresh < 0 || c->floater_refresh > (1 << 24) || (c->floater_refresh == 0) != (c->pe != PE_ID_FLOATER)) {
+        fatal("%s: bad refresh R %d of floater (word 21: 1..%d for floater, 0 for the others)", what, c->floater_refresh, 1 << 24);
+    }
+    if (c->rp_len > 0 && !rp_supported(c->pe)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
     if (c->pe == PE_ID) { pe_config_check(c, what); } // the encoding's own constraints (pe/<file>.h)
 }
 
 // what this binary's build decides of a new configuration of its encoding (c->pe): DAPE's
-// variant and default width (pe/dape.h), cape's augmentation (the run may change it),
-// floater's refresh (the default; the run may change it)
+// variant and default width (pe/dape.h), cape's augmentation (the run may change it), shaw's
+// tables (k and a^V: the run's -ak, -av may choose others for a new model), floater's refresh
+// (the default; the run may change it)
 static void gpt2_config_set_build(GPT2Config* c) {
     c->dape = DAPE_ID;
     c->dape_width = DAPE_ID != 0 ? DAPE_WIDTH : 0;
     c->cape = cape_augment_default(c->pe);
+    c->shaw_k = c->pe == PE_ID_SHAW ? SHAW_DEFAULT_K : 0;
+    c->shaw_values = c->pe == PE_ID_SHAW;
     c->floater_refresh = c->pe == PE_ID_FLOATER ? FLOATER_DEFAULT_REFRESH : 0;
 }
 
@@ -438,7 +458,9 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[16] = cfg->rope.truncate;
     header[17] = cfg->rope.resonance;
     header[18] = cfg->shape_k;
-    header[19] = cfg->floater_refresh;
+    header[19] = cfg->shaw_k;
+    header[20] = cfg->shaw_values;
+    header[21] = cfg->floater_refresh;
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -470,8 +492,10 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->rope.truncate = header[16];
     cfg->rope.resonance = header[17];
     cfg->shape_k = header[18];
+    cfg->shaw_k = header[19];
+    cfg->shaw_values = header[20];
     cfg->cape = cape_augment_default(cfg->pe);
-    cfg->floater_refresh = header[19];
+    cfg->floater_refresh = header[21];
     gpt2_config_check(cfg, path);
     if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
         fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s%s%s)",

@@ -115,13 +115,16 @@ static inline const char* pe_names_dape(void) { return pe_names_with(1); }
 #if (0 PE_REGISTRY(PE_COUNT_)) != 1
 #error "build with exactly one encoding of llmc/pe_list.h: -DPE_<NAME> (make ... PE=<name>)"
 #endif
-// the selected encoding's id, kind, and whether it takes randomized positions (#if-able)
+// the selected encoding's id, kind, whether it takes randomized positions and whether it is a
+// base of DAPE (#if-able)
 #define PE_ID_TERM_(id, NAME, ...) + PE_IS(NAME) * id
 #define PE_ID (0 PE_REGISTRY(PE_ID_TERM_))
 #define PE_KIND_TERM_(id, NAME, name, file, kind, ...) + PE_IS(NAME) * PE_KIND_##kind
 #define PE_KIND (0 PE_REGISTRY(PE_KIND_TERM_))
 #define PE_RP_TERM_(id, NAME, name, file, kind, rp, ...) + PE_IS(NAME) * rp
 #define PE_RP (0 PE_REGISTRY(PE_RP_TERM_))
+#define PE_DAPE_TERM_(id, NAME, name, file, kind, rp, dape, ...) + PE_IS(NAME) * dape
+#define PE_DAPE (0 PE_REGISTRY(PE_DAPE_TERM_))
 // its file, "../pe/<file>.h" (relative to this header)
 #define PE_CAT_(a, b) a##b
 #define PE_CAT(a, b) PE_CAT_(a, b)
@@ -174,9 +177,10 @@ static void alibi_slopes(float* out, int n) {
     }
 }
 
-// the bias encodings whose bias is a function of the positions, and so of a draw of
-// randomized positions (the others enter by the embedding or q, k)
-#define PE_BIAS_OF_POSITIONS (PE_KIND == PE_KIND_BIAS && PE_RP)
+// the bias encodings whose bias is a function of the positions: those that take them (a draw
+// of randomized positions, given ones) and those with positions of their own (BiPE-ALiBi's
+// segments; PE_OWN_POSITIONS_USED, llmc/model.h); the others enter by the embedding or q, k
+#define PE_BIAS_OF_POSITIONS (PE_KIND == PE_KIND_BIAS && (PE_RP || PE_OWN_POSITIONS_USED))
 
 // ----------------------------------------------------------------------------
 // evaluation variants (runtime flags): RoPE scaling and xPos's blockwise causal attention

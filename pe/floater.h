@@ -34,7 +34,7 @@ Where it differs from the official code (docs/encodings.md says why):
     solution at its start), the exact gradient of the computed positions; the official uses
     the adjoint method (odeint_adjoint), which solves a second ODE backwards;
   - GPT-2's own qkv bias stays (the official projection has none: its P is the bias);
-  - refresh (-fr R, checkpoint word 19): a training pass re-solves the positions when the
+  - refresh (-fr R, checkpoint word 21): a training pass re-solves the positions when the
     parameters changed and R updates have passed since the last solve (or none has: they were
     set, not trained); between, the last solution, with no gradient to the ODE (the
     official's update_flow_every = 400 and its detached cache, :325-335). Its counter counts

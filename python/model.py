@@ -26,9 +26,12 @@ An encoding is one class below with up to three hooks, as the trainer's:
   bias(model, l, h, ev, pos)   h: (B, T, C), the attention block's input after ln_1;
                                returns the additive attention bias b(i, j), broadcastable
                                to (B, NH, T, T), or None
-  score_bias(model, l, q, k)   q, k: (B, NH, T, hs) after rotate; a term added to the
-                               scores that depends on q and k (CoPE's, Transformer-XL's),
-                               (B, NH, T, T), or None
+  score_bias(model, l, q, k, pos)   q, k: (B, NH, T, hs) after rotate; a term added to the
+                               scores that depends on q and k (CoPE's, Transformer-XL's,
+                               shaw's; pos: (B, T) the layer's positions), (B, NH, T, T), or None
+  value_term(model, l, att, pos)   att: (B, NH, T, T) the attention's probabilities; a term
+                               added to the attention's output att @ v (shaw's a^V),
+                               (B, NH, T, hs), or None
 (ev: the evaluation variant in effect, a PEEval; pos: (T,) the tokens' positions, 0..T-1
 or a draw of randomized positions, span their range), `tensors(cfg)`, the shapes of its
 parameter tensors, which the checkpoint stores after GPT-2's in the order of
@@ -71,9 +74,13 @@ HEADER_RP_LEN, HEADER_RP_SEED, HEADER_TRAIN_LEN = 12, 13, 14
 HEADER_ROPE_BASE, HEADER_ROPE_TRUNCATE, HEADER_ROPE_RESONANCE = 15, 16, 17
 # word 18: shape's offset K (Config.shape_k; 0 for every other encoding; pe/sinusoidal.h)
 HEADER_SHAPE_K = 18
-# word 19: floater's refresh R (Config.floater_refresh; 0 for every other encoding; pe/floater.h):
+# words 19 and 20: shaw's clipping distance k and its value table a^V, 1 or 0 (keys only)
+# (Config.shaw_k, shaw_values; 0 for every other encoding; pe/shaw.h)
+HEADER_SHAW_K, HEADER_SHAW_VALUES = 19, 20
+SHAW_MAX_K = 65536
+# word 21: floater's refresh R (Config.floater_refresh; 0 for every other encoding; pe/floater.h):
 # a training setting of the trainer, kept here so that a checkpoint written here keeps it
-HEADER_FLOATER_REFRESH = 19
+HEADER_FLOATER_REFRESH = 21
 # the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
@@ -82,7 +89,7 @@ GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attpr
                 "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
                    "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e",
-                   "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c",
+                   "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c", "shaw_ak", "shaw_av",
                    "floater_p0", "floater_w1", "floater_b1", "floater_w2", "floater_b2"]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
@@ -118,6 +125,8 @@ class Config:
     rope_truncate: int = 0  # Giraffe's truncation length L (0: off),
     rope_resonance: int = 0  # Resonance RoPE's integer wavelengths (0: off)
     shape_k: int = 0        # shape: the offsets' range K in training, the offset at evaluation
+    shaw_k: int = 0         # shaw: the clipping distance k (rows 0..k of its tables)
+    shaw_values: int = 0    # shaw: 1 with the value table a^V, 0 keys only
     floater_refresh: int = 0  # floater: the trainer solves its ODE again every R updates (training only)
 
 
@@ -136,7 +145,7 @@ def gpt2_tensors(cfg):
     weights as (out, in), every layer's tensor stacked along the first axis)."""
     Vp, C, L, maxT = cfg.padded_vocab_size, cfg.channels, cfg.num_layers, cfg.max_seq_len
     return {
-        "wte": (Vp, C), "wpe": (maxT, C) if cfg.pe == "learned" else None,
+        "wte": (Vp, C), "wpe": (maxT, C) if ENCODINGS[cfg.pe].has_wpe else None,
         "ln1w": (L, C), "ln1b": (L, C), "qkvw": (L, 3 * C, C), "qkvb": (L, 3 * C),
         "attprojw": (L, C, C), "attprojb": (L, C), "ln2w": (L, C), "ln2b": (L, C),
         "fcw": (L, 4 * C, C), "fcb": (L, 4 * C), "fcprojw": (L, C, 4 * C), "fcprojb": (L, C),
@@ -164,7 +173,7 @@ def check_config(cfg, where):
             cfg.num_layers < 1 or cfg.num_heads < 1 or cfg.channels < 1 or cfg.channels % cfg.num_heads != 0 or \
             cfg.vocab_size < 2 or cfg.padded_vocab_size < cfg.vocab_size or cfg.max_seq_len < 1:
         raise ValueError("%s: bad configuration: %s" % (where, cfg))
-    if cfg.pe in ("rope", "xpos", "sandwich") and (cfg.channels // cfg.num_heads) % 2 != 0:
+    if cfg.pe in ("rope", "xpos", "sandwich", "bipe_rope") and (cfg.channels // cfg.num_heads) % 2 != 0:
         raise ValueError("%s: %s needs an even head size, got %d" % (where, cfg.pe, cfg.channels // cfg.num_heads))
     if cfg.pe == "sinusoidal" and cfg.channels < 4:  # its frequencies divide by C/2 - 1
         raise ValueError("%s: sinusoidal needs at least 4 channels, got %d" % (where, cfg.channels))
@@ -186,6 +195,12 @@ def check_config(cfg, where):
     if not 0 <= cfg.shape_k <= (1 << 24) or (cfg.shape_k != 0 and cfg.pe != "shape"):
         raise ValueError("%s: bad offset K %d of shape (header word %d: 0..%d, and 0 but for shape)"
                          % (where, cfg.shape_k, HEADER_SHAPE_K, 1 << 24))
+    shaw = cfg.pe == "shaw"
+    if (shaw and not (1 <= cfg.shaw_k <= SHAW_MAX_K and cfg.shaw_values in (0, 1))) or \
+            (not shaw and (cfg.shaw_k != 0 or cfg.shaw_values != 0)):
+        raise ValueError("%s: bad tables of shaw: clipping distance k %d (header word %d: 1..%d), value table %d (word %d: "
+                         "1 with a^V, 0 keys only); both 0 but for shaw"
+                         % (where, cfg.shaw_k, HEADER_SHAW_K, SHAW_MAX_K, cfg.shaw_values, HEADER_SHAW_VALUES))
     if not 0 <= cfg.floater_refresh <= (1 << 24) or (cfg.floater_refresh == 0) != (cfg.pe != "floater"):
         raise ValueError("%s: bad refresh R %d of floater (header word %d: 1..%d for floater, 0 for the others)"
                          % (where, cfg.floater_refresh, HEADER_FLOATER_REFRESH, 1 << 24))
@@ -270,7 +285,8 @@ def read_checkpoint(path):
                  pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]),
                  train_len=int(header[HEADER_TRAIN_LEN]), rope_base=int(header[HEADER_ROPE_BASE]),
                  rope_truncate=int(header[HEADER_ROPE_TRUNCATE]), rope_resonance=int(header[HEADER_ROPE_RESONANCE]),
-                 shape_k=int(header[HEADER_SHAPE_K]), floater_refresh=int(header[HEADER_FLOATER_REFRESH]))
+                 shape_k=int(header[HEADER_SHAPE_K]), shaw_k=int(header[HEADER_SHAW_K]),
+                 shaw_values=int(header[HEADER_SHAW_VALUES]), floater_refresh=int(header[HEADER_FLOATER_REFRESH]))
     check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
@@ -308,6 +324,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
     header[HEADER_ROPE_BASE] = 0 if cfg.rope_base == ROPE_BASE else cfg.rope_base  # one word for the default base
     header[HEADER_ROPE_TRUNCATE], header[HEADER_ROPE_RESONANCE] = cfg.rope_truncate, cfg.rope_resonance
     header[HEADER_SHAPE_K] = cfg.shape_k
+    header[HEADER_SHAW_K], header[HEADER_SHAW_VALUES] = cfg.shaw_k, cfg.shaw_values
     header[HEADER_FLOATER_REFRESH] = cfg.floater_refresh
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
@@ -392,6 +409,7 @@ class Encoding:
     kind = "none"           # embed, qk, bias, attn or none
     rp = False              # takes randomized positions
     revision = 0
+    has_wpe = False         # a table of positions wpe [maxT, C] (llmc/model.h pe_has_wpe)
     eval_variants = ("plain",)
 
     @staticmethod
@@ -402,10 +420,10 @@ class Encoding:
         """The longest sequence the encoding can process (train_gpt2.c gpt2_max_length)."""
         return math.inf
 
-    def own_positions(self, model, pos, training_key):
-        """The encoding's own positions (llmc/model.h pe_positions_own) from the positions pos
-        (draws, B, T) given, drawn or the indices: of a training pass with that key, or of an
-        evaluation (training_key None)."""
+    def own_positions(self, model, idx, pos, training_key):
+        """The encoding's own positions (llmc/model.h pe_positions_own) of the tokens idx (B, T)
+        from the positions pos (draws, B, T) given, drawn or the indices: of a training pass
+        with that key, or of an evaluation (training_key None)."""
         return pos
 
     def embed(self, model, x, pos):
@@ -426,7 +444,10 @@ class Encoding:
     def bias(self, model, l, h, ev, pos):
         return None
 
-    def score_bias(self, model, l, q, k):
+    def score_bias(self, model, l, q, k, pos):
+        return None
+
+    def value_term(self, model, l, att, pos):
         return None
 
 
@@ -434,6 +455,7 @@ class Learned(Encoding):
     """GPT-2's absolute position embeddings wpe [maxT, C] (one of GPT-2's tensors)."""
     kind = "embed"
     rp = True
+    has_wpe = True
     def max_length(self, cfg):
         return cfg.max_seq_len
 
@@ -449,7 +471,7 @@ class Shape(Encoding):
     kind = "embed"
     rp = True
 
-    def own_positions(self, model, pos, training_key):
+    def own_positions(self, model, idx, pos, training_key):
         K, B = model.cfg.shape_k, pos.shape[1]
         offsets = []
         for b in range(B):
@@ -696,9 +718,42 @@ class Alibi(Encoding):
     """b(i, j) = -m_h (i - j), fixed slopes, not scaled by 1/sqrt(hs)."""
     kind = "bias"
     rp = True
+    slope_scale = 1.0  # the slopes' factor (pe/alibi.h ALIBI_SLOPE_SCALE: BiPE-ALiBi's 96)
+
     def bias(self, model, l, h, ev, pos):
-        m = torch.tensor(alibi_slopes(model.cfg.num_heads), dtype=h.dtype, device=h.device)
+        m = torch.tensor(alibi_slopes(model.cfg.num_heads), dtype=h.dtype, device=h.device) * self.slope_scale
         return -m[:, None, None] * distances(pos).to(h.dtype)
+
+
+class Bipe(Encoding):
+    """BiPE (pe/bipe.h): a segment ends at each separator (GPT-2's ".", " .", "\\n", "\\n\\n");
+    the layers read the segments' indices seg_t (the separators before t: the encoding's own
+    positions), the embedding adds wpe's row at the position within the segment, t minus the
+    segment's first index, clipped to wpe's last row."""
+    rp = False
+    has_wpe = True
+    eval_variants = ("plain",)
+    separators = (13, 764, 198, 628)
+
+    def own_positions(self, model, idx, pos, training_key):
+        sep = torch.isin(idx, torch.tensor(self.separators, device=idx.device)).long()
+        return (torch.cumsum(sep, dim=1) - sep).expand(pos.shape)
+
+    def embed_rows(self, model, x, pos, training_key):
+        first = torch.searchsorted(pos.contiguous(), pos.contiguous())  # each token's segment's first index
+        intra = (torch.arange(pos.shape[1], device=pos.device)[None, :] - first).clamp(max=model.cfg.max_seq_len - 1)
+        return x + model.wpe[intra]
+
+
+class BipeRope(Bipe, Rope):
+    """BiPE-RoPE: rope at the segments' indices."""
+    kind = "qk"
+
+
+class BipeAlibi(Bipe, Alibi):
+    """BiPE-ALiBi: ALiBi of the segments' indices, the slopes 96 times ALiBi's."""
+    kind = "bias"
+    slope_scale = 96.0
 
 
 class Sandwich(Encoding):
@@ -838,7 +893,7 @@ class Cope(Encoding):
     def tensors(cfg):
         return {"cope_e": (cfg.num_layers, cfg.max_seq_len + 1, cfg.channels // cfg.num_heads)}
 
-    def score_bias(self, model, l, q, k):
+    def score_bias(self, model, l, q, k, pos):
         T, hs = q.shape[2], q.shape[3]
         npos = model.cfg.max_seq_len + 1                                  # :69-73
         pos_emb = model.cope_e[l].T                                       # :76-78, (hs, npos)
@@ -885,7 +940,7 @@ class TransformerXL(Encoding):
         x_padded = torch.cat([zero_pad, x], dim=-1).view(*x.shape[:-2], T2 + 1, T1)
         return x_padded[..., 1:, :].reshape(x.shape)
 
-    def score_bias(self, model, l, q, k):
+    def score_bias(self, model, l, q, k, pos):
         B, NH, T, hs = q.shape
         C = model.cfg.channels
         pos_seq = torch.arange(T - 1, -1, -1.0, dtype=q.dtype, device=q.device)              # :761
@@ -921,12 +976,47 @@ class Tisa(Encoding):
         return (a * torch.exp(-c.abs() * (mu - r) ** 2)).sum(0)
 
 
+class Shaw(Encoding):
+    """Relative position representations (Shaw et al. 2018) as tensor2tensor computes them
+    (common_attention.py dot_product_attention_relative :1739-1827): per layer two tables a^K,
+    a^V (k + 1, hs) shared by the heads, row r of the clipped distance r = min(pos_i - pos_j, k)
+    (the official [2k + 1, hs] tables' row k - r); the scores gain q_i . a^K[r] / sqrt(hs) (q
+    scaled for both terms), the output sum_j P_ij a^V[r]; keys only (shaw_values 0): no a^V.
+    Computed here as the trainer does, a row's k + 1 dot products gathered by row, its
+    probabilities summed by row (python/test_model.py holds it to a transcription of the
+    official module)."""
+    kind = "attn"
+    rp = True
+
+    @staticmethod
+    def tensors(cfg):
+        shape = (cfg.num_layers, cfg.shaw_k + 1, cfg.channels // cfg.num_heads)
+        return {"shaw_ak": shape, "shaw_av": shape} if cfg.shaw_values else {"shaw_ak": shape}
+
+    @staticmethod
+    def rows(model, pos):
+        """(B, 1, T, T) the table row of every pair, min(pos_i - pos_j, k) (0 above the diagonal)."""
+        return (pos[:, :, None] - pos[:, None, :]).clamp(min=0, max=model.cfg.shaw_k)[:, None]
+
+    def score_bias(self, model, l, q, k, pos):
+        g = q @ model.shaw_ak[l].T * (1 / math.sqrt(q.shape[-1]))   # (B, NH, T, k + 1): each row's key term
+        return g.gather(-1, self.rows(model, pos).expand(*g.shape[:2], -1, -1))
+
+    def value_term(self, model, l, att, pos):
+        if not model.cfg.shaw_values:
+            return None
+        c = torch.zeros(*att.shape[:3], model.cfg.shaw_k + 1, dtype=att.dtype, device=att.device)
+        c = c.scatter_add(-1, self.rows(model, pos).expand_as(att), att)  # each row's probabilities summed by table row
+        return c @ model.shaw_av[l]
+
+
 ENCODINGS = {
     "learned": Learned(), "sinusoidal": Sinusoidal(), "rope": Rope(), "nope": Encoding(),
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
-    "tisa": Tisa(), "shape": Shape(), "cape": Cape(), "floater": Floater(),
+    "tisa": Tisa(), "shape": Shape(), "cape": Cape(), "bipe_rope": BipeRope(), "bipe_alibi": BipeAlibi(),
+    "shaw": Shaw(), "floater": Floater(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)
@@ -1056,7 +1146,7 @@ class GPT(nn.Module):
                 raise ValueError("positions: (%d, %d) sorted, distinct values in [0, rp_len = %d) of a model with "
                                  "randomized positions, got %s" % (draws, T, cfg.rp_len, tuple(pos.shape)))
             pos = pos[:, None, :].expand(draws, B, T)
-        own = self.pe.own_positions(self, pos, training_key)
+        own = self.pe.own_positions(self, idx, pos, training_key)
         span += int((own - pos).max()) if own is not pos else 0
         pos = self.last_positions = own  # (draws, B, T): what the layers read (the trainer's model->positions)
         if span > self.pe.max_length(cfg) and given_positions is not None:
@@ -1085,11 +1175,13 @@ class GPT(nn.Module):
             def row_bias(rows, p):
                 b = self.pe.bias(self, l, h[rows], ev, p)
                 return None if b is None else torch.broadcast_to(b, (h[rows].shape[0], NH, T, T))
-            for bias in (by_row(pos_l, row_bias), self.pe.score_bias(self, l, q, k)):
+            for bias in (by_row(pos_l, row_bias), self.pe.score_bias(self, l, q, k, pos_l)):
                 if bias is not None:
                     scores = scores + bias
             att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(B, T, C)
+            y = att @ v
+            value = self.pe.value_term(self, l, att, pos_l)
+            y = (y if value is None else y + value).transpose(1, 2).reshape(B, T, C)
             x = x + y @ self.attprojw[l].T + self.attprojb[l]
             h = F.layer_norm(x, (C,), self.ln2w[l], self.ln2b[l], LAYERNORM_EPS)
             h = F.gelu(h @ self.fcw[l].T + self.fcb[l], approximate="tanh")

@@ -33,9 +33,10 @@ trainer, for every encoding, in float64 (make test-python):
   7. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
      and 10, another revision of the encoding's definition in word 11, randomized positions
      on an encoding without them in word 12, a negative training length in word 14, rope's
-     frequency table on another encoding in word 15, resonance 2 in word 17) and
-     variants the encoding does not have are
-     refused with a clear message;
+     frequency table on another encoding in word 15, resonance 2 in word 17, shaw's k on
+     another encoding or k = 0 on shaw in word 19, floater's refresh R on another encoding or
+     R = 0 on floater in word 21) and variants the encoding does not have are refused with a
+     clear message;
   8. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
      a NaN and a FIFO (one line on stderr naming the file, exit status 1, within seconds);
      GPT.from_folder refuses a config.json that is not JSON or holds no valid configuration and
@@ -54,11 +55,20 @@ trainer, for every encoding, in float64 (make test-python):
      onmt imports stubbed): the official PositionalEncoding against model.py's Shape at
      evaluation (offset K) and its table at every training offset, within 1e-4 (the official
      table is float32, model.py's double);
- 12. floater: with zero dynamics and P0 = 0 the sinusoidal model (logits bit for bit), with zero
-     dynamics P0 folded into the qkv bias; the transcription of its official flow and solver (FloaterOfficial: flow_funcs.py's
-     Linear_t and flow_func_linear, flow_transformer.py's grid and odeint call, the authors'
-     torchdiffeq's rk4 and fixed-grid solver) against model.py's Floater in float64: the positions
-     of every layer's q, k, v and the gradients of every official tensor through the solver.
+ 12. shaw: a keys-only checkpoint (header word 20 = 0, no a^V) written here, read by the C
+     trainer and model.py: the same logits, loss and gradients, other logits than with a^V;
+     and tensor2tensor's dot_product_attention_relative, transcribed from TensorFlow into
+     PyTorch (t2t_relative_attention: common_attention.py at bafdc1b, line by line), against
+     model.py's Shaw on random q, k, v and official [2k + 1, hs] tables (3 heads of 8, T = 40,
+     k = 7, so that distances clip; keys and values, and keys only), in float64: the attention
+     output and the gradients of q, k, v and both tables (the official rows of keys after the
+     query, k + 1..2k, get none).
+ 13. floater: with zero dynamics and P0 = 0 the sinusoidal model (logits bit for bit), with zero
+     dynamics P0 folded into the qkv bias; the transcription of its official flow and solver
+     (FloaterOfficial: flow_funcs.py's Linear_t and flow_func_linear, flow_transformer.py's grid
+     and odeint call, the authors' torchdiffeq's rk4 and fixed-grid solver) against model.py's
+     Floater in float64: the positions of every layer's q, k, v and the gradients of every
+     official tensor through the solver.
 
 Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
 both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
@@ -309,11 +319,18 @@ def check_random_positions(build, pe, prefix):
                                                             len(mine), T, model.cfg.rp_len))
     failures += 0 if ok else 1
     compare_model("rp", model, ref, mine)
+    check_changes_logits("rp: the draw changes the logits", model, ref)
+
+
+def check_changes_logits(label, model, ref):
+    """The model at plain positions 0..T-1 against the reference's logits at other positions:
+    they must differ (by more than 1e-6 of the largest), else the positions tested nothing."""
+    global failures
     with torch.no_grad():
         plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
     change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
     ok = change > 1e-6
-    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("rp: the draw changes the logits", "ok  " if ok else "FAIL", change))
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % (label, "ok  " if ok else "FAIL", change))
     failures += 0 if ok else 1
 
 
@@ -332,12 +349,7 @@ def check_given_positions(build, pe, prefix):
     model = M.GPT.from_checkpoint(prefix + "_model.bin", dtype=torch.float64)
     ref = read_reference(prefix + "_ref.bin", model.cfg)
     compare_model("given positions", model, ref, given_positions=debug_positions(*ref[0].shape))
-    with torch.no_grad():
-        plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
-    change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
-    ok = change > 1e-6
-    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("given positions change the logits", "ok  " if ok else "FAIL", change))
-    failures += 0 if ok else 1
+    check_changes_logits("given positions change the logits", model, ref)
 
 
 def check_rope_table(build, model, ckpt, prefix, plain):
@@ -398,6 +410,14 @@ def test_bad_files(good, tmp, pe, all_cases):
     else:
         expect_error("bad file: rope's base on %s (word 15)" % pe, variant("rb.bin", with_word(15, 500000)),
                      "RoPE frequency table options (base 500000, truncation 0, resonance 0) on PE '%s'" % pe)
+    if pe == "shaw":
+        expect_error("bad file: shaw's k 0 (word 19)", variant("sk.bin", with_word(19, 0)), "bad tables of shaw: clipping distance k 0")
+    else:
+        expect_error("bad file: shaw's k on %s (word 19)" % pe, variant("sk.bin", with_word(19, 16)), "bad tables of shaw")
+    if pe == "floater":
+        expect_error("bad file: floater's R 0 (word 21)", variant("fr.bin", with_word(21, 0)), "bad refresh R 0 of floater")
+    else:
+        expect_error("bad file: floater's R on %s (word 21)" % pe, variant("fr.bin", with_word(21, 400)), "bad refresh R 400 of floater")
     if not all_cases:
         return
     expect_error("bad file: truncated", variant("trunc.bin", data[:-4]), "truncated or corrupt")
@@ -486,6 +506,99 @@ def test_tool_errors(ckpt, tmp):
     failures += 0 if ok else 1
 
 
+def check_shaw_keys(build, ckpt, prefix, plain):
+    """shaw keys-only (header word 20 = 0, the checkpoint without a^V) written here from the
+    plain checkpoint's other tensors: the C trainer and model.py agree; the logits differ."""
+    global failures
+    cfg, tensors = M.read_checkpoint(ckpt)
+    path = prefix + "_keys.bin"
+    M.write_checkpoint(path, M.Config(**dict(cfg.__dict__, shaw_values=0)), {n: t for n, t in tensors.items() if n != "shaw_av"})
+    keys = M.GPT.from_checkpoint(path, dtype=torch.float64)
+    c_reference(build, cfg.pe, path[:-4], path)
+    ref = read_reference(path[:-4] + "_ref.bin", keys.cfg)
+    compare_model("keys only (no a^V)", keys, ref)
+    change = float(np.max(np.abs(ref[2] - plain[2]))) / float(np.max(np.abs(plain[2])))
+    ok = change > 1e-6
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("keys only: other logits than with a^V", "ok  " if ok else "FAIL", change))
+    failures += 0 if ok else 1
+
+
+def t2t_relative_attention(q, k, v, bias, max_relative_position, keys_table, values_table):
+    """tensor2tensor's dot_product_attention_relative (tensor2tensor/layers/common_attention.py at
+    bafdc1b, :1739-1827, dropout 0, no cache or memory), transcribed from TensorFlow into PyTorch
+    line by line with its helpers, on q, k, v (batch, heads, length, depth), q already scaled by
+    depth^-0.5 (multihead_attention :4701-4702); keys_table and values_table are the variables
+    "relative_positions_keys/embeddings" and "relative_positions_values/embeddings" [2k + 1,
+    depth] (values_table None: the attention without the value term, tf.matmul(weights, v) as in
+    dot_product_attention :1667, the keys-only variant)."""
+    def generate_relative_positions_matrix(length_q, length_k, max_relative_position):  # :1670-1688
+        range_vec_q = range_vec_k = torch.arange(length_q)                                   # :1675-1676
+        distance_mat = range_vec_k[None, :] - range_vec_q[:, None]                           # :1680
+        distance_mat_clipped = distance_mat.clamp(-max_relative_position, max_relative_position)  # :1683-1684
+        return distance_mat_clipped + max_relative_position                                  # :1687-1688
+
+    def generate_relative_positions_embeddings(length_q, length_k, embeddings_table):      # :1691-1702
+        relative_positions_matrix = generate_relative_positions_matrix(length_q, length_k, max_relative_position)
+        return embeddings_table[relative_positions_matrix]                                  # tf.gather :1701
+
+    def relative_attention_inner(x, y, z, transpose):                                      # :1705-1736
+        batch_size, heads, length = x.shape[0], x.shape[1], x.shape[2]
+        xy_matmul = x @ (y.transpose(-1, -2) if transpose else y)                           # :1726
+        x_t = x.permute(2, 0, 1, 3)                                                         # :1728
+        x_t_r = x_t.reshape(length, heads * batch_size, -1)                                 # :1730
+        x_tz_matmul = x_t_r @ (z.transpose(-1, -2) if transpose else z)                     # :1732
+        x_tz_matmul_r = x_tz_matmul.reshape(length, batch_size, heads, -1)                  # :1734
+        x_tz_matmul_r_t = x_tz_matmul_r.permute(1, 2, 0, 3)                                 # :1736
+        return xy_matmul + x_tz_matmul_r_t
+
+    length = k.shape[2]                                                                     # :1802-1803
+    relations_keys = generate_relative_positions_embeddings(length, length, keys_table)      # :1804-1806
+    logits = relative_attention_inner(q, k, relations_keys, True)                           # :1812
+    logits = logits + bias                                                                  # :1813-1814
+    weights = torch.softmax(logits, dim=-1)                                                 # :1815
+    if values_table is None:
+        return weights @ v
+    relations_values = generate_relative_positions_embeddings(length, length, values_table)  # :1807-1809
+    return relative_attention_inner(weights, v, relations_values, False)                    # :1827
+
+
+def check_official_shaw():
+    """Shaw against the transcription of tensor2tensor's module (t2t_relative_attention): random
+    q, k, v and official tables, the causal bias of tensor2tensor's decoder (-1e9 above the
+    diagonal, attention_bias_lower_triangle), model.py's tables the official rows k..0."""
+    global failures
+    import types
+    print("=== shaw: tensor2tensor's dot_product_attention_relative (a transcription) against model.py (float64)")
+    torch.manual_seed(0)
+    B, NH, T, hs, k = 2, 3, 40, 8, 7
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    bias = torch.where(causal, 0.0, -1e9).to(torch.float64)
+    for values in (1, 0):
+        label = "keys and values" if values else "keys only"
+        q, kk, v = (torch.randn(B, NH, T, hs, dtype=torch.float64, requires_grad=True) for _ in range(3))
+        tK, tV = (torch.randn(2 * k + 1, hs, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        want = t2t_relative_attention(q * hs ** -0.5, kk, v, bias, k, tK, tV if values else None)
+        aK, aV = (t.detach()[:k + 1].flip(0).clone().requires_grad_() for t in (tK, tV))  # row r = official row k - r
+        owner = types.SimpleNamespace(cfg=types.SimpleNamespace(shaw_k=k, shaw_values=values), shaw_ak=[aK], shaw_av=[aV])
+        pos = torch.arange(T).expand(B, T)
+        scores = q @ kk.transpose(2, 3) / math.sqrt(hs) + M.Shaw().score_bias(owner, 0, q, kk, pos)
+        att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        extra = M.Shaw().value_term(owner, 0, att, pos)
+        got = att @ v + (0 if extra is None else extra)
+        check("official, %s: attention output" % label, got.detach().numpy(), want.detach().numpy())
+        g = torch.randn_like(want)
+        dwant = torch.autograd.grad((want * g).sum(), (q, kk, v, tK) + ((tV,) if values else ()))
+        dgot = torch.autograd.grad((got * g).sum(), (q, kk, v, aK) + ((aV,) if values else ()))
+        for name, a, b in zip(("q", "k", "v"), dgot, dwant):
+            check("official, %s: d %s" % (label, name), a.numpy(), b.numpy())
+        for name, a, b in zip(("a^K", "a^V"), dgot[3:], dwant[3:]):
+            check("official, %s: d %s (official rows k..0)" % (label, name), a.numpy(), b[:k + 1].flip(0).numpy())
+            rest = float(b[k + 1:].abs().max())
+            ok = rest == 0
+            print("  %-52s %s  (%.3g)" % ("official, %s: no d %s in its rows k + 1..2k" % (label, name), "ok  " if ok else "FAIL", rest))
+            failures += 0 if ok else 1
+
+
 def check_official_cope(path):
     """The official ContextPosSelfAttn (its defaults; dropout 0) against Cope.score_bias."""
     import importlib.util
@@ -507,7 +620,7 @@ def check_official_cope(path):
     want = layer(q, k, k, v, attn_mask=mask)
     owner = types.SimpleNamespace(cfg=types.SimpleNamespace(max_seq_len=maxT), cope_e=[E])
     qh, kh, vh = (t.view(B, NH, T, hs) for t in (q, k, v))
-    scores = qh @ kh.transpose(2, 3) / math.sqrt(hs) + M.Cope().score_bias(owner, 0, qh, kh)
+    scores = qh @ kh.transpose(2, 3) / math.sqrt(hs) + M.Cope().score_bias(owner, 0, qh, kh, None)
     got = (torch.softmax(scores.masked_fill(mask[0] == 0, float("-inf")), dim=-1) @ vh).view(B * NH, T, hs)
     check("official: attention output", got.detach().numpy(), want.detach().numpy())
     g = torch.randn_like(want)
@@ -565,7 +678,7 @@ def check_official_shape(path):
     emb = torch.randn(T, B, C, dtype=torch.float64)
     want = module(emb).transpose(0, 1)  # (B, T, C)
     owner = types.SimpleNamespace(cfg=types.SimpleNamespace(channels=C, shape_k=K))
-    pos = M.Shape().own_positions(owner, torch.arange(T).expand(1, B, T), None)[0]
+    pos = M.Shape().own_positions(owner, None, torch.arange(T).expand(1, B, T), None)[0]
     got = torch.stack([M.Shape().embed(owner, emb.transpose(0, 1)[b], pos[b]) for b in range(B)])
     check("official: evaluation, offset K = %d" % K, got.numpy(), want.detach().numpy(), 1e-4)
     table = module.pe[:K + T, 0]  # (K + T, C): the rows of every training offset 0..K-1
@@ -622,6 +735,93 @@ def check_official_cape():
     centred = torch.tensor(M.Cape.table(np.arange(T) - (T - 1) / 2.0, C))
     want = from_official(flashlight_cape(torch.zeros(C, T, 1, dtype=torch.float64), False, True, 6, 3.0, True, None))[0]
     check("official: its centring, the table at t - (T - 1)/2", centred.numpy(), want.numpy(), 1e-12)
+
+
+def official_bilevel_ids(ids, separators, train_scale):
+    """BiPE's get_bilevel_ids (zhenyuhe00/BiPE at 3dddab3, my_modeling_llama_bipe_rope.py 632-650),
+    transcribed line by line; the separators its Llama ids 869 and 13 unless given. Returns the
+    positions within segments (clipped to train_scale - 1) and the segments' indices."""
+    sep = torch.where(ids == separators[0], 1, 0)
+    sep[ids == separators[1]] = 1
+    pos1 = torch.cumsum(sep, dim=1)
+    pos1 = torch.cat([torch.zeros((ids.shape[0], 1)), pos1[:, :-1]], dim=1)
+    pos2 = torch.cat([sep, torch.ones((ids.shape[0], 1))], dim=1).reshape(-1)
+    ones = torch.cat([torch.zeros((1)) - 1, torch.argwhere(pos2 == 1)[:, 0]])
+    diff = (ones[1:] - ones[:-1])
+    pos2[pos2 == 1] = diff
+    pos2 = -torch.cumsum(torch.cat([torch.zeros((1)), pos2[:-1]]), dim=0)
+    pos2 = pos2 + torch.arange(pos2.shape[-1])
+    pos2 = pos2.reshape(ids.shape[0], -1)[:, :-1]
+    pos2[pos2 >= train_scale] = train_scale - 1
+    return pos2.long(), pos1.long()
+
+
+def official_alibi_mul96_slopes(n):
+    """_init_alibi_mul96's get_slopes (my_modeling_llama_bipe_alibi.py 197-212), transcribed."""
+    def get_slopes_power_of_2(n):
+        start = (2**(-2**-(math.log2(n) - 3)))
+        ratio = start
+        return [start * ratio**i * 96 for i in range(n)]
+    if math.log2(n).is_integer():
+        return get_slopes_power_of_2(n)
+    closest_power_of_2 = 2**math.floor(math.log2(n))
+    return get_slopes_power_of_2(closest_power_of_2) + official_alibi_mul96_slopes(2 * closest_power_of_2)[0::2][:n - closest_power_of_2]
+
+
+def official_rope(q, k, position_ids, base=10000):
+    """LlamaRotaryEmbedding, rotate_half and apply_rotary_pos_emb (my_modeling_llama_bipe_rope.py
+    97-131, 180-195), transcribed in float64 (the official frequencies are float32's)."""
+    dim = q.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    t = torch.arange(int(position_ids.max()) + 1, dtype=torch.float64)
+    freqs = torch.einsum("i,j->ij", t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[position_ids].unsqueeze(1), emb.sin()[position_ids].unsqueeze(1)
+    rotate_half = lambda x: torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+def check_official_bipe():
+    """BiPE against transcriptions of its official code (float64): the segments and positions
+    within them of rows of Llama ids (the official separators 869 "\u2581." and 13 "\n") against
+    model.py's of the same rows in GPT-2 ids (764 " .", 198 "\n"), with segments longer than the
+    table; BiPE-ALiBi's attention probabilities, the official bias +96 m_h seg_j against -96 m_h
+    (seg_i - seg_j) (8 heads: slopes exact in float32); BiPE-RoPE's scores q.k at the segments,
+    the official rotate_half layout against model.py's pairs (2k, 2k + 1), the columns of q and
+    k permuted accordingly (the same model: the projections absorb the permutation)."""
+    import types
+    print("=== bipe: the official code's bilevel ids, ALiBi x96 and rotary embedding (transcriptions) against model.py (float64)")
+    B, T, rows, NH, hs = 3, 60, 8, 8, 16
+    gen = torch.Generator().manual_seed(5)
+    llama = torch.randint(100, 200, (B, T), generator=gen)
+    llama[torch.rand(B, T, generator=gen) < 0.1] = 869
+    llama[torch.rand(B, T, generator=gen) < 0.05] = 13
+    llama[2, :] = 150  # one row of a single segment, longer than the table
+    gpt2 = llama.clone()
+    gpt2[llama == 869], gpt2[llama == 13] = 764, 198
+    intra_official, seg_official = official_bilevel_ids(llama, (869, 13), rows)
+    owner = types.SimpleNamespace(cfg=types.SimpleNamespace(max_seq_len=rows, channels=1),
+                                  wpe=torch.arange(rows, dtype=torch.float64)[:, None])
+    seg = M.BipeRope().own_positions(owner, gpt2, torch.arange(T).expand(1, B, T), None)[0]
+    intra = M.BipeRope().embed_rows(owner, torch.zeros(B, T, 1, dtype=torch.float64), seg, None)[..., 0]
+    check("official: segments (get_bilevel_ids' position_ids)", seg.numpy(), seg_official.numpy(), 0)
+    check("official: positions within segments, clipped", intra.numpy(), intra_official.double().numpy(), 0)
+    scores = torch.randn(B, NH, T, T, dtype=torch.float64, generator=gen)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    slopes = torch.tensor(official_alibi_mul96_slopes(NH), dtype=torch.float64)
+    table = slopes[None, :] * torch.arange(T, dtype=torch.float64)[:, None]         # alibi (maxpos, heads), transposed
+    want = scores + table[seg_official].transpose(2, 1).unsqueeze(2)                 # alibi.py 292: (B, NH, 1, T)
+    owner.cfg.num_heads = NH
+    got = scores + torch.stack([M.BipeAlibi().bias(owner, 0, scores, None, seg[b]) for b in range(B)])
+    softmax = lambda a: torch.softmax(a.masked_fill(~causal, -math.inf), dim=-1)
+    check("official: ALiBi x96 of the segments, attention probabilities", softmax(got).numpy(), softmax(want).numpy(), 1e-12)
+    q, k = (torch.randn(B, NH, T, hs, dtype=torch.float64, generator=gen) for _ in range(2))
+    qo, ko = official_rope(q, k, seg_official)
+    perm = torch.stack([torch.arange(hs // 2), torch.arange(hs // 2) + hs // 2], dim=1).reshape(-1)  # pairs (k, k + hs/2) -> (2k, 2k + 1)
+    owner.cfg = M.Config(max_seq_len=rows, vocab_size=2, padded_vocab_size=2, num_layers=1, num_heads=NH, channels=NH * hs, pe="bipe_rope")
+    rotated = [M.BipeRope().rotate(owner, 0, q[b:b + 1, ..., perm], k[b:b + 1, ..., perm], M.PEEval(train_len=T), seg[b], T) for b in range(B)]
+    got = torch.cat([qr @ kr.transpose(-1, -2) for qr, kr in rotated])
+    check("official: rotary embedding at the segments, scores q.k", got.numpy(), (qo @ ko.transpose(-1, -2)).numpy(), 1e-12)
 
 
 class FloaterOfficial:
@@ -784,6 +984,8 @@ def main():
                 check_given_positions(build, pe, prefix + "_pos")
             if pe in M.ROPE_TABLE_PES:
                 check_rope_table(build, model, ckpt, prefix, ref)
+            if pe == "shaw":
+                check_shaw_keys(build, ckpt, prefix, ref)
             if pe == "floater":
                 check_floater_identity(ckpt)
             # bf16: written here, read by both
@@ -809,6 +1011,10 @@ def main():
         check_official_shape(os.environ["SHAPE_OFFICIAL"])
     if "cape" in pes:
         check_official_cape()
+    if "bipe_rope" in pes:
+        check_official_bipe()
+    if "shaw" in pes:
+        check_official_shaw()
     if "floater" in pes:
         check_official_floater()
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
