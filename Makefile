@@ -103,9 +103,11 @@ test_gpt2: $(BUILD)/test_gpt2_$(STEM)
 
 test-builds: $(foreach pe,$(PE_LIST),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe) $(BUILD)/gradcheck_$(pe))
 
-# the CPU tests (fp32) and the gradient checks (fp64) of the binaries of the stems $(1)
+# the CPU tests (fp32), the algorithmic tasks' scoring against greedy decoding and the
+# gradient checks (fp64) of the binaries of the stems $(1)
 cpu_tests = for s in $(1); do \
 	  echo "=== $$s: tests (fp32) ==="; $(BUILD)/test_gpt2_$$s || exit 1; \
+	  echo "=== $$s: -A against greedy decoding ==="; $(BUILD)/test_gpt2_$$s tasks || exit 1; \
 	  echo "=== $$s: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$s gradcheck || exit 1; \
 	done
 
@@ -144,10 +146,14 @@ test-evals: $(foreach pe,learned cable,$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_g
 	bash tests/evals.sh
 
 # the algorithmic tasks and answer-only training (tests/tasks.sh): the masked loss's fp64
-# gradient check, data/tasks.c's files, masked shards in the trainer, the loss of a split
-# batch, a tiny model trained on copy, the CUDA trainer in the CPU emulation
-test-tasks: tasks starter $(foreach b,train_gpt2 test_gpt2 gradcheck,$(BUILD)/$(b)_learned) $(BUILD)/emulate/train_gpt2cu_learned_fp32
+# gradient check, -A against greedy decoding with DAPE_1x3's other edge rule (every other
+# build's runs with its CPU tests), data/tasks.c's files and baselines, masked shards in the
+# trainer, the loss of a split batch, a tiny model trained on copy, the CUDA trainer in the
+# CPU emulation
+test-tasks: tasks starter $(foreach b,train_gpt2 test_gpt2 gradcheck,$(BUILD)/$(b)_learned) $(BUILD)/emulate/train_gpt2cu_learned_fp32 \
+            $(BUILD)/test_gpt2_kerple_dape1x3_edge0
 	$(BUILD)/gradcheck_learned gradcheck masked
+	$(BUILD)/test_gpt2_kerple_dape1x3_edge0 tasks
 	bash tests/tasks.sh
 
 # fuzzing the readers of untrusted files (clang's libFuzzer, AddressSanitizer, UBSan)
@@ -185,7 +191,7 @@ $(BUILD)/asan_train_gpt2_learned: train_gpt2.c $(HEADERS) | $(BUILD)
 $(BUILD)/asan_tokenizer: data/tokenizer.c llmc/utils.h | $(BUILD)
 	clang $(SAN_CFLAGS) -pthread -o $@ data/tokenizer.c -lpcre2-8
 $(BUILD)/asan_tasks: data/tasks.c llmc/utils.h llmc/rand.h llmc/dataloader.h llmc/tasks.h | $(BUILD)
-	clang $(SAN_CFLAGS) -o $@ data/tasks.c
+	clang $(SAN_CFLAGS) -o $@ data/tasks.c -lm
 test-sanitize: $(BUILD)/asan_train_gpt2_learned $(BUILD)/asan_tokenizer $(BUILD)/asan_tasks $(BUILD)/test_gpt2_learned gpt2_tokenizer.bin gpt2_passkey.bin
 	bash tests/sanitize.sh
 

@@ -126,10 +126,16 @@ static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
 #ifndef PE_LIMIT_NOTE // the n/a of an evaluation beyond the limit
 #define PE_LIMIT_NOTE "beyond the encoding's range"
 #endif
+// an encoding whose rows depend on where the pass ends (DAPE_1xk's edge: a window's last k/2
+// rows): a next-token prediction is then the last row of a pass over its prefix, as decoding
+// computes it (llmc/task_eval.h). SHAPE's offsets and CAPE's augmentation depend on a row's
+// place in a pass in training only; an evaluation's positions are each row's own, so their
+// rows do not (test_gpt2.c: test_task_decoding, for every build)
+#define PE_PREFIX_DEPENDENT DAPE_WINDOW_EDGE
 // an encoding whose rows, cut short or grouped otherwise, compute otherwise (DAPE_1xk's edge;
 // SHAPE's offsets, drawn per row of a pass): the driver's length buckets keep its rows whole
 #ifndef PE_WHOLE_ROWS
-#define PE_WHOLE_ROWS DAPE_WINDOW_EDGE
+#define PE_WHOLE_ROWS PE_PREFIX_DEPENDENT
 #define PE_WHOLE_ROWS_WHY "DAPE_1xk: the rows of a window's last k/2 positions depend on where it ends"
 #endif
 #ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices: none
