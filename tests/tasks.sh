@@ -2,7 +2,8 @@
 # The algorithmic tasks and answer-only training (make test-tasks; the masked loss's fp64
 # gradient check runs before it, build/gradcheck_learned gradcheck masked):
 #   1. data/tasks.c: the answers of hand-worked inputs of every task (dup of 10000 bits too),
-#      inputs that are no task's refused; files of one seed identical to the byte, another
+#      inputs that are no task's refused; the baselines (chance, the best local shortcut)
+#      against brute force (tests/task_baselines.py); files of one seed identical to the byte, another
 #      seed's not; every file read back and checked (./tasks check); damaged files, -l with an
 #      empty item and a directory too long for its files refused with one line, nothing created
 #   2. masked shards in the trainer: every malformed mask, a row length that is not -t, plain
@@ -53,6 +54,8 @@ while read -r task input answer; do
 done <<'CASES'
 sum 7-3+5 9
 sum 0+9-9+4 4
+sum 9+8-7 0
+sum 1-5 6
 copy hello hello
 reverse abcz zcba
 sort banana aaabnn
@@ -70,7 +73,7 @@ cycle +0+0+-+ 3
 even 0110 0
 even 011 1
 CASES
-expect "a partial sum beyond 9" "no input of task sum" "$ROOT/tasks" solve sum 5+5
+expect "two digits in a row" "no input of task sum" "$ROOT/tasks" solve sum 5+55
 expect "a leading zero" "no input of task add" "$ROOT/tasks" solve add 10+1
 expect "a letter in a bit string" "no input of task parity" "$ROOT/tasks" solve parity 01a
 expect "a character outside the vocabulary" "no token of the task vocabulary" "$ROOT/tasks" solve copy "ab?"
@@ -78,6 +81,13 @@ expect "a character outside the vocabulary" "no token of the task vocabulary" "$
 bits=$(printf '10%.0s' $(seq 5000))
 [ "$(./tasks solve dup "$bits" 2> "$DIR/err")" = "$bits$bits" ] && ok "dup of 10000 bits: its 20000-bit answer" \
     || bad "dup of 10000 bits: $(cat "$DIR/err")"
+
+echo "=== data/tasks.c: chance and the best local shortcut (./tasks baseline) against brute force"
+python3 tests/task_baselines.py ./tasks && ok "every case as brute force" || bad "./tasks baseline differs from brute force"
+[ "$(./tasks baseline even 40 | tail -1)" = "even,40,5,0.5,1,0" ] && ok "even at 40: chance 0.5, its first and last bit give the answer (1)" \
+    || bad "even at 40: $(./tasks baseline even 40 | tail -1)"
+expect "baseline of no task" "unknown task 'nosuch'" "$ROOT/tasks" baseline nosuch 10
+expect "baseline: an empty length" "expects lengths separated by commas" "$ROOT/tasks" baseline sum 10,,20
 
 echo "=== data/tasks.c: files"
 ./tasks write -n 5 -e 8192 -v 64 -x 64 -l 5,10 -s 7 "$DIR/a" > /dev/null
