@@ -18,8 +18,9 @@ written as masked shards (llmc/dataloader.h): one example per row, the loss on t
 defaults: N = 20, TRAIN = 20000, VAL = 512, TEST = 128, SEED = 1
 
 The tasks (an example's length, Kazemnejad et al.'s lambda, in brackets):
-    sum      d op d op ... d [terms]: digits, ops + and - -> the value mod 10 (the survey's
-             "additions and subtractions within ten", every term as informative as another)
+    sum      d op d op ... d [terms]: digits, ops + and - -> the running value mod 10 after
+             each term (the survey's "additions and subtractions within ten" as a running sum:
+             every term as informative as another, no partial result telling the answer)
     copy     letters [letters] -> the same letters (Kazemnejad et al.)
     reverse  letters [letters] -> reversed (both studies)
     sort     letters [letters] -> in alphabetical order (Kazemnejad et al.)
@@ -54,7 +55,8 @@ static int task_row_len(int task, int n) {
         case TASK_PARITY: case TASK_EVEN: case TASK_CYCLE: return n + 4;
         case TASK_DUP: return 3 * n + 3;
         case TASK_ADD: return 3 * n + 5;
-        default: return 2 * n + 3; // the string tasks: n symbols, n back; sum and mod: 2n - 1 tokens, one back
+        case TASK_SUM: return 3 * n + 2; // 2n - 1 tokens, n back
+        default: return 2 * n + 3; // the string tasks: n symbols, n back; mod: 2n - 1 tokens, one back
     }
 }
 
@@ -81,10 +83,13 @@ static int task_solve(int task, const int* in, int len, int* out, int* lambda) {
                 if (i + 1 < len && in[i + 1] != TOK_PLUS && in[i + 1] != TOK_MINUS && (!mod || in[i + 1] != TOK_TIMES)) { return -1; }
             }
             *lambda = (len + 1) / 2;
-            if (!mod) { // left to right, mod 10
+            if (!mod) { // left to right, mod 10: the value after each term
                 int v = in[0] - TOK_0;
-                for (int i = 1; i < len; i += 2) { v = (v + (in[i] == TOK_PLUS ? 1 : 9) * (in[i + 1] - TOK_0)) % 10; }
                 out[n++] = TOK_0 + v;
+                for (int i = 1; i < len; i += 2) {
+                    v = (v + (in[i] == TOK_PLUS ? 1 : 9) * (in[i + 1] - TOK_0)) % 10;
+                    out[n++] = TOK_0 + v;
+                }
             } else { // the sum of the products, mod 5
                 int total = 0, sign = 1, term = in[0] - TOK_0;
                 for (int i = 1; i < len; i += 2) {
@@ -399,12 +404,13 @@ static void cmd_write(const char* dir, int n, const int* lengths, int num_length
 //   shortcut  the best reader of W symbols at the input's ends, its first a and its last W - a
 //             (the best a): what a model that looks only near the start and near the answer
 //             reaches at any length. 1 at lengths up to W (it sees the whole input).
-// The answer of sum, parity, mod, cycle and even is the output of a finite automaton run over
+// The answer of parity, mod, cycle and even is the output of a finite automaton run over
 // the symbols (TaskMachine); the reader knows the state after the first a symbols, the hidden
 // middle's symbols spread it (a distribution over states), and the last W - a symbols map each
 // state to an answer: the reader answers the likeliest. The answers of the string tasks hold
-// every hidden symbol (copy, reverse, dup: each of alphabet A: A^-h for h hidden) or their
-// multiset (sort, bucket: the likeliest multiset's probability); add's is an upper bound: the sum
+// every hidden symbol (copy, reverse, dup: each of alphabet A: A^-h for h hidden; sum: each
+// term's step of the running value, uniform over 0..9) or their multiset (sort, bucket: the
+// likeliest multiset's probability); add's is an upper bound: the sum
 // is one-to-one in the longer operand, of whose digits at least L - W are hidden, the top one
 // of 9 values, each other of 10.
 
@@ -415,7 +421,6 @@ typedef struct { int task, states, first_symbols, symbols; } TaskMachine;
 static int task_machine(int task, TaskMachine* m) {
     m->task = task;
     switch (task) {
-        case TASK_SUM: m->states = 11; m->first_symbols = 10; m->symbols = 20; return 1;    // the value mod 10; d, then (op, d)
         case TASK_MOD: m->states = 51; m->first_symbols = 5; m->symbols = 15; return 1;     // (total, sign, pending product)
         case TASK_PARITY: m->states = 3; m->first_symbols = 2; m->symbols = 2; return 1;    // the count of 1s mod 2
         case TASK_CYCLE: m->states = 6; m->first_symbols = 3; m->symbols = 3; return 1;     // the position mod 5
@@ -428,7 +433,6 @@ static int task_machine(int task, TaskMachine* m) {
 static int machine_step(const TaskMachine* m, int q, int x) {
     int start = q == m->states - 1;
     switch (m->task) {
-        case TASK_SUM: return start ? x : (q + (x < 10 ? x : 10 - (x - 10))) % 10; // x: + d for x < 10, - d for x - 10
         case TASK_MOD: { // q = total * 10 + sign * 5 + product; x = op * 5 + d, op 0 +, 1 -, 2 *
             if (start) { return x; }
             int total = q / 10, minus = q / 5 % 2, product = q % 5, op = x / 5, d = x % 5;
@@ -538,6 +542,7 @@ static double task_baseline(int task, int L, int w, int* bound) {
     int h = L - w; // hidden symbols
     switch (task) {
         case TASK_COPY: case TASK_REVERSE: return pow(26, -h);
+        case TASK_SUM: return pow(10, -h);
         case TASK_DUP: return pow(2, -h);
         case TASK_SORT: return exp(log_likeliest_multiset(h, 26));
         case TASK_BUCKET: return exp(log_likeliest_multiset(h, 5));

@@ -52,10 +52,10 @@ while read -r task input answer; do
     got=$(./tasks solve "$task" "$input")
     [ "$got" = "$answer" ] && ok "$task $input = $got" || bad "$task $input: expected $answer, got $got"
 done <<'CASES'
-sum 7-3+5 9
-sum 0+9-9+4 4
-sum 9+8-7 0
-sum 1-5 6
+sum 7-3+5 749
+sum 0+9-9+4 0904
+sum 9+8-7 970
+sum 1-5 16
 copy hello hello
 reverse abcz zcba
 sort banana aaabnn
