@@ -72,7 +72,7 @@ endif
 HEADERS := $(wildcard llmc/*.h pe/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean pe-list test-registry test-cpu test-checkpoints record-fixture test-builds test-scripts test-fuzz test-experiment \
+.PHONY: all train_gpt2 test_gpt2 test clean pe-list pe-rp-list test-registry test-cpu test-checkpoints record-fixture test-builds test-scripts test-fuzz test-experiment \
         test-python test-dape test-dape-builds test-evals test-sanitize test-tasks
 all: train_gpt2
 
@@ -222,9 +222,12 @@ test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 	$(MAKE) $(TESTS)
 
-# the encodings, one line (scripts take the list from here: dev/tasks.sh)
+# the encodings, one line (scripts take the list from here: dev/tasks.sh), and those that take
+# randomized positions
 pe-list:
 	@echo $(PE_LIST)
+pe-rp-list:
+	@echo $(PE_RP_LIST)
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

@@ -355,6 +355,7 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
     int L = 0, NH = 0, C = 0;
     if (strcmp(name, "nano") == 0) { L = 2; NH = 4; C = 128; }
     else if (strcmp(name, "task") == 0) { L = 2; NH = 2; C = 64; }
+    else if (strcmp(name, "task5") == 0) { L = 5; NH = 2; C = 64; } // the task studies' depth, heads of the kernels' 32
     else if (strcmp(name, "cpu") == 0) { L = 4; NH = 8; C = 256; }
     else if (strcmp(name, "tiny") == 0) { L = 6; NH = 8; C = 512; }
     else if (strcmp(name, "small") == 0) { L = 12; NH = 12; C = 768; }
