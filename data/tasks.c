@@ -18,9 +18,10 @@ written as masked shards (llmc/dataloader.h): one example per row, the loss on t
 defaults: N = 20, TRAIN = 20000, VAL = 512, TEST = 128, SEED = 1
 
 The tasks (an example's length, Kazemnejad et al.'s lambda, in brackets):
-    sum      d op d op ... d [terms]: digits, ops + and - -> the running value mod 10 after
-             each term (the survey's "additions and subtractions within ten" as a running sum:
-             every term as informative as another, no partial result telling the answer)
+    sum      d op d op ... d [terms]: digits, ops + and - -> the same with each digit replaced
+             by the running value mod 10 after its term (the survey's "additions and
+             subtractions within ten" as a running sum: every term as informative as another,
+             the answer's tokens in step with the input's, as copy's)
     copy     letters [letters] -> the same letters (Kazemnejad et al.)
     reverse  letters [letters] -> reversed (both studies)
     sort     letters [letters] -> in alphabetical order (Kazemnejad et al.)
@@ -55,7 +56,7 @@ static int task_row_len(int task, int n) {
         case TASK_PARITY: case TASK_EVEN: case TASK_CYCLE: return n + 4;
         case TASK_DUP: return 3 * n + 3;
         case TASK_ADD: return 3 * n + 5;
-        case TASK_SUM: return 3 * n + 2; // 2n - 1 tokens, n back
+        case TASK_SUM: return 4 * n + 1; // 2n - 1 tokens, as many back
         default: return 2 * n + 3; // the string tasks: n symbols, n back; mod: 2n - 1 tokens, one back
     }
 }
@@ -83,11 +84,12 @@ static int task_solve(int task, const int* in, int len, int* out, int* lambda) {
                 if (i + 1 < len && in[i + 1] != TOK_PLUS && in[i + 1] != TOK_MINUS && (!mod || in[i + 1] != TOK_TIMES)) { return -1; }
             }
             *lambda = (len + 1) / 2;
-            if (!mod) { // left to right, mod 10: the value after each term
+            if (!mod) { // left to right, mod 10: each operator, and the value after its term
                 int v = in[0] - TOK_0;
                 out[n++] = TOK_0 + v;
                 for (int i = 1; i < len; i += 2) {
                     v = (v + (in[i] == TOK_PLUS ? 1 : 9) * (in[i + 1] - TOK_0)) % 10;
+                    out[n++] = in[i];
                     out[n++] = TOK_0 + v;
                 }
             } else { // the sum of the products, mod 5
@@ -408,9 +410,10 @@ static void cmd_write(const char* dir, int n, const int* lengths, int num_length
 // the symbols (TaskMachine); the reader knows the state after the first a symbols, the hidden
 // middle's symbols spread it (a distribution over states), and the last W - a symbols map each
 // state to an answer: the reader answers the likeliest. The answers of the string tasks hold
-// every hidden symbol (copy, reverse, dup: each of alphabet A: A^-h for h hidden; sum: each
-// term's step of the running value, uniform over 0..9) or their multiset (sort, bucket: the
-// likeliest multiset's probability); add's is an upper bound: the sum
+// every hidden symbol (copy, reverse, dup: each of alphabet A: A^-h for h hidden; sum: a term's
+// operator and the running value after it, one of 20 alike, the first term's value one of 10,
+// so the best reader leaves the first term hidden: 0.1 0.05^(h-1)) or their multiset (sort,
+// bucket: the likeliest multiset's probability); add's is an upper bound: the sum
 // is one-to-one in the longer operand, of whose digits at least L - W are hidden, the top one
 // of 9 values, each other of 10.
 
@@ -542,7 +545,7 @@ static double task_baseline(int task, int L, int w, int* bound) {
     int h = L - w; // hidden symbols
     switch (task) {
         case TASK_COPY: case TASK_REVERSE: return pow(26, -h);
-        case TASK_SUM: return pow(10, -h);
+        case TASK_SUM: return 0.1 * pow(0.05, h - 1);
         case TASK_DUP: return pow(2, -h);
         case TASK_SORT: return exp(log_likeliest_multiset(h, 26));
         case TASK_BUCKET: return exp(log_likeliest_multiset(h, 5));

@@ -44,8 +44,8 @@ def inputs(task, n):
 
 def answer(task, xs):
     s = "".join(xs)
-    if task == "sum":  # the running value after each term
-        return "".join(str(eval(s[:i + 1]) % 10) for i in range(0, len(s), 2))
+    if task == "sum":  # each operator, and the running value after its term
+        return "".join((s[i - 1] if i else "") + str(eval(s[:i + 1]) % 10) for i in range(0, len(s), 2))
     if task == "mod":
         return str(eval(s) % 5)
     if task == "copy":

@@ -17,8 +17,13 @@
 #      greedy) where the untrained one never does; the evaluation's count is the one greedy
 #      decoding token by token gives (tests/greedy.py, the PyTorch model; skipped without
 #      PyTorch); learned is n/a beyond its positions;
-#      tasks.csv gains rows with each evaluation's step; the CUDA trainer in the CPU emulation
-#      trains the same steps and scores the same answers
+#      tasks.csv gains rows with each evaluation's step
+#   5. the study (dev/tasks.sh): a run interrupted after a checkpoint resumes, one trained but not
+#      evaluated is evaluated, a finished one is skipped, each run's rows in tasks.csv once; other
+#      settings and a foreign tasks.csv refused; the statistics against tabulated values
+#      (tests/task_stats.py); the tables of planted numbers: intervals, ties, differences after
+#      Holm's adjustment, entries not learned left out of the comparisons, entries not yet run
+#   6. the CUDA trainer in the CPU emulation trains the same steps and scores the same answers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,10 +57,10 @@ while read -r task input answer; do
     got=$(./tasks solve "$task" "$input")
     [ "$got" = "$answer" ] && ok "$task $input = $got" || bad "$task $input: expected $answer, got $got"
 done <<'CASES'
-sum 7-3+5 749
-sum 0+9-9+4 0904
-sum 9+8-7 970
-sum 1-5 16
+sum 7-3+5 7-4+9
+sum 0+9-9+4 0+9-0+4
+sum 9+8-7 9+7-0
+sum 1-5 1-6
 copy hello hello
 reverse abcz zcba
 sort banana aaabnn
@@ -229,6 +234,68 @@ else
 fi
 "$BIN" -e task -x 0 -j "$T/val.bin" -A "$DIR/eval/*.bin" -o "$DIR/untrained" > /dev/null
 [ "$(acc "$DIR/untrained/tasks.csv" 1 5 0)" = "0.000000" ] && ok "untrained: exact match 0" || bad "untrained: $(cat "$DIR/untrained/tasks.csv")"
+
+echo "=== the study (dev/tasks.sh): resumed where it stopped, appending; its tables and their tests (dev/plot_tasks.py)"
+python3 tests/task_stats.py > "$DIR/stats.log" && ok "the statistics (dev/task_stats.py) against tabulated values: $(grep -c '^  ok' "$DIR/stats.log") checks" \
+    || { bad "dev/task_stats.py"; cat "$DIR/stats.log"; }
+ST=$DIR/study
+study() { env ENTRIES="learned nope" TASKS=copy MODEL=task N=3 TEST=8 LENGTHS=2,3,5 WARMUP=2 CKPT=10 STEPS=30 "$@" bash dev/tasks.sh "$ST"; }
+rows() { tail -n +2 "$ST/tasks.csv" | wc -l; }
+study SEEDS=1 > "$DIR/study1.log" 2>&1
+[ "$(rows)" -eq 6 ] && grep -q "^2 runs started, 0 failed" "$DIR/study1.log" && ok "seed 1: 2 runs, their 6 rows (3 lengths each) in tasks.csv" \
+    || bad "seed 1: $(rows) rows: $(tail -n 3 "$DIR/study1.log")"
+# seed 2 interrupted: learned stopped at step 10 (a checkpoint), nope trained but not evaluated
+mkdir -p "$ST/runs/copy"
+for e in learned:10 nope:30; do
+    "$ROOT/build/train_gpt2_${e%%:*}" -e task -b 32 -x ${e#*:} -l 1e-3 -u 2 -q 0.1 -v 0 -m 8 -n 10 -R 2 -i "$ST/data/s1/copy/train.bin" -j "$ST/data/s1/copy/val.bin" \
+        -o "$ST/runs/copy/${e%%:*}_s2" > /dev/null 2>&1
+done
+rm -f "$ST/runs/copy/nope_s2/tasks.csv"
+study SEEDS="1 2" > "$DIR/study2.log" 2>&1
+[ "$(rows)" -eq 12 ] && grep -q "^2 runs started, 0 failed" "$DIR/study2.log" && grep -q "^resume: " "$ST/runs/copy/learned_s2.log" \
+    && [ "$(grep -c '^step' "$ST/runs/copy/learned_s2.log")" -eq 20 ] && ! grep -q '^step' "$ST/runs/copy/nope_s2.log" \
+    && [ "$(cut -d, -f1,2 "$ST/tasks.csv" | sort | uniq -c | awk '$1 != 3' | wc -l)" -eq 1 ] \
+    && ok "seeds 1 and 2: seed 1 skipped, learned resumed from step 10 (20 steps), nope evaluated alone; 12 rows, each run's once" \
+    || bad "seeds 1 and 2: $(rows) rows, $(tail -n 2 "$DIR/study2.log" | tr '\n' ' '), learned's steps $(grep -c '^step' "$ST/runs/copy/learned_s2.log" 2>&1)"
+study SEEDS="1 2" > "$DIR/study3.log" 2>&1
+[ "$(rows)" -eq 12 ] && grep -q "^0 runs started, 0 failed" "$DIR/study3.log" && grep -q "^Runs finished: 4 of the 4 planned" "$ST/tasks.md" \
+    && ok "again: nothing to run, nothing appended; tasks.md: $(grep -m1 '^Runs finished' "$ST/tasks.md")" || bad "again: $(rows) rows, $(tail -n 1 "$DIR/study3.log")"
+expect "a study resumed with other settings" "holds a study of other settings" env ENTRIES=learned TASKS=copy MODEL=task N=3 TEST=8 LENGTHS=2,3,5 \
+    WARMUP=2 CKPT=10 STEPS=31 SEEDS=1 bash "$ROOT/dev/tasks.sh" "$ST"
+[ "$(rows)" -eq 12 ] && ok "its tasks.csv left as it was" || bad "the refused study changed tasks.csv"
+mkdir -p "$DIR/foreign_study" && echo "my notes" > "$DIR/foreign_study/tasks.csv"
+expect "a study folder whose tasks.csv is not the study's" "is not this script's table" env ENTRIES=learned TASKS=copy MODEL=task N=3 TEST=8 \
+    LENGTHS=2,3,5 STEPS=30 SEEDS=1 bash "$ROOT/dev/tasks.sh" "$DIR/foreign_study"
+[ "$(cat "$DIR/foreign_study/tasks.csv")" = "my notes" ] && ok "that file is left as it was" || bad "the foreign tasks.csv was changed"
+# the tables' tests on planted numbers: five seeds, N = 10, 3 lengths in, 3 beyond; a and d
+# tie (the same means, noise), both above b (p < 1e-4 after Holm over 3 pairs), c not learned
+python3 - "$DIR/planted" <<'PY'
+import os, sys
+d = sys.argv[1]
+os.makedirs(d)
+beyond = {"a": [0.90, 0.92, 0.88, 0.91, 0.90], "b": [0.10, 0.12, 0.09, 0.11, 0.10], "c": [0.5] * 5, "d": [0.91, 0.90, 0.89, 0.92, 0.89]}
+inside = {"a": 1.0, "b": 0.97, "c": 0.5, "d": 1.0}
+with open(d + "/study.txt", "w") as f:
+    f.write("N=10\nW=5\nmodel=task\nsteps=1\nlr=1\nbatch=1\nexamples=100\ntrainer=cpu\nentries=a b c d e\ntasks=copy\nseeds=1 2 3 4 5\n")
+with open(d + "/tasks.csv", "w") as f:
+    f.write("entry,seed,pe,train_len,step,task,min_len,max_len,examples,correct,accuracy,tokens,tokens_correct,token_accuracy\n")
+    for e in "abcd":
+        for s in range(1, 6):
+            for L in (5, 8, 10, 15, 20, 40):
+                acc = inside[e] if L <= 10 else beyond[e][s - 1]
+                f.write("%s,%d,x,23,1,copy,%d,%d,100,%d,%f,100,0,%f\n" % (e, s, L, L, acc * 100, acc, acc))
+with open(d + "/baselines.csv", "w") as f:
+    f.write("task,length,window,chance,shortcut,bound\n")
+    for L in (5, 8, 10, 15, 20, 40):
+        f.write("copy,%d,5,%g,%g,0\n" % (L, 26.0 ** -L, 1 if L <= 5 else 26.0 ** (5 - L)))
+PY
+python3 dev/plot_tasks.py "$DIR/planted"
+M=$DIR/planted/tasks.md
+grep -q '^| `a` | 5 | 1.00 \[1.00, 1.00\] | 0.90 \[0.88, 0.92\] |' "$M" && grep -q '^| `c` | 5 | 0.50 \[0.50, 0.50\] | 0.50 \[0.50, 0.50\] | .* | \*\*no\*\*: not compared |' "$M" \
+    && grep -q '^| `e` | 0 | not yet run |' "$M" && grep -q 'Significant differences: `a` > `b` (p < 1e-4); `d` > `b` (p < 1e-4); every other ordering among them is a tie' "$M" \
+    && grep -q '^| `d` | 0.90 \[0.89, 0.92\] | above, p < 1e-4 | `b` (p < 1e-4) | - |' "$M" && grep -q '^Runs finished: 20 of the 25 planned' "$M" \
+    && ok "the tables of planted numbers: intervals (a: 0.90 [0.88, 0.92]), a and d tie, both above b, c not learned and not compared, e not yet run" \
+    || { bad "the tables of planted numbers:"; cat "$M"; }
 
 echo "=== the CUDA trainer in the CPU emulation: the same training steps and answers"
 # every row length its own pass (-lb 0: the passes' sizes change within a step)
