@@ -165,30 +165,38 @@ run_one() {
 
 [ "$TRAINER" = cuda ] || export OMP_NUM_THREADS=1
 start=$(date +%s)
-ran=0 failed=0
-stop_all() { local p; for p in $(jobs -rp); do kill -- "$p" 2> /dev/null; done; wait 2> /dev/null || true; }
-trap 'stop_all; exit 130' INT TERM
+ran=0 failed=0 pids=()
 past_deadline() { [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - start )) -ge "$DEADLINE" ]; }
+# the runs that have ended leave pids, a failed one counted
+reap() {
+    local p alive=()
+    for p in ${pids[@]+"${pids[@]}"}; do
+        if kill -0 "$p" 2> /dev/null; then alive+=("$p"); else wait "$p" || failed=$((failed + 1)); fi
+    done
+    pids=(${alive[@]+"${alive[@]}"})
+}
+# a process and everything it started (a run: its shell and its trainer)
+kill_tree() { local c; for c in $(ps -o pid= --ppid "$1" 2> /dev/null); do kill_tree "$c"; done; kill "$1" 2> /dev/null || true; }
+stop_all() { local p; for p in ${pids[@]+"${pids[@]}"}; do kill_tree "$p"; done; wait 2> /dev/null || true; pids=(); }
+trap 'stop_all; exit 130' INT TERM
 DONE_RUNS=$(done_runs)
 for seed in $SEEDS; do # seed by seed: an interrupted study has every task and entry of the first seeds
     data $seed
     for task in $TASKS; do
         for entry in $ENTRIES; do
             grep -qx "$entry,$seed,$task" <<< "$DONE_RUNS" && continue
+            while reap; [ ${#pids[@]} -ge "$JOBS" ] && ! past_deadline; do sleep 0.5; done
             past_deadline && break 3
-            while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
-                wait -n || failed=$((failed + 1))
-                past_deadline && break 4
-            done
             run_one "$entry" "$task" "$seed" &
+            pids+=($!)
             ran=$((ran + 1))
         done
     done
 done
-# the runs still going: to their end, or stopped at the deadline
-while [ -n "$(jobs -rp)" ]; do
-    if past_deadline; then echo "tasks.sh: the deadline (${DEADLINE} s): runs still going stopped, their checkpoints kept"; stop_all; break; fi
-    wait -n || failed=$((failed + 1))
+# the runs still going: to their end, or stopped at the deadline (their checkpoints kept)
+while reap; [ ${#pids[@]} -gt 0 ]; do
+    if past_deadline; then echo "tasks.sh: the deadline (${DEADLINE} s): ${#pids[@]} runs stopped, their checkpoints kept"; stop_all; break; fi
+    sleep 0.5
 done
 echo "$ran runs started, $failed failed, in $(( $(date +%s) - start )) s"
 $PY dev/plot_tasks.py "$OUT"
