@@ -18,9 +18,9 @@ written as masked shards (llmc/dataloader.h): one example per row, the loss on t
 defaults: N = 20, TRAIN = 20000, VAL = 512, TEST = 128, SEED = 1
 
 The tasks (an example's length, Kazemnejad et al.'s lambda, in brackets):
-    sum      d op d op ... d [terms]: digits, ops + and - -> the same with each digit replaced
-             by the running value mod 10 after its term (the survey's "additions and
-             subtractions within ten" as a running sum: every term as informative as another,
+    sum      d op d op ... d [terms]: digits, ops + and -, every partial result in 0..9 (the
+             survey's "additions and subtractions within ten") -> the same with each digit
+             replaced by the running value after its term (a running sum: every term needed,
              the answer's tokens in step with the input's, as copy's)
     copy     letters [letters] -> the same letters (Kazemnejad et al.)
     reverse  letters [letters] -> reversed (both studies)
@@ -70,7 +70,7 @@ static int is_letter(int t) { return t >= TOK_A && t < TOK_A + 26; }
 
 // The answer to input in[0..len) of a task, into out (task_answer_max(task, len) tokens);
 // returns its length, or -1 if the input is not one of the task's (wrong symbols or
-// structure). Sets *lambda to the example's length.
+// structure, a partial sum leaving 0..9). Sets *lambda to the example's length.
 static int task_solve(int task, const int* in, int len, int* out, int* lambda) {
     if (len < 1) { return -1; }
     *lambda = len;
@@ -84,11 +84,12 @@ static int task_solve(int task, const int* in, int len, int* out, int* lambda) {
                 if (i + 1 < len && in[i + 1] != TOK_PLUS && in[i + 1] != TOK_MINUS && (!mod || in[i + 1] != TOK_TIMES)) { return -1; }
             }
             *lambda = (len + 1) / 2;
-            if (!mod) { // left to right, mod 10: each operator, and the value after its term
+            if (!mod) { // left to right, within 0..9: each operator, and the value after its term
                 int v = in[0] - TOK_0;
                 out[n++] = TOK_0 + v;
                 for (int i = 1; i < len; i += 2) {
-                    v = (v + (in[i] == TOK_PLUS ? 1 : 9) * (in[i + 1] - TOK_0)) % 10;
+                    v += (in[i] == TOK_PLUS ? 1 : -1) * (in[i + 1] - TOK_0);
+                    if (v < 0 || v > 9) { return -1; }
                     out[n++] = in[i];
                     out[n++] = TOK_0 + v;
                 }
@@ -178,12 +179,22 @@ static int task_solve(int task, const int* in, int len, int* out, int* lambda) {
 static int task_input(int task, int n, uint64_t* rng, int* in) {
     int len = 0;
     switch (task) {
-        case TASK_SUM: case TASK_MOD: { // sum: + - and digits 0..9; mod: + - * and digits 0..4
+        case TASK_SUM: { // each step one of the 11 (op, digit) pairs that keep v in 0..9: + 0..9-v, - 0..v
+            int v = random_u32(rng) % 10;
+            in[len++] = TOK_0 + v;
+            for (int k = 1; k < n; k++) {
+                int c = random_u32(rng) % 11, d = c <= 9 - v ? c : c - (10 - v);
+                in[len++] = c <= 9 - v ? TOK_PLUS : TOK_MINUS;
+                in[len++] = TOK_0 + d;
+                v += c <= 9 - v ? d : -d;
+            }
+            return len;
+        }
+        case TASK_MOD: {
             static const int ops[3] = {TOK_PLUS, TOK_MINUS, TOK_TIMES};
-            int mod = task == TASK_MOD;
             for (int k = 0; k < n; k++) {
-                if (k > 0) { in[len++] = ops[random_u32(rng) % (mod ? 3 : 2)]; }
-                in[len++] = TOK_0 + random_u32(rng) % (mod ? 5 : 10);
+                if (k > 0) { in[len++] = ops[random_u32(rng) % 3]; }
+                in[len++] = TOK_0 + random_u32(rng) % 5;
             }
             return len;
         }
@@ -410,10 +421,9 @@ static void cmd_write(const char* dir, int n, const int* lengths, int num_length
 // the symbols (TaskMachine); the reader knows the state after the first a symbols, the hidden
 // middle's symbols spread it (a distribution over states), and the last W - a symbols map each
 // state to an answer: the reader answers the likeliest. The answers of the string tasks hold
-// every hidden symbol (copy, reverse, dup: each of alphabet A: A^-h for h hidden; sum: a term's
-// operator and the running value after it, one of 20 alike, the first term's value one of 10,
-// so the best reader leaves the first term hidden: 0.1 0.05^(h-1)) or their multiset (sort,
-// bucket: the likeliest multiset's probability); add's is an upper bound: the sum
+// every hidden symbol (copy, reverse, dup: each of alphabet A: A^-h for h hidden; sum: below)
+// or their multiset (sort, bucket: the likeliest multiset's probability); add's is an upper
+// bound: the sum
 // is one-to-one in the longer operand, of whose digits at least L - W are hidden, the top one
 // of 9 values, each other of 10.
 
@@ -525,6 +535,36 @@ static double machine_reader(const TaskMachine* m, int L, int a, int b) {
     return right;
 }
 
+// sum's inputs of L terms are equally likely, each 1/10 (11^-(L-1)) (every step one of the 11
+// pairs that keep the value in 0..9), and its answer gives back every hidden term: the best
+// reader of the first a and the last b terms is right once for each view it can be shown,
+// (views) 0.1 11^-(L-1). A view is any first a terms that keep in 0..9 (10 11^(a-1)) with any
+// last b terms that fit 0..9 from some value (their partial sums' range <= 9): a hidden term
+// between can bring any value to any other
+static double sum_views(int a, int b) {
+    // the last b terms: paths of partial sums (offset from their start) whose range stays <= 9,
+    // counted by (offset - lowest, highest - lowest)
+    double paths[10][10] = {{0}};
+    paths[0][0] = 1;
+    for (int k = 0; k < b; k++) {
+        double next[10][10] = {{0}};
+        for (int up = 0; up < 10; up++) {
+            for (int range = up; range < 10; range++) {
+                if (paths[up][range] == 0) { continue; }
+                for (int step = -9; step <= 9; step++) { // + d and - d; +0 and -0 are two terms
+                    int u = up + step, lo = u < 0 ? -u : 0, r = range + lo, x = u + lo;
+                    if (x > r) { r = x; }
+                    if (r <= 9) { next[x][r] += paths[up][range] * (step == 0 ? 2 : 1); }
+                }
+            }
+        }
+        memcpy(paths, next, sizeof(paths));
+    }
+    double suffixes = 0;
+    for (int up = 0; up < 10; up++) { for (int range = 0; range < 10; range++) { suffixes += paths[up][range]; } }
+    return (a > 0 ? 10 * pow(11, a - 1) : 1) * suffixes;
+}
+
 // log of the probability of the likeliest multiset of h symbols drawn uniformly from k
 static double log_likeliest_multiset(int h, int k) {
     int q = h / k, r = h % k;
@@ -537,15 +577,16 @@ static double task_baseline(int task, int L, int w, int* bound) {
     *bound = task == TASK_ADD;
     if (L <= w) { return 1; }
     TaskMachine m;
-    if (task_machine(task, &m)) {
+    if (task_machine(task, &m) || task == TASK_SUM) {
         double best = 0;
-        for (int a = 0; a <= w; a++) { best = fmax(best, machine_reader(&m, L, a, w - a)); }
+        for (int a = 0; a <= w; a++) {
+            best = fmax(best, task == TASK_SUM ? sum_views(a, w - a) * 0.1 * pow(11, -(L - 1)) : machine_reader(&m, L, a, w - a));
+        }
         return best;
     }
     int h = L - w; // hidden symbols
     switch (task) {
         case TASK_COPY: case TASK_REVERSE: return pow(26, -h);
-        case TASK_SUM: return 0.1 * pow(0.05, h - 1);
         case TASK_DUP: return pow(2, -h);
         case TASK_SORT: return exp(log_likeliest_multiset(h, 26));
         case TASK_BUCKET: return exp(log_likeliest_multiset(h, 5));

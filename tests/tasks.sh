@@ -59,8 +59,7 @@ while read -r task input answer; do
 done <<'CASES'
 sum 7-3+5 7-4+9
 sum 0+9-9+4 0+9-0+4
-sum 9+8-7 9+7-0
-sum 1-5 1-6
+sum 9-0-9+3 9-9-0+3
 copy hello hello
 reverse abcz zcba
 sort banana aaabnn
@@ -78,6 +77,7 @@ cycle +0+0+-+ 3
 even 0110 0
 even 011 1
 CASES
+expect "a partial sum beyond 9" "no input of task sum" "$ROOT/tasks" solve sum 5+5
 expect "two digits in a row" "no input of task sum" "$ROOT/tasks" solve sum 5+55
 expect "a leading zero" "no input of task add" "$ROOT/tasks" solve add 10+1
 expect "a letter in a bit string" "no input of task parity" "$ROOT/tasks" solve parity 01a
