@@ -7,7 +7,8 @@ the study has finished so far.
 reads OUTDIR/study.txt (the study's settings, key=value: N, W, entries, tasks, seeds, ...),
 OUTDIR/tasks.csv (entry,seed, then the trainers' tasks.csv columns: every finished run's rows)
 and OUTDIR/baselines.csv (./tasks baseline's rows of every task and test length), and writes
-OUTDIR/tasks.md and, where matplotlib is installed, OUTDIR/tasks.png.
+OUTDIR/tasks.md (every table), OUTDIR/summary.md (the entries by task and the reading) and,
+where matplotlib is installed, OUTDIR/tasks.png.
 
 Exact match is scored by length; in distribution means the mean over the single-length test files
 of lengths <= N (the training lengths 1..N), beyond training the mean over those > N, each length
@@ -211,16 +212,44 @@ def progress(S):
     return [line]
 
 
-def markdown(S):
+def settings(S):
+    """the study's settings and the tables' rules, one paragraph"""
     s = S.study
-    lines = ["# Algorithmic tasks: exact match in distribution and beyond training", "",
-             "Made by `python3 dev/plot_tasks.py %s` from that folder's `tasks.csv` (the study: `%s`)." % (s.get("outdir", "OUTDIR"), s.get("command", "dev/tasks.sh")), "",
-             "Settings: trainer `%s`, model `%s`, training lengths 1..%d, %s steps of %s examples, learning rate %s, seeds %s; %s test examples per length. "
-             "Exact match is greedy decoding's (`-A`); an interval is the 95%% interval of the mean over seeds (Student's t). An entry learned a task "
-             "when its mean exact match in distribution is >= %.2f; only those are compared. Comparisons: Student's paired t-test over seeds, Holm's "
-             "adjustment over the task's pairs (and, against the shortcut, over its entries); a difference is stated only at an adjusted p < %.2f, "
-             "every other ordering is a tie." % (s.get("trainer", "?"), s.get("model", "?"), S.n, s.get("steps", "?"), s.get("batch", "?"),
-                                                 s.get("lr", "?"), s.get("seeds", "?"), s.get("examples", "?"), LEARNED, ALPHA), ""]
+    return ("Made by `python3 dev/plot_tasks.py %s` from that folder's `tasks.csv` (the study: `%s`). "
+            "Settings: trainer `%s`, model `%s`, training lengths 1..%d, %s steps of %s examples, learning rate %s, seeds %s; %s test examples per length. "
+            "Exact match is greedy decoding's (`-A`); an interval is the 95%% interval of the mean over seeds (Student's t). An entry learned a task "
+            "when its mean exact match in distribution is >= %.2f; only those are compared. Comparisons: Student's paired t-test over seeds, Holm's "
+            "adjustment over the task's pairs (and, against the shortcut, over its entries); a difference is stated only at an adjusted p < %.2f, "
+            "every other ordering is a tie." % (s.get("outdir", "OUTDIR"), s.get("command", "dev/tasks.sh"), s.get("trainer", "?"), s.get("model", "?"), S.n,
+                                                s.get("steps", "?"), s.get("batch", "?"), s.get("lr", "?"), s.get("seeds", "?"), s.get("examples", "?"), LEARNED, ALPHA))
+
+
+def summary(S, reading):
+    """summary.md: the entries by task, in distribution / beyond training with the latter's
+    interval, the progress, and the generated reading (what dev/tasks.sh --docs puts into
+    docs/tasks.md and the README)"""
+    cells = ["| entry | " + " | ".join("%s: in / beyond" % t for t in S.tasks) + " |", "|---|" + "---:|" * len(S.tasks)]
+    for e in S.entries:
+        row = []
+        for t in S.tasks:
+            inside, beyond = S.per_seed(e, t, True), S.per_seed(e, t, False)
+            if not inside:
+                row.append("not yet run")
+                continue
+            m_in = sum(inside.values()) / len(inside)
+            row.append(("%.2f / %s" if S.learned(e, t) else "(%.2f / %s, not learned)") % (m_in, fmt_ci(list(beyond.values()))))
+        cells.append("| `%s` | " % e + " | ".join(row) + " |")
+    for what, i in (("chance", 0), ("shortcut", 1)):
+        row = []
+        for t in S.tasks:
+            b_in, b_out = S.baseline(t, True), S.baseline(t, False)
+            row.append("%s / %s" % (fmt_base(b_in[i], b_in[2]) if b_in else "-", fmt_base(b_out[i], b_out[2]) if b_out else "-"))
+        cells.append("| %s | " % what + " | ".join(row) + " |")
+    return "\n".join([settings(S), ""] + progress(S) + [""] + cells + [""] + reading) + "\n"
+
+
+def markdown(S):
+    lines = ["# Algorithmic tasks: exact match in distribution and beyond training", "", settings(S), ""]
     lines += progress(S) + [""]
     reading, sections = [], []
     for task in S.tasks:
@@ -238,7 +267,7 @@ def markdown(S):
             sentence += " Significant differences: %s; every other ordering among them is a tie." % ("; ".join(claims) if claims else "none")
         reading += [sentence, ""]
     lines += ["## Reading (generated from the tests below)", ""] + reading + sections
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", reading
 
 
 def plot(S, png):
@@ -286,8 +315,11 @@ def main():
         if not os.path.exists(os.path.join(outdir, f)):
             sys.exit("plot_tasks: %s has no %s (dev/tasks.sh writes it)" % (outdir, f))
     S = Study(outdir)
+    text, reading = markdown(S)
     with open(os.path.join(outdir, "tasks.md"), "w") as f:
-        f.write(markdown(S))
+        f.write(text)
+    with open(os.path.join(outdir, "summary.md"), "w") as f:
+        f.write(summary(S, reading))
     if S.tasks:
         plot(S, os.path.join(outdir, "tasks.png"))
 

@@ -6,6 +6,9 @@
 #
 #   dev/tasks.sh [OUTDIR]            the study (default OUTDIR out/tasks); resumes one there
 #   dev/tasks.sh --tables OUTDIR     only the tables of what OUTDIR has finished
+#   dev/tasks.sh --docs OUTDIR       those tables into the documentation: docs/tasks-study.md
+#                                    (every table), docs/tasks.csv, docs/tasks.png, and the summary
+#                                    between the markers of docs/tasks.md and README.md
 #   dev/tasks.sh --quick [OUTDIR]    a smoke test: 2 entries, 1 task, 1 seed, 150 steps
 #
 # The settings, from the environment (defaults: the CPU study of docs/tasks.md):
@@ -39,14 +42,32 @@ ROOT=$PWD
 abs() { case $1 in /*) echo "$1" ;; *) echo "$CALLER/$1" ;; esac; }
 CORE="learned sinusoidal rope nope alibi t5 kerple fire cable cope kerple_dape1x3"
 MODE=study
-case ${1:-} in --tables) MODE=tables; shift ;; --quick) MODE=quick; shift ;; esac
+case ${1:-} in --tables) MODE=tables; shift ;; --docs) MODE=docs; shift ;; --quick) MODE=quick; shift ;; esac
 if [ $MODE = quick ]; then OUT=$(abs "${1:-out/tasks_quick}"); else OUT=$(abs "${1:-out/tasks}"); fi
 PY=python3 # the tables need no more than python3; the plot, matplotlib (Debian's python3 has it)
 $PY -c "import matplotlib" 2> /dev/null || ! /usr/bin/python3 -c "import matplotlib" 2> /dev/null || PY=/usr/bin/python3
-if [ $MODE = tables ]; then
+if [ $MODE = tables ] || [ $MODE = docs ]; then
     [ -e "$OUT/study.txt" ] || { echo "tasks.sh: $OUT holds no study (no study.txt)" >&2; exit 1; }
     $PY dev/plot_tasks.py "$OUT"
-    echo "wrote $OUT/tasks.md"
+    echo "wrote $OUT/tasks.md, $OUT/summary.md"
+    [ $MODE = docs ] || exit 0
+    cp "$OUT/tasks.md" docs/tasks-study.md
+    cp "$OUT/tasks.csv" docs/tasks.csv
+    [ ! -e "$OUT/tasks.png" ] || cp "$OUT/tasks.png" docs/tasks.png
+    # the summary between <!-- tasks-study:begin --> and <!-- tasks-study:end -->
+    for f in docs/tasks.md README.md; do
+        $PY - "$f" "$OUT/summary.md" <<'PY'
+import sys
+path, summary = sys.argv[1], open(sys.argv[2]).read()
+text = open(path).read()
+begin, end = "<!-- tasks-study:begin -->\n", "<!-- tasks-study:end -->"
+if text.count(begin) != 1 or text.count(end) != 1:
+    sys.exit("tasks.sh: %s lacks its markers %s and %s" % (path, begin.strip(), end))
+head, rest = text.split(begin)
+open(path, "w").write(head + begin + summary + rest[rest.index(end):])
+PY
+    done
+    echo "wrote docs/tasks-study.md, docs/tasks.csv$([ -e "$OUT/tasks.png" ] && echo ", docs/tasks.png"), the summary in docs/tasks.md and README.md"
     exit 0
 fi
 if [ $MODE = quick ]; then
