@@ -17,7 +17,7 @@
 #             from [0, RP), and DAPE_1x3-Kerple)
 #   TASKS     tasks (sum copy reverse cycle even)   SEEDS  seeds (1 2 3 4 5)
 #   N         training lengths 1..N (10)            LENGTHS  test lengths (./tasks write's default)
-#   MODEL     preset (task5)  STEPS (5000)  LR (3e-3)  B (32)  WARMUP (100)  TEST examples a length (128)
+#   MODEL     preset (task5)  STEPS (8000)  LR (3e-3)  B (32)  WARMUP (100)  TEST examples a length (128)
 #   W         the shortcut reader's symbols (5)     RP  randomized positions' range (512)
 #   TRAINER   cpu (build/train_gpt2_<stem>, made here) or cuda (build/train_gpt2cu_<stem>)
 #   BIN       the trainers' folder instead of build/ (nothing is made: a GPU kit's bin/)
@@ -74,7 +74,7 @@ if [ $MODE = quick ]; then
     : "${ENTRIES:=learned nope}" "${TASKS:=copy}" "${SEEDS:=1}" "${STEPS:=150}" "${MODEL:=task}" "${TEST:=32}" "${N:=5}"
 fi
 N=${N:-10}; W=${W:-5}; RP=${RP:-512}
-MODEL=${MODEL:-task5}; STEPS=${STEPS:-5000}; LR=${LR:-3e-3}; B=${B:-32}; WARMUP=${WARMUP:-100}; TEST=${TEST:-128}; CKPT=${CKPT:-1000}
+MODEL=${MODEL:-task5}; STEPS=${STEPS:-8000}; LR=${LR:-3e-3}; B=${B:-32}; WARMUP=${WARMUP:-100}; TEST=${TEST:-128}; CKPT=${CKPT:-1000}
 TASKS=${TASKS:-sum copy reverse cycle even}; SEEDS=${SEEDS:-1 2 3 4 5}
 TRAINER=${TRAINER:-cpu}; JOBS=${JOBS:-1}; LENGTHS=${LENGTHS:-}
 TASKS_BIN=$(abs "${TASKS_BIN:-$ROOT/tasks}")
