@@ -782,7 +782,9 @@ u_tasks() {
     [ ! -e "$study/tasks.png" ] || cp "$study/tasks.png" "$OUTDIR/"
     local progress
     progress=$(grep -m1 '^Runs finished' "$study/tasks.md" 2> /dev/null)
-    [[ $progress != *"Not yet run"* ]] || { leave; [ "$r" != ok ] || r="ok, not every run: the deadline (left3.txt; command 3 again on this machine resumes)"; }
+    # "Runs finished: X of the Y planned": the deadline left runs out where X < Y
+    [ "$(sed -n 's/^Runs finished: \([0-9]*\) of the \([0-9]*\) planned.*/\1 \2/p' <<< "$progress" | awk '{ print ($1 < $2) }')" != 1 ] ||
+        { leave; [ "$r" != ok ] || r="ok, not every run: the deadline (left3.txt; command 3 again on this machine resumes)"; }
     row "| the study ($(echo "${TASK_SETTINGS[@]}"), $TASK_JOBS runs at once): ${progress:-no tables} | $r |"
     table "| task | entry | ms/step | val loss | result |"
     local f

@@ -201,15 +201,16 @@ def length_table(S, task):
 
 
 def progress(S):
+    """how much of the planned study has finished, by task"""
     seeds = S.study.get("seeds", "").split()
-    done = sum(1 for e in S.entries for t in S.planned_tasks for s in seeds if t in S.lengths and int(s) in S.seeds(e, t))
-    planned = len(S.study.get("entries", "").split()) * len(S.planned_tasks) * len(seeds)
-    missing = ["%s on %s" % (e, t) for t in S.planned_tasks for e in S.study.get("entries", "").split()
-               if t not in S.lengths or len(S.seeds(e, t)) < len(seeds)]
-    line = "Runs finished: %d of the %d planned (%d entries x %d tasks x %d seeds)." % (done, planned, len(S.study.get("entries", "").split()), len(S.planned_tasks), len(seeds))
-    if missing:
-        line += " Not yet run (or not every seed): " + ", ".join(missing) + "."
-    return [line]
+    planned = S.study.get("entries", "").split()
+    by_task = []
+    for t in S.planned_tasks:
+        done = sum(1 for e in planned for s in seeds if t in S.lengths and int(s) in S.seeds(e, t))
+        by_task.append("%s %d of %d" % (t, done, len(planned) * len(seeds)))
+    total = sum(int(x.split()[1]) for x in by_task)
+    return ["Runs finished: %d of the %d planned (%d entries x %d tasks x %d seeds): %s; an entry with fewer seeds says how many." % (
+        total, len(planned) * len(S.planned_tasks) * len(seeds), len(planned), len(S.planned_tasks), len(seeds), ", ".join(by_task))]
 
 
 def settings(S):
@@ -237,7 +238,9 @@ def summary(S, reading):
                 row.append("not yet run")
                 continue
             m_in = sum(inside.values()) / len(inside)
-            row.append(("%.2f / %s" if S.learned(e, t) else "(%.2f / %s, not learned)") % (m_in, fmt_ci(list(beyond.values()))))
+            cell = ("%.2f / %s" if S.learned(e, t) else "(%.2f / %s, not learned)") % (m_in, fmt_ci(list(beyond.values())))
+            planned = len(S.study.get("seeds", "").split())
+            row.append(cell + (" (%d seed%s)" % (len(inside), "s" if len(inside) > 1 else "") if len(inside) < planned else ""))
         cells.append("| `%s` | " % e + " | ".join(row) + " |")
     for what, i in (("chance", 0), ("shortcut", 1)):
         row = []
