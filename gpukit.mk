@@ -43,24 +43,25 @@ LLMC_REV ?=
 
 kit_trainers := $(KIT_BENCH) $(filter-out $(KIT_BENCH),$(KIT_EVAL)) $(filter-out $(KIT_BENCH) $(KIT_EVAL),$(KIT_TASKS))
 kit_builds := $(foreach s,$(KIT_STEMS),$(KIT_BUILD)/test_gpt2_$(s) $(KIT_BUILD)/test_gpt2cu_$(s) $(KIT_BUILD)/test_gpt2cu_$(s)_fp32) \
-              $(foreach pe,$(kit_trainers),$(KIT_BUILD)/train_gpt2cu_$(pe)) $(KIT_BUILD)/tasks
+              $(foreach pe,$(kit_trainers),$(KIT_BUILD)/train_gpt2cu_$(pe))
 # dev/cuda/Makefile's binaries, named attention_<pe> in the kit (CoPE's attention is its own)
 kit_dev := mma_check $(foreach pe,$(PE_LIST),$(if $(filter cope,$(pe)),attention_cope,attention_bias_$(pe)))
 kit_lists = KIT_STEMS="$(KIT_STEMS)" KIT_PES="$(PE_LIST)" KIT_BENCH="$(KIT_BENCH)" KIT_EVAL="$(KIT_EVAL)" KIT_TASKS="$(KIT_TASKS)" KIT_BLAS="$(kit_blas)"
 
 .PHONY: gpu-kit gpu-kit-bins gpu-lease-plan test-gpu-lease
-# the task generator for the GPU machine: the kit's portable x86-64 level, no MPI
+# the task generator for the GPU machine: the kit's portable x86-64 level, no MPI (made by this
+# make, not by the sub-make of kit_flags, whose BUILD is the kit's folder)
 $(KIT_BUILD)/tasks: data/tasks.c llmc/utils.h llmc/rand.h llmc/dataloader.h llmc/tasks.h
 	@mkdir -p $(KIT_BUILD)
 	gcc -O3 -march=$(KIT_MARCH) -std=gnu11 -Wall -o $@ data/tasks.c -lm
 $(KIT_BUILD)/llmc/llmc_train_gpt2cu: $(wildcard $(LLMC_DIR) $(LLMC_DIR)/Makefile $(LLMC_DIR)/train_gpt2.cu $(LLMC_DIR)/llmc/*)
 	LLMC_REV="$(LLMC_REV)" bash dev/gpu_kit.sh llmc $(LLMC_DIR) $(KIT_BUILD)/llmc
 
-gpu-kit-bins: $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu)
+gpu-kit-bins: $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu) $(KIT_BUILD)/tasks
 	$(if $(filter gpu-kit,$(MAKECMDGOALS)),@test -f $(KIT_OPENBLAS) || { echo "gpu-kit: no $(KIT_OPENBLAS) (apt-get install libopenblas-openmp-dev): the kit's CPU references would take 41 s of CPU a stem instead of 7" >&2; exit 1; })
 	$(MAKE) $(kit_flags) $(kit_builds)
 	$(MAKE) -C dev/cuda $(kit_dev)
-	$(kit_lists) $(if $(LLMC_DIR),KIT_LLMC=$(KIT_BUILD)/llmc) bash dev/gpu_kit.sh stage $(KIT_BUILD)/stage $(kit_builds) $(foreach b,$(kit_dev),dev/cuda/$(b)=$(subst attention_bias_,attention_,$(b))) \
+	$(kit_lists) $(if $(LLMC_DIR),KIT_LLMC=$(KIT_BUILD)/llmc) bash dev/gpu_kit.sh stage $(KIT_BUILD)/stage $(kit_builds) $(KIT_BUILD)/tasks $(foreach b,$(kit_dev),dev/cuda/$(b)=$(subst attention_bias_,attention_,$(b))) \
 	  $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu)
 
 gpu-kit: gpu-kit-bins
