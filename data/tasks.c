@@ -410,9 +410,9 @@ static void cmd_write(const char* dir, int n, const int* lengths, int num_length
 
 // ----------------------------------------------------------------------------
 // Baselines: the exact match of readers that see an example's length and only part of its
-// input, under the generator's draws (task_input: every symbol of an input independent and
-// uniform over its choices). A symbol is a unit of the example's length: a term of sum and mod
-// (the operator and digit), a letter, bit, digit or move.
+// input, under the generator's draws (task_input: but for sum's, every symbol of an input
+// independent and uniform over its choices). A symbol is a unit of the example's length: a term
+// of sum and mod (the operator and digit), a letter, bit, digit or move.
 //   chance    the best answer to the length alone
 //   shortcut  the best reader of W symbols at the input's ends, its first a and its last W - a
 //             (the best a): what a model that looks only near the start and near the answer
@@ -423,14 +423,14 @@ static void cmd_write(const char* dir, int n, const int* lengths, int num_length
 // state to an answer: the reader answers the likeliest. The answers of the string tasks hold
 // every hidden symbol (copy, reverse, dup: each of alphabet A: A^-h for h hidden; sum: below)
 // or their multiset (sort, bucket: the likeliest multiset's probability); add's is an upper
-// bound: the sum
-// is one-to-one in the longer operand, of whose digits at least L - W are hidden, the top one
-// of 9 values, each other of 10.
+// bound: the sum is one-to-one in the longer operand, of whose digits at least L - W are
+// hidden, the top one of 9 values, each other of 10.
 
 // The automaton of a task with a one-token answer: states (the start state last), symbols
 // (those of the first and of every later position), the step and the answer of a state
 typedef struct { int task, states, first_symbols, symbols; } TaskMachine;
 
+// the automaton of a task into m; 0 for a task without one (a longer answer)
 static int task_machine(int task, TaskMachine* m) {
     m->task = task;
     switch (task) {
@@ -459,6 +459,7 @@ static int machine_step(const TaskMachine* m, int q, int x) {
     }
 }
 
+// the answer (a digit's value) of state q
 static int machine_answer(const TaskMachine* m, int q) {
     switch (m->task) {
         case TASK_MOD: return (q / 10 + (q / 5 % 2 ? 5 - q % 5 : q % 5)) % 5;
@@ -484,6 +485,7 @@ static void machine_spread(const TaskMachine* m, double* dist, int n, int first)
 // a reader's view of the input's last symbols: the answer they give from each state before them
 typedef struct { uint8_t answer[64]; double p; } SuffixMap;
 
+// the order of maps by their answers (qsort's), so that equal maps are neighbours
 static int suffix_map_cmp(const void* a, const void* b) { return memcmp(a, b, 64); }
 
 // The exact match of the best reader of an input of L symbols that sees its first a and last
