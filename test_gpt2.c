@@ -2245,7 +2245,7 @@ static void test_task_decoding(int at) {
     int seq[R], redrawn = 0, answers = 0;
     float narrowest = INFINITY;
     for (int r = 0; r < ROWS; r++) {
-        int p = 3 + r % 7, n = 2 + r % 5; // the longest rows end at R - 1 (the window's edge)
+        int p = 3 + r % 7, n = 2 + r % 5; // then PAD (0) to the row's end, as in a task file
         float gap;
         do {
             random_tokens(seq, p, V, &rng);
