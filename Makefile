@@ -111,7 +111,7 @@ cpu_tests = for s in $(1); do \
 	  echo "=== $$s: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$s gradcheck || exit 1; \
 	done
 
-test-cpu: test-builds
+test-cpu: test-builds gpt2_tokenizer.bin
 	@$(call cpu_tests,$(PE_LIST))
 
 # DAPE (pe/dape.h): every variant and every base at least once, the CPU tests and the
@@ -119,6 +119,8 @@ test-cpu: test-builds
 # compile for two of them and run where a GPU is present; the CUDA path of each runs in the
 # CPU emulation against the CPU path (cuda.mk: test-cuda-emulate)
 DAPE_TESTS := kerple_dapemlp kerple_dape1x3 kerple_dape1x5 kerple_dape1x7 nope_dape1x3 rope_dape1x3 alibi_dape1x3 fire_dape1x3
+# the stems that take positions (given or drawn): the encodings of PE_RP_LIST, and DAPE on them
+POS_STEMS := $(PE_RP_LIST) $(foreach s,$(DAPE_TESTS),$(if $(filter $(firstword $(subst _dape, ,$(s))),$(PE_RP_LIST)),$(s)))
 DAPE_CUDA_TESTS := kerple_dape1x3 nope_dapemlp
 test-dape-builds: $(foreach s,$(DAPE_TESTS),$(BUILD)/train_gpt2_$(s) $(BUILD)/test_gpt2_$(s) $(BUILD)/gradcheck_$(s)) \
                   $(foreach s,$(DAPE_CUDA_TESTS),$(BUILD)/train_gpt2cu_$(s) $(BUILD)/test_gpt2cu_$(s)_fp32 $(BUILD)/test_gpt2_$(s))
@@ -174,7 +176,7 @@ $(BUILD)/checkpoint_loss_%: tests/checkpoint_loss.c train_gpt2.c $(HEADERS) | $(
 	gcc -O3 -march=x86-64-v3 -fno-math-errno -std=gnu11 -Wall -Wno-unused-function -Wno-unused-parameter -fopenmp -I. $(call stem_flags,$*) -o $@ tests/checkpoint_loss.c -lm
 
 test-checkpoints: $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
-	bash tests/checkpoints.sh $(BUILD) check "$(CHECKPOINT_STEMS)" "$(PE_RP_LIST)"
+	bash tests/checkpoints.sh $(BUILD) check "$(CHECKPOINT_STEMS)" "$(POS_STEMS)"
 
 # a new encoding's fixtures (make record-fixture PE=<name> [DAPE=<variant>]): written into
 # tests/checkpoints/ and their numbers appended to losses.txt (a stem that has one is refused)

@@ -196,6 +196,10 @@ test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(
 # targets unscored (answer-only data), and a planted sign flip of each of the encoding's
 # parameter gradients, which that comparison must catch
 EMU_TRAINER_STEMS := $(PE_LIST) $(DAPE_TESTS)
+# the stems run at randomized and given positions too: every encoding that takes them, and of
+# DAPE's (one kernel template for every base; the CPU tests take all seven) kerple's 1x3 and
+# FIRE's, whose bias reads the query's position as well (24 s more a stem in the emulation)
+EMU_POS_STEMS := $(PE_RP_LIST) kerple_dape1x3 fire_dape1x3
 test-cuda-emulate-builds: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
                           $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 \
                           $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(foreach s,$(EMU_TRAINER_STEMS),$(EMU)/test_gpt2cu_$(s)_fp32)
@@ -213,7 +217,7 @@ test-cuda-emulate: test-cuda-emulate-builds $(foreach s,$(EMU_TRAINER_STEMS),$(B
 	@bash dev/cuda/emulate/defects.sh $(EMU) $(EMU_DEVICE_STEM) $(EMU_MUTANT_PE)
 	@bash dev/cuda/emulate/mutants.sh $(EMU) "$(EMU_COMPILE)"
 	@echo "=== every encoding and DAPE variant: the CUDA path in the CPU emulation vs the CPU path (tiny model) ==="
-	@bash dev/cuda/emulate/trainers.sh $(BUILD) $(EMU) "$(EMU_TRAINER_STEMS)" "$(PE_RP_LIST)"
+	@bash dev/cuda/emulate/trainers.sh $(BUILD) $(EMU) "$(EMU_TRAINER_STEMS)" "$(EMU_POS_STEMS)"
 
 # the whole CUDA path of one encoding (PE, and DAPE if given) on the CPU: the CPU path's
 # debug state, test_gpt2cu's comparison with it in fp32 and in bf16 (logits, loss, every

@@ -191,7 +191,7 @@ static void test_reference(const char* prefix, int steps_too) {
     // an encoding that takes positions, given 0..T-1 in every row (a second instance of the
     // bias kernels), computes what it computes at the indices, bit for bit (but wte's gradient,
     // which encoder_backward sums with atomics in no fixed order: to 1e-6)
-    if (rp_supported(PE_ID) && DAPE_ID == 0 && model.pos_in == NULL && model.config.rp_len == 0) {
+    if (rp_supported(PE_ID) && model.pos_in == NULL && model.config.rp_len == 0) {
         float* logits0 = (float*)malloc_check(BT * Vp * sizeof(float));
         for (size_t bt = 0; bt < BT; bt++) { gpt2_logits_row(&model, (int)(bt / T), (int)(bt % T), logits0 + bt * Vp); }
         float loss0 = model.mean_loss;

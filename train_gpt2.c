@@ -216,6 +216,18 @@ void encoder_forward(real* out, const int* inp, const real* wte, int B, int T, i
     }
 }
 
+// position_embed_forward: adds to each token's embedding the row of a table of positions
+// (learned's wpe, BiPE's within-segment table) at its position pos[bt]; the backward is
+// encoder_backward's scatter into the table's rows
+void position_embed_forward(real* out, const real* table, const int* pos, int N, int C) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < N; bt++) {
+        const real* p = table + (size_t)pos[bt] * C;
+        real* o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++) { o[c] += p[c]; }
+    }
+}
+
 // encoder_backward: scatters the embedding gradients back to the rows of the used tokens
 // (serial: two positions may hold the same token)
 void encoder_backward(real* dwte, const real* dout, const int* inp, int B, int T, int C) {
@@ -544,13 +556,13 @@ static int rp_active(const GPT2* model) {
 // the positions of a forward pass over B x T tokens into model->positions (pe_positions_make):
 // the given ones, or one draw per layer or one for the embedding (rp_draws) from the model's
 // seed and the driver's key, or 0..T-1; then the encoding's own (pe_positions_own: SHAPE's
-// offsets, which differ in training)
-static void pe_positions_fill(GPT2* model, int B, int T, int training) {
+// offsets, which differ in training; BiPE's segments, of the tokens)
+static void pe_positions_fill(GPT2* model, const int* tokens, int B, int T, int training) {
     const GPT2Config* c = &model->config;
     int draws = rp_draws(c->pe, c->num_layers);
     model->pos_span = pe_positions_make(model->positions, model->pos_in, draws, B, T, rp_active(model) ? c->rp_len : 0,
                                         model->rp_draw_len, (uint64_t)c->rp_seed, model->rp_key);
-    model->pos_span = pe_positions_own(c, model->positions, draws, B, T, model->pos_span, training, model->rp_key);
+    model->pos_span = pe_positions_own(c, model->positions, tokens, draws, B, T, model->pos_span, training, model->rp_key);
 }
 
 // the positions (B, T) of the tokens in layer l (or in the embedding, l = 0) of the last forward pass
@@ -940,7 +952,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     model->batch_size = B;
     model->seq_len = T;
     model->training = training;
-    pe_positions_fill(model, B, T, training);
+    pe_positions_fill(model, inputs, B, T, training);
     if (model->pos_span > pe_max_length(cfg)) {
         fatal("PE %s cannot take position %d: %s %d", pe_name(cfg->pe), model->pos_span - 1, PE_LIMIT_REASON, pe_max_length(cfg));
     }
@@ -973,7 +985,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
             PEBias pb;
             pe_bias_setup(&pb, model, l, B, T, 0);
             dape_layer_setup(model, l, 0);
-            dape_attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, model->dape, B, T);
+            dape_attention_forward(l_atty, a.att_lse + s * N * NH, l_qkv, &pb, pe_positions(model, l), model->dape, B, T);
         } else {
             pe_attention_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, B, T);
         }
@@ -1033,7 +1045,7 @@ void gpt2_backward(GPT2* model) {
             pe_bias_setup(&pb, model, l, slots, T, 1);
             dape_layer_setup(model, l, 1);
             dape_attention_backward(d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C,
-                                    a.att_lse + o * NH, &pb, model->dape, B, T);
+                                    a.att_lse + o * NH, &pb, pe_positions(model, l), model->dape, B, T);
             dape_layer_reduce(model, l);
             pe_bias_reduce(&pb, model, l, slots);
         } else {

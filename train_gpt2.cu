@@ -248,8 +248,8 @@ typedef struct {
     int pe_table_len;
     floatX* pe_rel_table;   // (pe_rel_len, C) txl: the sinusoids R_n of each distance
     int pe_rel_len;
-    double* pe_fpos;        // (pe_fpos_len) cape: the float positions of the last forward pass's tokens
-    int pe_fpos_len;
+    void* pe_pass;          // (pe_pass_bytes) what the encoding made on the host for the last forward pass
+    size_t pe_pass_bytes;   // (pe_pass_upload: CAPE's float positions, BiPE's positions within segments)
     PEEval pe_eval;         // the evaluation variant in effect (llmc/pe.h; zeros: plain)
     const int* pos_in;      // (B, T) the positions given for the next forward passes (NULL: none; llmc/model.h)
     uint64_t rp_key;        // randomized positions: the key of the next forward pass's draw (the driver's)
@@ -396,6 +396,25 @@ __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX
     if (idx >= (size_t)N * C) { return; }
     size_t bt = idx / C;
     out[idx] = wte[(size_t)inp[bt] * C + idx % C];
+}
+
+// position_embed_forward_kernel: one thread per (token, column) adds the row of a table of
+// positions (learned's wpe, BiPE's within-segment table) at the token's position (pos (B, T);
+// NULL: its index t)
+__global__ void position_embed_forward_kernel(floatX* out, const floatX* table, const int* pos, int N, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) { return; }
+    size_t bt = idx / C;
+    out[idx] = (floatX)((float)out[idx] + (float)table[(size_t)(pos != NULL ? pos[bt] : (int)(bt % T)) * C + idx % C]);
+}
+
+// position_embed_backward_kernel: positions of each row its own may repeat a row of the table
+// anywhere in the batch: one thread per column c adds every token's gradient, in the batch's
+// order (deterministic, no atomics)
+__global__ void position_embed_backward_kernel(float* dtable, const floatX* dout, const int* pos, int N, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    for (int bt = 0; bt < N; bt++) { dtable[(size_t)pos[bt] * C + c] += (float)dout[(size_t)bt * C + c]; }
 }
 
 // encoder_backward_kernel: scatters the embedding gradients into the rows of the used
@@ -610,6 +629,17 @@ static void encoder_backward(float* dwte, const floatX* dout, const int* inp, in
     cudaCheckLaunch("encoder_backward_kernel");
 }
 
+[[maybe_unused]] static void position_embed_forward(floatX* out, const floatX* table, const int* pos, int N, int T, int C) {
+    size_t n = (size_t)N * C;
+    position_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, table, pos, N, T, C);
+    cudaCheckLaunch("position_embed_forward_kernel");
+}
+
+[[maybe_unused]] static void position_embed_backward(float* dtable, const floatX* dout, const int* pos, int N, int C) {
+    position_embed_backward_kernel<<<CEIL_DIV(C, 128), 128, 0, ctx.stream>>>(dtable, dout, pos, N, C);
+    cudaCheckLaunch("position_embed_backward_kernel");
+}
+
 static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
                               const floatX* bias, int N, int C) {
     layernorm_forward_kernel<<<CEIL_DIV(N, 8), 256, 0, ctx.stream>>>(out, mean, rstd, inp, weight, bias, N, C);
@@ -750,6 +780,21 @@ static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers =
     cudaCheck(cudaMemcpy(*table, host, bytes, cudaMemcpyHostToDevice));
 }
 
+// copies `bytes` of `host`, made on the host for this forward pass (CAPE's float positions,
+// BiPE's positions within segments), into the encoding's device buffer, grown as needed, in
+// the stream's order, and returns it; the stream is synchronized after, so `host` may go
+[[maybe_unused]] static void* pe_pass_upload(GPT2* model, const void* host, size_t bytes, const char* what) {
+    if (model->pe_pass_bytes < bytes) {
+        cudaCheck(cudaStreamSynchronize(ctx.stream)); // no kernel reads the old buffer any more
+        cuda_free(&model->pe_pass);
+        model->pe_pass = cuda_malloc(bytes, what);
+        model->pe_pass_bytes = bytes;
+    }
+    cudaCheck(cudaMemcpyAsync(model->pe_pass, host, bytes, cudaMemcpyHostToDevice, ctx.stream));
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    return model->pe_pass;
+}
+
 // ---- positions (llmc/model.h: positions as data; train_gpt2.c's pe_positions_fill) ----
 // are the positions of this forward pass drawn (a model trained with -rp, not under the
 // plainpos evaluation variant)?
@@ -761,13 +806,13 @@ static int rp_active(const GPT2* model) {
 // (pe_positions_own), made on the host (the same bits as the CPU path, pe_positions_make) and
 // copied to the device; the indices 0..T-1 need no table
 enum { POS_INDICES, POS_DRAWN, POS_GIVEN };
-static void pe_positions_fill(GPT2* model, int B, int T, int training) {
+static void pe_positions_fill(GPT2* model, const int* tokens, int B, int T, int training) {
     const GPT2Config* c = &model->config;
     model->pos_kind = model->pos_in != NULL || PE_OWN_POSITIONS_USED ? POS_GIVEN : rp_active(model) ? POS_DRAWN : POS_INDICES;
     int draws = rp_draws(c->pe, c->num_layers);
     model->pos_span = pe_positions_make(model->pos_host, model->pos_in, draws, B, T, rp_active(model) ? c->rp_len : 0,
                                         model->rp_draw_len, (uint64_t)c->rp_seed, model->rp_key);
-    model->pos_span = pe_positions_own(c, model->pos_host, draws, B, T, model->pos_span, training, model->rp_key);
+    model->pos_span = pe_positions_own(c, model->pos_host, tokens, draws, B, T, model->pos_span, training, model->rp_key);
     if (model->pos_kind == POS_INDICES) { return; }
     cudaCheck(cudaMemcpyAsync(model->acts.positions, model->pos_host, (size_t)draws * B * T * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
 }
@@ -1190,7 +1235,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     model->seq_len = T;
     model->training = training;
     model->last_training = training && targets != NULL;
-    pe_positions_fill(model, B, T, training);
+    pe_positions_fill(model, inputs, B, T, training);
     if (model->pos_span > pe_max_length(cfg)) {
         fatal("PE %s cannot take position %d: %s %d", pe_name(cfg->pe), model->pos_span - 1, PE_LIMIT_REASON, pe_max_length(cfg));
     }
@@ -1399,7 +1444,7 @@ void gpt2_free(GPT2* model) {
     cuda_free(&model->alibi_slopes);
     cuda_free(&model->pe_table);
     cuda_free(&model->pe_rel_table);
-    cuda_free(&model->pe_fpos);
+    cuda_free(&model->pe_pass);
     cuda_free(&model->rope_table);
     cuda_context_free();
 }

@@ -129,7 +129,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
     cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
     gpt2_config_set_build(&cfg);
-#if PE_BIAS_OF_POSITIONS
+#if PE_BIAS_OF_POSITIONS && PE_RP
     cfg.rp_len = s.rp_len;
     cfg.rp_seed = (int)seed;
 #endif
@@ -174,7 +174,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { tensors[k] = c->par + m->param_offsets[k]; }
     pe_ref_init(&c->ref, &m->config, m->param_sizes, tensors, 0);
     m->rp_key = rp_key(RP_STREAM_TEST, 6, 0);
-    pe_positions_fill(m, s.B, s.T, 0); // the trainer's draw, shared by the batch and the heads
+    pe_positions_fill(m, NULL, s.B, s.T, 0); // the trainer's draw, shared by the batch and the heads (no tokens)
     c->pos_dev = pe_positions(m, 0);
     if (c->pos_dev != NULL) {
         c->pos = (int*)malloc_check(s.T * sizeof(int));

@@ -371,8 +371,8 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         }
         else if (!strcmp(f, "-rp")) {
             a->rand_pos = (int)parse_long(f, v, 0, 1 << 24);
-            if (a->rand_pos > 0 && (!rp_supported(PE_ID) || DAPE_ID != 0)) {
-                fatal("flag -rp: randomized positions exist for %s (not with DAPE); this binary is PE '%s'", pe_names_rp(),
+            if (a->rand_pos > 0 && !rp_supported(PE_ID)) {
+                fatal("flag -rp: randomized positions exist for %s; this binary is PE '%s'", pe_names_rp(),
                       model_label(PE_ID, DAPE_ID));
             }
         }
@@ -1494,8 +1494,8 @@ static int train_main(int argc, char** argv) {
     }
     if (a.pose_len > 0) { // PoSE (llmc/dataloader.h): the training rows' positions, given to the encoding
         if (!training) { fatal("-po is a way of training (-x 0 evaluates at plain positions)"); }
-        if (!rp_supported(PE_ID) || DAPE_ID != 0) {
-            fatal("-po gives the rows positions, which %s takes none (the encodings that take positions: %s; not with DAPE)",
+        if (!rp_supported(PE_ID)) {
+            fatal("-po gives the rows positions, which %s takes none (the encodings that take positions: %s)",
                   model_label(PE_ID, DAPE_ID), pe_names_rp());
         }
         if (cfg->rp_len > 0) { fatal("-po and randomized positions (-rp %d) would both set the training rows' positions", cfg->rp_len); }
@@ -1513,13 +1513,13 @@ static int train_main(int argc, char** argv) {
     rope_table_apply(&cfg->rope, &a.rope_table, resume_step >= 0 || model_is_file(a.model), resume_step, training, mp.rank);
     model_setting_apply("-sk", &cfg->shape_k, a.shape_k, cfg->shape_k, a.shape_k, resume_step >= 0 || model_is_file(a.model), resume_step,
                         training, mp.rank);
-    gpt2_config_check(cfg, "-sk");
     if ((a.cape.global >= 0 || a.cape.scale >= 0 || a.cape.local >= 0) && PE_ID != PE_ID_CAPE) {
         fatal("flags -cg, -cs, -cl: the augmentation of cape, which this binary's PE '%s' is not", pe_name(PE_ID));
     }
     if (a.cape.global >= 0) { cfg->cape.global = a.cape.global; }
     if (a.cape.scale >= 0) { cfg->cape.scale = a.cape.scale; }
     if (a.cape.local >= 0) { cfg->cape.local = a.cape.local; }
+    gpt2_config_check(cfg, "the model with this run's -rb, -rt, -rr, -sk");
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
     if (rope_base(cfg->rope.base) != ROPE_BASE) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
     if (cfg->rope.truncate != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rt%d", cfg->rope.truncate); }

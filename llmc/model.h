@@ -13,7 +13,7 @@ frequency table (RopeTable, llmc/pe.h: word 15 the base, 0 for 10000; word 16 th
 truncation length, 0: off; word 17 resonance, 0: off; 0 in files written before them, which
 so keep the table they were trained with), shape's offset K (word 18, pe/sinusoidal.h; 0 for
 every other encoding), 0...}, then every parameter tensor in the order below. A tensor
-that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
+that the PE does not use has size 0 (e.g. wpe for every PE but `learned` and BiPE), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
 and CoPE's number of positions P (llmc/pe.h) derive from it, so no further word holds them.
@@ -138,8 +138,8 @@ static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
 #define PE_WHOLE_ROWS PE_PREFIX_DEPENDENT
 #define PE_WHOLE_ROWS_WHY "DAPE_1xk: the rows of a window's last k/2 positions depend on where it ends"
 #endif
-#ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices: none
-static int pe_positions_own(const GPT2Config* cfg, int* pos, int draws, int B, int T, int span, int training, uint64_t key) { return span; }
+#ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices, of the pass's tokens (B, T; NULL: none): none
+static int pe_positions_own(const GPT2Config* cfg, int* pos, const int* tokens, int draws, int B, int T, int span, int training, uint64_t key) { return span; }
 #define PE_OWN_POSITIONS_USED 0
 #else
 #define PE_OWN_POSITIONS_USED 1
@@ -173,8 +173,8 @@ static int pe_positions_make(int* pos, const int* given, int draws, int B, int T
                              uint64_t key) {
     size_t BT = (size_t)B * T;
     int span = T;
-    if (given != NULL && (!rp_supported(PE_ID) || DAPE_ID != 0)) {
-        fatal("positions given to PE '%s', which takes none (the encodings that take positions: %s; not with DAPE)", pe_name(PE_ID),
+    if (given != NULL && !rp_supported(PE_ID)) {
+        fatal("positions given to PE '%s', which takes none (the encodings that take positions: %s)", pe_name(PE_ID),
               pe_names_rp());
     }
     if (given != NULL) {
@@ -201,16 +201,20 @@ static int pe_positions_make(int* pos, const int* given, int draws, int B, int T
 // ----------------------------------------------------------------------------
 // parameter tensors
 
+// the encodings with a table of positions wpe [maxT, C]: learned's absolute positions, BiPE's
+// positions within a segment (pe/bipe.h)
+static int pe_has_wpe(int pe) { return pe == PE_ID_LEARNED || pe == PE_ID_BIPE_ROPE || pe == PE_ID_BIPE_ALIBI; }
+
 // X(NAME, field, decay, size, init): the enum P_<NAME>, the field of the trainers' parameter
 // structs, whether weight decay applies, the number of elements (an expression of
 // fill_in_parameter_sizes' Vp, C, maxT, L, NH, and DAPE's k, D, Cin), and the statement
 // that initializes its n elements at p from the random state rng (gpt2_init_params: cfg, and
 // residual_std = 0.02 / sqrt(2 L)). Weight decay applies to the matrices (2-D per layer) and to
 // nothing else. Every layer's values are consecutive. A tensor of size 0 is absent from the
-// checkpoint (wpe for every encoding but learned).
+// checkpoint (wpe for every encoding but learned and BiPE, pe_has_wpe).
 #define GPT2_TENSORS(X) \
     X(WTE,      wte,      1, Vp * C,        fill_wte(p, n, cfg, rng)) /* also the classifier (tied) */ \
-    X(WPE,      wpe,      1, cfg->pe == PE_ID_LEARNED ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
+    X(WPE,      wpe,      1, pe_has_wpe(cfg->pe) ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
     X(LN1W,     ln1w,     0, L * C,         fill_const(p, n, 1.0f)) \
     X(LN1B,     ln1b,     0, L * C,         fill_const(p, n, 0.0f)) \
     X(QKVW,     qkvw,     1, L * 3 * C * C, fill_normal(p, n, 0.02f, rng)) \
@@ -331,7 +335,7 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
         fatal("%s: bad augmentation of cape: global shift %g (0..%d), scale %g (1..1000), local shift %d (0 or 1); "
               "none but for cape", what, a->global, 1 << 24, a->scale, a->local);
     }
-    if (c->rp_len > 0 && (!rp_supported(c->pe) || c->dape != 0)) {
+    if (c->rp_len > 0 && !rp_supported(c->pe)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
     if (c->pe == PE_ID) { pe_config_check(c, what); } // the encoding's own constraints (pe/<file>.h)

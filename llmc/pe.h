@@ -174,9 +174,10 @@ static void alibi_slopes(float* out, int n) {
     }
 }
 
-// the bias encodings whose bias is a function of the positions, and so of a draw of
-// randomized positions (the others enter by the embedding or q, k)
-#define PE_BIAS_OF_POSITIONS (PE_KIND == PE_KIND_BIAS && PE_RP)
+// the bias encodings whose bias is a function of the positions: those that take them (a draw
+// of randomized positions, given ones) and those with positions of their own (BiPE-ALiBi's
+// segments; PE_OWN_POSITIONS_USED, llmc/model.h); the others enter by the embedding or q, k
+#define PE_BIAS_OF_POSITIONS (PE_KIND == PE_KIND_BIAS && (PE_RP || PE_OWN_POSITIONS_USED))
 
 // ----------------------------------------------------------------------------
 // evaluation variants (runtime flags): RoPE scaling and xPos's blockwise causal attention

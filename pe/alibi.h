@@ -10,6 +10,10 @@ both trainers keep them in model->alibi_slopes for any encoding). No parameters.
 
 // the bias of distance n = i - j in a head of slope m
 PE_FN real alibi_bias(real m, int n) { return -m * n; }
+// the factor of the slopes (BiPE-ALiBi's 96, which includes this file: pe/bipe.h)
+#ifndef ALIBI_SLOPE_SCALE
+#define ALIBI_SLOPE_SCALE 1.0f
+#endif
 
 #elif PE_PART == PE_PART_CPU
 
@@ -17,7 +21,7 @@ PE_FN real alibi_bias(real m, int n) { return -m * n; }
 typedef struct { const real* slopes; } PEBias;
 typedef struct { real slope; int i; } PERow;
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) { pb->slopes = model->alibi_slopes; }
-static inline PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { PERow r = {pb->slopes[h], i}; return r; }
+static inline PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { PERow r = {pb->slopes[h] * ALIBI_SLOPE_SCALE, i}; return r; }
 static inline real pe_bias(const PEBias* pb, const PERow* r, int j) { return alibi_bias(r->slope, r->i - j); }
 
 #elif PE_PART == PE_PART_CUDA
@@ -26,7 +30,7 @@ static inline real pe_bias(const PEBias* pb, const PERow* r, int j) { return ali
 struct PEBias { const float* slopes; };
 struct PERow { float slope; int i; float shift; };
 static void pe_bias_setup(PEBias* pb, GPT2* model, int l, int B, int T, int backward) { pb->slopes = model->alibi_slopes; }
-__device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { return {pb->slopes[h], i, 0.0f}; }
+__device__ __forceinline__ PERow pe_bias_row(const PEBias* pb, int b, int h, int i) { return {pb->slopes[h] * ALIBI_SLOPE_SCALE, i, 0.0f}; }
 __device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j) { return alibi_bias(r->slope, r->i - j); }
 
 #elif PE_PART == PE_PART_REF
@@ -35,10 +39,10 @@ __device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j
 static double pe_ref_pos_bias(const PERef* r, int h, int i, int j) {
     float slopes[1024];
     alibi_slopes(slopes, r->NH); // checked against the reference's values by pe_tests
-    return -(double)slopes[h] * (i - j);
+    return -(double)slopes[h] * ALIBI_SLOPE_SCALE * (i - j);
 }
 
-#elif PE_PART == PE_PART_TEST
+#elif PE_PART == PE_PART_TEST && PE_IS(ALIBI)
 
 #define PE_TESTS
 static void pe_tests(void) {

@@ -208,9 +208,10 @@ static inline void dape_tap_range(int t, int p, int out_last, int in_last, int* 
 }
 
 // dape_row_logits: the logits a[c][h], c = 0..i, of query row i of batch row b, every
-// head; leaves x and hid in the workspace for the backward pass. Reads nothing of the
-// workspace beyond what this row wrote (no key column > i enters).
-static void dape_row_logits(DapeRow* w, const DapeLayer* dl, const real* qkv, const PEBias* pb, int b, int i, int T) {
+// head, the base's bias at the tokens' positions pos (B, T; pe_positions); leaves x and hid
+// in the workspace for the backward pass. Reads nothing of the workspace beyond what this
+// row wrote (no key column > i enters).
+static void dape_row_logits(DapeRow* w, const DapeLayer* dl, const real* qkv, const PEBias* pb, const int* pos, int b, int i, int T) {
     int NH = dl->NH, hs = dl->hs, C = NH * hs, Cin = dl->Cin, D = dl->D, K = dl->K, p = dl->p;
     real scale = 1 / sqrt((real)hs);
     const real* q = qkv + ((size_t)b * T + i) * 3 * C;
@@ -222,7 +223,7 @@ static void dape_row_logits(DapeRow* w, const DapeLayer* dl, const real* qkv, co
             #pragma omp simd reduction(+:dot)
             for (int e = 0; e < hs; e++) { dot += q[h * hs + e] * k[h * hs + e]; }
             x[h] = dot * scale;
-            if (dl->bias) { PERow r = pe_bias_row(pb, b, h, i); x[NH + h] = pe_bias(pb, &r, c); }
+            if (dl->bias) { PERow r = pe_bias_row(pb, b, h, pos[(size_t)b * T + i]); x[NH + h] = pe_bias(pb, &r, pos[(size_t)b * T + c]); }
         }
     }
     // the first convolution, tap by tap, over the columns whose input lies in [0, i]; the LReLU
@@ -255,9 +256,9 @@ static void dape_row_logits(DapeRow* w, const DapeLayer* dl, const real* qkv, co
 // dape_row_forward: query row i of batch row b, every head: the softmax of its logits
 // over c <= i, out_i = sum_c p_c v_c per head, and each head's log-sum-exp
 static void dape_row_forward(real* out, real* lse, DapeRow* w, const DapeLayer* dl, const real* qkv, const PEBias* pb,
-                             int b, int i, int T) {
+                             const int* pos, int b, int i, int T) {
     int NH = dl->NH, hs = dl->hs, C = NH * hs;
-    dape_row_logits(w, dl, qkv, pb, b, i, T);
+    dape_row_logits(w, dl, qkv, pb, pos, b, i, T);
     real* maxv = w->m;
     real* sum = w->m + NH;
     for (int h = 0; h < NH; h++) { maxv[h] = -INFINITY; sum[h] = 0; }
@@ -285,10 +286,10 @@ static void dape_row_forward(real* out, real* lse, DapeRow* w, const DapeLayer* 
 // W1, b1, W2, b2 accumulators, the base's parameters (pe_bias_backward into accumulator
 // slot `slot`), dq_i (the row's own) and dk, dv of its keys into the thread's dkv (B, T, 2C).
 static void dape_row_backward(real* dqkv, real* dkv, DapeRow* w, const DapeLayer* dl, const real* dout,
-                              const real* qkv, const real* out, const real* lse, PEBias* pb, int slot, int b, int i, int T) {
+                              const real* qkv, const real* out, const real* lse, PEBias* pb, const int* pos, int slot, int b, int i, int T) {
     int NH = dl->NH, hs = dl->hs, C = NH * hs, Cin = dl->Cin, D = dl->D, K = dl->K, p = dl->p;
     real scale = 1 / sqrt((real)hs);
-    dape_row_logits(w, dl, qkv, pb, b, i, T);
+    dape_row_logits(w, dl, qkv, pb, pos, b, i, T);
     // dA = p (dout . v - dout . out) per head
     const real* g = dout + ((size_t)b * T + i) * C;
     const real* o = out + ((size_t)b * T + i) * C;
@@ -348,7 +349,10 @@ static void dape_row_backward(real* dqkv, real* dkv, DapeRow* w, const DapeLayer
         const real* dxc = w->dx + (size_t)c * Cin;
         for (int h = 0; h < NH; h++) {
             real ds = w->da[c * NH + h] + dxc[h], pc = w->a[c * NH + h];
-            if (dl->bias) { PERow r = pe_bias_row(pb, b, h, i); pe_bias_backward(pb, slot, &r, c, w->da[c * NH + h] + dxc[NH + h]); }
+            if (dl->bias) {
+                PERow r = pe_bias_row(pb, b, h, pos[(size_t)b * T + i]);
+                pe_bias_backward(pb, slot, &r, pos[(size_t)b * T + c], w->da[c * NH + h] + dxc[NH + h]);
+            }
             #pragma omp simd
             for (int e = 0; e < hs; e++) {
                 dq[h * hs + e] += ds * scale * k[h * hs + e];
@@ -360,12 +364,13 @@ static void dape_row_backward(real* dqkv, real* dkv, DapeRow* w, const DapeLayer
 }
 
 // dape_attention_forward: causal attention with DAPE's logits, one query row at a time
-// with all its heads, the longest rows first; out (B, T, C), lse (B, NH, T)
-void dape_attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, struct DapeWork* dw, int B, int T) {
+// with all its heads, the longest rows first, the base's bias at the positions pos (B, T);
+// out (B, T, C), lse (B, NH, T)
+void dape_attention_forward(real* out, real* lse, const real* qkv, const PEBias* pb, const int* pos, struct DapeWork* dw, int B, int T) {
     #pragma omp parallel for schedule(dynamic, 1)
     for (int r = 0; r < B * T; r++) {
         int b = r / T, i = T - 1 - r % T;
-        dape_row_forward(out, lse, &dw->rows[omp_get_thread_num()], &dw->layer, qkv, pb, b, i, T);
+        dape_row_forward(out, lse, &dw->rows[omp_get_thread_num()], &dw->layer, qkv, pb, pos, b, i, T);
     }
 }
 
@@ -375,7 +380,7 @@ void dape_attention_forward(real* out, real* lse, const real* qkv, const PEBias*
 // accumulator slot, spread so that no two threads share a cache line (pe_bias_reduce sums
 // every slot; DAPE's bases have biases that do not depend on the batch row).
 void dape_attention_backward(real* dqkv, const real* dout, const real* qkv, const real* out, const real* lse,
-                             PEBias* pb, struct DapeWork* dw, int B, int T) {
+                             PEBias* pb, const int* pos, struct DapeWork* dw, int B, int T) {
     int C = dw->layer.NH * dw->layer.hs;
     size_t n = (size_t)B * T * 2 * C;
     #pragma omp parallel
@@ -386,7 +391,7 @@ void dape_attention_backward(real* dqkv, const real* dout, const real* qkv, cons
         #pragma omp for schedule(dynamic, 1)
         for (int r = 0; r < B * T; r++) {
             int b = r / T, i = T - 1 - r % T;
-            dape_row_backward(dqkv, dkv, &dw->rows[thread], &dw->layer, dout, qkv, out, lse, pb,
+            dape_row_backward(dqkv, dkv, &dw->rows[thread], &dw->layer, dout, qkv, out, lse, pb, pos,
                               thread * dw->slot_spread, b, i, T);
         }
         #pragma omp for schedule(static)
@@ -524,7 +529,18 @@ static int dape_kv_blocks(int T) { return attention_kv_blocks(1, T, 1); }
 static int dape_pe_rows(int B, int T) { return CEIL_DIV(dape_query_blocks(B, T), dape_kv_blocks(T)); }
 static size_t dape_pe_slots(int B, int T, int NH) { return (size_t)dape_pe_rows(B, T) * NH * dape_kv_blocks(T); }
 
+// The base's bias at the tokens' positions where they are given or drawn (a base that takes
+// positions: PEPositions, llmc/attention_bias.cuh, a second instance of the kernels), else at
+// the indices
 static void dape_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T) {
+#if PE_BIAS_OF_POSITIONS
+    const int* pos = pe_positions(model, l);
+    if (pos != NULL) {
+        dape_attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos, T}, dape_layer(model, l), B, T, ctx.prop.sharedMemPerBlockOptin,
+                               ctx.stream);
+        return;
+    }
+#endif
     dape_attention_forward(out, lse, qkv, pb, dape_layer(model, l), B, T, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
 }
 
@@ -536,10 +552,22 @@ static void dape_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, 
     TensorSet<float>* g = &model->grads;
     int NH = model->config.num_heads;
     if (PE_PAR_N > 0) { cudaCheck(cudaMemsetAsync(gs->pe_partials, 0, dape_pe_slots(B, T, NH) * PE_PAR_N * sizeof(float), ctx.stream)); }
-    dape_attention_backward(dqkv, gs->att_D, gs->att_dkv, gs->dape_partials,
-                            g->dape_w1 + (size_t)l * dp.D * dp.Cin * dp.K, g->dape_b1 + (size_t)l * dp.D,
-                            g->dape_w2 + (size_t)l * NH * dp.D * dp.K, g->dape_b2 + (size_t)l * NH,
-                            dout, qkv, out, lse, *pb, dp, B, T, dape_kv_blocks(T), ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+    float* dw1 = g->dape_w1 + (size_t)l * dp.D * dp.Cin * dp.K;
+    float* db1 = g->dape_b1 + (size_t)l * dp.D;
+    float* dw2 = g->dape_w2 + (size_t)l * NH * dp.D * dp.K;
+    float* db2 = g->dape_b2 + (size_t)l * NH;
+    size_t smem = ctx.prop.sharedMemPerBlockOptin;
+#if PE_BIAS_OF_POSITIONS
+    const int* pos = pe_positions(model, l);
+    if (pos != NULL) {
+        dape_attention_backward(dqkv, gs->att_D, gs->att_dkv, gs->dape_partials, dw1, db1, dw2, db2, dout, qkv, out, lse,
+                                PEPositions<PEBias>{*pb, pos, T}, dp, B, T, dape_kv_blocks(T), smem, ctx.stream);
+        pe_bias_reduce(pb, model, l, dape_pe_rows(B, T));
+        return;
+    }
+#endif
+    dape_attention_backward(dqkv, gs->att_D, gs->att_dkv, gs->dape_partials, dw1, db1, dw2, db2, dout, qkv, out, lse, *pb, dp, B, T,
+                            dape_kv_blocks(T), smem, ctx.stream);
     pe_bias_reduce(pb, model, l, dape_pe_rows(B, T));
 }
 

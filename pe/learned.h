@@ -35,38 +35,15 @@ static void pe_config_positions(GPT2Config* c, int positions) {
 
 #define PE_EMBED
 static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
-    int C = model->config.channels;
-    const real* wpe = model->params.wpe;
-    const int* pos = pe_positions(model, 0);
-    #pragma omp parallel for
-    for (int bt = 0; bt < B * T; bt++) {
-        const real* p = wpe + (size_t)pos[bt] * C;
-        real* o = out + (size_t)bt * C;
-        for (int c = 0; c < C; c++) { o[c] += p[c]; }
-    }
+    position_embed_forward(out, model->params.wpe, pe_positions(model, 0), B * T, model->config.channels);
 }
 static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
-    int C = model->config.channels;
-    real* dwpe = model->grads.wpe;
-    const int* pos = pe_positions(model, 0);
-    for (int bt = 0; bt < B * T; bt++) {
-        real* d = dwpe + (size_t)pos[bt] * C;
-        const real* g = dout + (size_t)bt * C;
-        for (int c = 0; c < C; c++) { d[c] += g[c]; }
-    }
+    encoder_backward(model->grads.wpe, dout, pe_positions(model, 0), B, T, model->config.channels);
 }
 
 #elif PE_PART == PE_PART_CUDA
 
 #define PE_EMBED
-// learned_embed_forward_kernel: one thread per (token, column) adds the row of wpe of the
-// token's position (pos (B, T); NULL: its index t)
-__global__ void learned_embed_forward_kernel(floatX* out, const floatX* wpe, const int* pos, int N, int T, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)N * C) { return; }
-    size_t bt = idx / C;
-    out[idx] = (floatX)((float)out[idx] + (float)wpe[(size_t)(pos != NULL ? pos[bt] : (int)(bt % T)) * C + idx % C]);
-}
 // learned_embed_backward_kernel: one thread per (t, c) sums over the batch, so no two threads
 // write the same element: the rows share their positions (the indices, or a draw's distinct ones)
 __global__ void learned_embed_backward_kernel(float* dwpe, const floatX* dout, const int* pos, int B, int T, int C) {
@@ -77,25 +54,13 @@ __global__ void learned_embed_backward_kernel(float* dwpe, const floatX* dout, c
     int t = idx / C;
     dwpe[(size_t)(pos != NULL ? pos[t] : t) * C + idx % C] += s;
 }
-// learned_embed_backward_rows_kernel: given positions, each row its own, may repeat a row of wpe
-// anywhere in the batch: one thread per column c adds every token's gradient, in the batch's
-// order (deterministic, no atomics)
-__global__ void learned_embed_backward_rows_kernel(float* dwpe, const floatX* dout, const int* pos, int N, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) { return; }
-    for (int bt = 0; bt < N; bt++) { dwpe[(size_t)pos[bt] * C + c] += (float)dout[(size_t)bt * C + c]; }
-}
 static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
-    size_t n = (size_t)B * T * model->config.channels;
-    learned_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, model->params.wpe, pe_positions(model, 0), B * T, T,
-                                                                            model->config.channels);
-    cudaCheckLaunch("learned_embed_forward_kernel");
+    position_embed_forward(out, model->params.wpe, pe_positions(model, 0), B * T, T, model->config.channels);
 }
 static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
     int C = model->config.channels;
     if (model->pos_kind == POS_GIVEN) {
-        learned_embed_backward_rows_kernel<<<CEIL_DIV(C, 128), 128, 0, ctx.stream>>>(model->grads.wpe, dout, pe_positions(model, 0), B * T, C);
-        cudaCheckLaunch("learned_embed_backward_rows_kernel");
+        position_embed_backward(model->grads.wpe, dout, pe_positions(model, 0), B * T, C);
         return;
     }
     size_t n = (size_t)T * C;

@@ -53,7 +53,7 @@ static inline int xpos_max_length(int hs) {
 }
 // the evaluation variants: rope's scalings, xpos's blockwise causal attention (llmc/pe.h)
 #define PE_EVAL_VARIANTS
-static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN || (PE_IS(ROPE) ? v <= PE_EVAL_DYN_YARN : v == PE_EVAL_BCA); }
+static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN || (PE_IS(ROPE) && v <= PE_EVAL_DYN_YARN) || (PE_IS(XPOS) && v == PE_EVAL_BCA); }
 
 // xPos's blockwise causal attention with blocks of `half` (0: off): the bias of key j for query i
 PE_FN real xpos_bca_bias(int half, int i, int j) { return half > 0 && j < (i / half - 1) * half ? PE_MASKED_BIAS : 0; }
@@ -429,7 +429,7 @@ static void test_xpos(void) {
 #define PE_TESTS
 static void pe_tests(void) { test_xpos(); }
 
-#else
+#elif PE_IS(ROPE) // (bipe_rope, which includes this file, has tests of its own: pe/bipe.h)
 // the frequency tables of the RoPE scaling variants against the values computed by hand
 // in the spec (next-encodings.md, sec. 5) for GPT-2 small's head size 64, base 10000
 static void test_rope_scaling_tables(void) {

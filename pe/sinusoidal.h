@@ -72,7 +72,7 @@ PE_FN double sinusoid(double pos, int c, int C) {
 #define PE_WHOLE_ROWS 1 // a row's offset is drawn by its place in the pass: the length buckets keep rows whole
 #define PE_WHOLE_ROWS_WHY "shape: a row's offset is drawn by its place in the pass"
 #define SHAPE_STREAM 0x5348 // the offsets' key within the pass's
-static int pe_positions_own(const GPT2Config* cfg, int* pos, int draws, int B, int T, int span, int training, uint64_t key) {
+static int pe_positions_own(const GPT2Config* cfg, int* pos, const int* tokens, int draws, int B, int T, int span, int training, uint64_t key) {
     int K = cfg->shape_k, most = 0;
     for (int b = 0; b < B; b++) {
         uint64_t state = random_seed(rp_key(key, (uint64_t)b, SHAPE_STREAM));
@@ -167,18 +167,11 @@ static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
     size_t n = (size_t)B * T * C;
     const double* fpos = NULL;
 #if PE_IS(CAPE) // the float positions, made on the host as the CPU path makes them
-    if (model->pe_fpos_len < B * T) {
-        cudaCheck(cudaStreamSynchronize(ctx.stream)); // no kernel reads the old ones any more
-        cuda_free(&model->pe_fpos);
-        model->pe_fpos = (double*)cuda_malloc((size_t)B * T * sizeof(double), "cape's positions");
-        model->pe_fpos_len = B * T;
-    }
     double* host = (double*)malloc_check((size_t)B * T * sizeof(double));
     const int* pos = model->pos_host; // the embedding's draw, (B, T)
     for (size_t bt = 0; bt < (size_t)B * T; bt++) { host[bt] = sinusoid_position(&model->config, pos, bt, T, model->training, model->rp_key); }
-    cudaCheck(cudaMemcpy(model->pe_fpos, host, (size_t)B * T * sizeof(double), cudaMemcpyHostToDevice));
+    fpos = (const double*)pe_pass_upload(model, host, (size_t)B * T * sizeof(double), "cape's positions");
     free(host);
-    fpos = model->pe_fpos;
 #endif
     sinusoidal_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, pe_positions(model, 0), fpos, B * T, T, C);
     cudaCheckLaunch("sinusoidal_embed_forward_kernel");
@@ -223,7 +216,7 @@ static void pe_tests(void) {
     int* pos = (int*)malloc_check((size_t)B * T * sizeof(int));
     int count[K] = {0}, bad = 0;
     for (int i = 0; i < B * T; i++) { pos[i] = i % T; }
-    int span = pe_positions_own(&cfg, pos, 1, B, T, T, 1, rp_key(RP_STREAM_TEST, 9, 0));
+    int span = pe_positions_own(&cfg, pos, NULL, 1, B, T, T, 1, rp_key(RP_STREAM_TEST, 9, 0));
     for (int b = 0; b < B; b++) {
         int k = pos[b * T] - 0;
         bad += k < 0 || k >= K || pos[b * T + 1] != k + 1 || pos[b * T + 2] != k + 2;
@@ -234,14 +227,14 @@ static void pe_tests(void) {
     check(bad == 0, "training: each row one offset in {0..K-1}", bad, 0);
     check(worst < 0.25 && span <= T + K - 1, "training: every offset drawn 400 +- 25% times of 4000 rows", worst, 0.25);
     for (int i = 0; i < B * T; i++) { pos[i] = i % T; }
-    pe_positions_own(&cfg, pos, 1, B, T, T, 0, rp_key(RP_STREAM_TEST, 9, 0));
+    pe_positions_own(&cfg, pos, NULL, 1, B, T, T, 0, rp_key(RP_STREAM_TEST, 9, 0));
     bad = 0;
     for (int i = 0; i < B * T; i++) { bad += pos[i] != i % T + K; }
     check(bad == 0, "evaluation: every row at K", bad, 0);
     cfg.shape_k = 0;
     for (int training = 0; training < 2; training++) {
         for (int i = 0; i < B * T; i++) { pos[i] = i % T; }
-        pe_positions_own(&cfg, pos, 1, B, T, T, training, rp_key(RP_STREAM_TEST, 9, 0));
+        pe_positions_own(&cfg, pos, NULL, 1, B, T, T, training, rp_key(RP_STREAM_TEST, 9, 0));
         bad = 0;
         for (int i = 0; i < B * T; i++) { bad += pos[i] != i % T; }
         check(bad == 0, training ? "K = 0, training: no offset (the plain table)" : "K = 0, evaluation: no offset", bad, 0);

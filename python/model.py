@@ -128,7 +128,7 @@ def gpt2_tensors(cfg):
     weights as (out, in), every layer's tensor stacked along the first axis)."""
     Vp, C, L, maxT = cfg.padded_vocab_size, cfg.channels, cfg.num_layers, cfg.max_seq_len
     return {
-        "wte": (Vp, C), "wpe": (maxT, C) if cfg.pe == "learned" else None,
+        "wte": (Vp, C), "wpe": (maxT, C) if ENCODINGS[cfg.pe].has_wpe else None,
         "ln1w": (L, C), "ln1b": (L, C), "qkvw": (L, 3 * C, C), "qkvb": (L, 3 * C),
         "attprojw": (L, C, C), "attprojb": (L, C), "ln2w": (L, C), "ln2b": (L, C),
         "fcw": (L, 4 * C, C), "fcb": (L, 4 * C), "fcprojw": (L, C, 4 * C), "fcprojb": (L, C),
@@ -156,7 +156,7 @@ def check_config(cfg, where):
             cfg.num_layers < 1 or cfg.num_heads < 1 or cfg.channels < 1 or cfg.channels % cfg.num_heads != 0 or \
             cfg.vocab_size < 2 or cfg.padded_vocab_size < cfg.vocab_size or cfg.max_seq_len < 1:
         raise ValueError("%s: bad configuration: %s" % (where, cfg))
-    if cfg.pe in ("rope", "xpos", "sandwich") and (cfg.channels // cfg.num_heads) % 2 != 0:
+    if cfg.pe in ("rope", "xpos", "sandwich", "bipe_rope") and (cfg.channels // cfg.num_heads) % 2 != 0:
         raise ValueError("%s: %s needs an even head size, got %d" % (where, cfg.pe, cfg.channels // cfg.num_heads))
     if cfg.pe == "sinusoidal" and cfg.channels < 4:  # its frequencies divide by C/2 - 1
         raise ValueError("%s: sinusoidal needs at least 4 channels, got %d" % (where, cfg.channels))
@@ -380,6 +380,7 @@ class Encoding:
     kind = "none"           # embed, qk, bias, attn or none
     rp = False              # takes randomized positions
     revision = 0
+    has_wpe = False         # a table of positions wpe [maxT, C] (llmc/model.h pe_has_wpe)
     eval_variants = ("plain",)
 
     @staticmethod
@@ -390,10 +391,10 @@ class Encoding:
         """The longest sequence the encoding can process (train_gpt2.c gpt2_max_length)."""
         return math.inf
 
-    def own_positions(self, model, pos, training_key):
-        """The encoding's own positions (llmc/model.h pe_positions_own) from the positions pos
-        (draws, B, T) given, drawn or the indices: of a training pass with that key, or of an
-        evaluation (training_key None)."""
+    def own_positions(self, model, idx, pos, training_key):
+        """The encoding's own positions (llmc/model.h pe_positions_own) of the tokens idx (B, T)
+        from the positions pos (draws, B, T) given, drawn or the indices: of a training pass
+        with that key, or of an evaluation (training_key None)."""
         return pos
 
     def embed(self, model, x, pos):
@@ -419,6 +420,7 @@ class Learned(Encoding):
     """GPT-2's absolute position embeddings wpe [maxT, C] (one of GPT-2's tensors)."""
     kind = "embed"
     rp = True
+    has_wpe = True
     def max_length(self, cfg):
         return cfg.max_seq_len
 
@@ -434,7 +436,7 @@ class Shape(Encoding):
     kind = "embed"
     rp = True
 
-    def own_positions(self, model, pos, training_key):
+    def own_positions(self, model, idx, pos, training_key):
         K, B = model.cfg.shape_k, pos.shape[1]
         offsets = []
         for b in range(B):
@@ -635,9 +637,42 @@ class Alibi(Encoding):
     """b(i, j) = -m_h (i - j), fixed slopes, not scaled by 1/sqrt(hs)."""
     kind = "bias"
     rp = True
+    slope_scale = 1.0  # the slopes' factor (pe/alibi.h ALIBI_SLOPE_SCALE: BiPE-ALiBi's 96)
+
     def bias(self, model, l, h, ev, pos):
-        m = torch.tensor(alibi_slopes(model.cfg.num_heads), dtype=h.dtype, device=h.device)
+        m = torch.tensor(alibi_slopes(model.cfg.num_heads), dtype=h.dtype, device=h.device) * self.slope_scale
         return -m[:, None, None] * distances(pos).to(h.dtype)
+
+
+class Bipe(Encoding):
+    """BiPE (pe/bipe.h): a segment ends at each separator (GPT-2's ".", " .", "\\n", "\\n\\n");
+    the layers read the segments' indices seg_t (the separators before t: the encoding's own
+    positions), the embedding adds wpe's row at the position within the segment, t minus the
+    segment's first index, clipped to wpe's last row."""
+    rp = False
+    has_wpe = True
+    eval_variants = ("plain",)
+    separators = (13, 764, 198, 628)
+
+    def own_positions(self, model, idx, pos, training_key):
+        sep = torch.isin(idx, torch.tensor(self.separators, device=idx.device)).long()
+        return (torch.cumsum(sep, dim=1) - sep).expand(pos.shape)
+
+    def embed_rows(self, model, x, pos, training_key):
+        first = torch.searchsorted(pos.contiguous(), pos.contiguous())  # each token's segment's first index
+        intra = (torch.arange(pos.shape[1], device=pos.device)[None, :] - first).clamp(max=model.cfg.max_seq_len - 1)
+        return x + model.wpe[intra]
+
+
+class BipeRope(Bipe, Rope):
+    """BiPE-RoPE: rope at the segments' indices."""
+    kind = "qk"
+
+
+class BipeAlibi(Bipe, Alibi):
+    """BiPE-ALiBi: ALiBi of the segments' indices, the slopes 96 times ALiBi's."""
+    kind = "bias"
+    slope_scale = 96.0
 
 
 class Sandwich(Encoding):
@@ -865,7 +900,7 @@ ENCODINGS = {
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
-    "tisa": Tisa(), "shape": Shape(), "cape": Cape(),
+    "tisa": Tisa(), "shape": Shape(), "cape": Cape(), "bipe_rope": BipeRope(), "bipe_alibi": BipeAlibi(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)
@@ -995,7 +1030,7 @@ class GPT(nn.Module):
                 raise ValueError("positions: (%d, %d) sorted, distinct values in [0, rp_len = %d) of a model with "
                                  "randomized positions, got %s" % (draws, T, cfg.rp_len, tuple(pos.shape)))
             pos = pos[:, None, :].expand(draws, B, T)
-        own = self.pe.own_positions(self, pos, training_key)
+        own = self.pe.own_positions(self, idx, pos, training_key)
         span += int((own - pos).max()) if own is not pos else 0
         pos = self.last_positions = own  # (draws, B, T): what the layers read (the trainer's model->positions)
         if span > self.pe.max_length(cfg) and given_positions is not None:

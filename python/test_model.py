@@ -304,11 +304,18 @@ def check_random_positions(build, pe, prefix):
                                                             len(mine), T, model.cfg.rp_len))
     failures += 0 if ok else 1
     compare_model("rp", model, ref, mine)
+    check_changes_logits("rp: the draw changes the logits", model, ref)
+
+
+def check_changes_logits(label, model, ref):
+    """The model at plain positions 0..T-1 against the reference's logits at other positions:
+    they must differ (by more than 1e-6 of the largest), else the positions tested nothing."""
+    global failures
     with torch.no_grad():
         plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
     change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
     ok = change > 1e-6
-    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("rp: the draw changes the logits", "ok  " if ok else "FAIL", change))
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % (label, "ok  " if ok else "FAIL", change))
     failures += 0 if ok else 1
 
 
@@ -327,12 +334,7 @@ def check_given_positions(build, pe, prefix):
     model = M.GPT.from_checkpoint(prefix + "_model.bin", dtype=torch.float64)
     ref = read_reference(prefix + "_ref.bin", model.cfg)
     compare_model("given positions", model, ref, given_positions=debug_positions(*ref[0].shape))
-    with torch.no_grad():
-        plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
-    change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
-    ok = change > 1e-6
-    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("given positions change the logits", "ok  " if ok else "FAIL", change))
-    failures += 0 if ok else 1
+    check_changes_logits("given positions change the logits", model, ref)
 
 
 def check_rope_table(build, model, ckpt, prefix, plain):
@@ -560,7 +562,7 @@ def check_official_shape(path):
     emb = torch.randn(T, B, C, dtype=torch.float64)
     want = module(emb).transpose(0, 1)  # (B, T, C)
     owner = types.SimpleNamespace(cfg=types.SimpleNamespace(channels=C, shape_k=K))
-    pos = M.Shape().own_positions(owner, torch.arange(T).expand(1, B, T), None)[0]
+    pos = M.Shape().own_positions(owner, None, torch.arange(T).expand(1, B, T), None)[0]
     got = torch.stack([M.Shape().embed(owner, emb.transpose(0, 1)[b], pos[b]) for b in range(B)])
     check("official: evaluation, offset K = %d" % K, got.numpy(), want.detach().numpy(), 1e-4)
     table = module.pe[:K + T, 0]  # (K + T, C): the rows of every training offset 0..K-1
@@ -619,6 +621,93 @@ def check_official_cape():
     check("official: its centring, the table at t - (T - 1)/2", centred.numpy(), want.numpy(), 1e-12)
 
 
+def official_bilevel_ids(ids, separators, train_scale):
+    """BiPE's get_bilevel_ids (zhenyuhe00/BiPE at 3dddab3, my_modeling_llama_bipe_rope.py 632-650),
+    transcribed line by line; the separators its Llama ids 869 and 13 unless given. Returns the
+    positions within segments (clipped to train_scale - 1) and the segments' indices."""
+    sep = torch.where(ids == separators[0], 1, 0)
+    sep[ids == separators[1]] = 1
+    pos1 = torch.cumsum(sep, dim=1)
+    pos1 = torch.cat([torch.zeros((ids.shape[0], 1)), pos1[:, :-1]], dim=1)
+    pos2 = torch.cat([sep, torch.ones((ids.shape[0], 1))], dim=1).reshape(-1)
+    ones = torch.cat([torch.zeros((1)) - 1, torch.argwhere(pos2 == 1)[:, 0]])
+    diff = (ones[1:] - ones[:-1])
+    pos2[pos2 == 1] = diff
+    pos2 = -torch.cumsum(torch.cat([torch.zeros((1)), pos2[:-1]]), dim=0)
+    pos2 = pos2 + torch.arange(pos2.shape[-1])
+    pos2 = pos2.reshape(ids.shape[0], -1)[:, :-1]
+    pos2[pos2 >= train_scale] = train_scale - 1
+    return pos2.long(), pos1.long()
+
+
+def official_alibi_mul96_slopes(n):
+    """_init_alibi_mul96's get_slopes (my_modeling_llama_bipe_alibi.py 197-212), transcribed."""
+    def get_slopes_power_of_2(n):
+        start = (2**(-2**-(math.log2(n) - 3)))
+        ratio = start
+        return [start * ratio**i * 96 for i in range(n)]
+    if math.log2(n).is_integer():
+        return get_slopes_power_of_2(n)
+    closest_power_of_2 = 2**math.floor(math.log2(n))
+    return get_slopes_power_of_2(closest_power_of_2) + official_alibi_mul96_slopes(2 * closest_power_of_2)[0::2][:n - closest_power_of_2]
+
+
+def official_rope(q, k, position_ids, base=10000):
+    """LlamaRotaryEmbedding, rotate_half and apply_rotary_pos_emb (my_modeling_llama_bipe_rope.py
+    97-131, 180-195), transcribed in float64 (the official frequencies are float32's)."""
+    dim = q.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    t = torch.arange(int(position_ids.max()) + 1, dtype=torch.float64)
+    freqs = torch.einsum("i,j->ij", t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[position_ids].unsqueeze(1), emb.sin()[position_ids].unsqueeze(1)
+    rotate_half = lambda x: torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+def check_official_bipe():
+    """BiPE against transcriptions of its official code (float64): the segments and positions
+    within them of rows of Llama ids (the official separators 869 "\u2581." and 13 "\n") against
+    model.py's of the same rows in GPT-2 ids (764 " .", 198 "\n"), with segments longer than the
+    table; BiPE-ALiBi's attention probabilities, the official bias +96 m_h seg_j against -96 m_h
+    (seg_i - seg_j) (8 heads: slopes exact in float32); BiPE-RoPE's scores q.k at the segments,
+    the official rotate_half layout against model.py's pairs (2k, 2k + 1), the columns of q and
+    k permuted accordingly (the same model: the projections absorb the permutation)."""
+    import types
+    print("=== bipe: the official code's bilevel ids, ALiBi x96 and rotary embedding (transcriptions) against model.py (float64)")
+    B, T, rows, NH, hs = 3, 60, 8, 8, 16
+    gen = torch.Generator().manual_seed(5)
+    llama = torch.randint(100, 200, (B, T), generator=gen)
+    llama[torch.rand(B, T, generator=gen) < 0.1] = 869
+    llama[torch.rand(B, T, generator=gen) < 0.05] = 13
+    llama[2, :] = 150  # one row of a single segment, longer than the table
+    gpt2 = llama.clone()
+    gpt2[llama == 869], gpt2[llama == 13] = 764, 198
+    intra_official, seg_official = official_bilevel_ids(llama, (869, 13), rows)
+    owner = types.SimpleNamespace(cfg=types.SimpleNamespace(max_seq_len=rows, channels=1),
+                                  wpe=torch.arange(rows, dtype=torch.float64)[:, None])
+    seg = M.BipeRope().own_positions(owner, gpt2, torch.arange(T).expand(1, B, T), None)[0]
+    intra = M.BipeRope().embed_rows(owner, torch.zeros(B, T, 1, dtype=torch.float64), seg, None)[..., 0]
+    check("official: segments (get_bilevel_ids' position_ids)", seg.numpy(), seg_official.numpy(), 0)
+    check("official: positions within segments, clipped", intra.numpy(), intra_official.double().numpy(), 0)
+    scores = torch.randn(B, NH, T, T, dtype=torch.float64, generator=gen)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    slopes = torch.tensor(official_alibi_mul96_slopes(NH), dtype=torch.float64)
+    table = slopes[None, :] * torch.arange(T, dtype=torch.float64)[:, None]         # alibi (maxpos, heads), transposed
+    want = scores + table[seg_official].transpose(2, 1).unsqueeze(2)                 # alibi.py 292: (B, NH, 1, T)
+    owner.cfg.num_heads = NH
+    got = scores + torch.stack([M.BipeAlibi().bias(owner, 0, scores, None, seg[b]) for b in range(B)])
+    softmax = lambda a: torch.softmax(a.masked_fill(~causal, -math.inf), dim=-1)
+    check("official: ALiBi x96 of the segments, attention probabilities", softmax(got).numpy(), softmax(want).numpy(), 1e-12)
+    q, k = (torch.randn(B, NH, T, hs, dtype=torch.float64, generator=gen) for _ in range(2))
+    qo, ko = official_rope(q, k, seg_official)
+    perm = torch.stack([torch.arange(hs // 2), torch.arange(hs // 2) + hs // 2], dim=1).reshape(-1)  # pairs (k, k + hs/2) -> (2k, 2k + 1)
+    owner.cfg = M.Config(max_seq_len=rows, vocab_size=2, padded_vocab_size=2, num_layers=1, num_heads=NH, channels=NH * hs, pe="bipe_rope")
+    rotated = [M.BipeRope().rotate(owner, 0, q[b:b + 1, ..., perm], k[b:b + 1, ..., perm], M.PEEval(train_len=T), seg[b], T) for b in range(B)]
+    got = torch.cat([qr @ kr.transpose(-1, -2) for qr, kr in rotated])
+    check("official: rotary embedding at the segments, scores q.k", got.numpy(), (qo @ ko.transpose(-1, -2)).numpy(), 1e-12)
+
+
 def main():
     args = sys.argv[1:]
     build = args[0] if args else "build"
@@ -663,6 +752,8 @@ def main():
         check_official_shape(os.environ["SHAPE_OFFICIAL"])
     if "cape" in pes:
         check_official_cape()
+    if "bipe_rope" in pes:
+        check_official_bipe()
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 

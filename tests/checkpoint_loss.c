@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
             fwrite(toks, sizeof(uint16_t), FIX_TOKENS, f);
             fclose(f);
         }
-        for (int rp = 0; rp <= (rp_supported(PE_ID) && DAPE_ID == 0); rp++) {
+        for (int rp = 0; rp <= rp_supported(PE_ID); rp++) {
             GPT2Config cfg = fixture_config(rp);
             GPT2 model;
             gpt2_build_from_config(&model, &cfg, 42);

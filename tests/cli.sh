@@ -168,7 +168,7 @@ else
     expect "-po with randomized positions" "would both set the training rows' positions" "${OK[@]}" -po 256 -rp 64
     expect "-po in an evaluation alone" "-po is a way of training" "${OK[@]}" -po 256 -x 0
 fi
-expect "-sk on an encoding without shape's offsets" "-sk: bad offset K 5 of shape" "${OK[@]}" -sk 5
+expect "-sk on an encoding without shape's offsets" "-rr, -sk: bad offset K 5 of shape" "${OK[@]}" -sk 5
 expect "-cg on an encoding without cape's augmentation" "flags -cg, -cs, -cl: the augmentation of cape, which this binary's PE" "${OK[@]}" -cg 5
 expect "-cs below 1" "flag -cs must be in \[1, 1000\], got 0.5" "${OK[@]}" -cs 0.5
 expect "-cl neither 0 nor 1" "flag -cl" "${OK[@]}" -cl 2

@@ -177,7 +177,8 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
     AttnCase c;
     attn_case_setup(&c, s, 1);
     printf("attention_bias version %d, PE %s, %s: B=%d T=%d NH=%d hs=%d", version, pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
-    if (c.pos != NULL) { printf(", positions drawn from [0, %d)", s.rp_len); }
+    if (c.pos != NULL && c.model.config.rp_len > 0) { printf(", positions drawn from [0, %d)", c.model.config.rp_len); }
+    else if (c.pos != NULL) { printf(", positions 0..T-1 as a table (the encoding's own, of no tokens)"); }
     printf("\n");
     int fails = 0;
     if (what & CASE_CHECK) {
