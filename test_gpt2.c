@@ -2646,7 +2646,7 @@ int main(int argc, char** argv) {
         if (strcmp(argv[1], "evals") == 0) { test_hellaswag_scoring(); }
         else if (strcmp(argv[1], "tasks") == 0) {
             test_task_decoding(AT_INDICES);
-            if (rp_supported(PE_ID) && DAPE_ID == 0) { test_task_decoding(AT_DRAWN); }
+            if (rp_supported(PE_ID)) { test_task_decoding(AT_DRAWN); } // DAPE over a base that takes them too
         }
         else if (argc > 2) { test_passkey(argv[2]); }
         else { fatal("usage: test_gpt2 passkey gpt2_passkey.bin"); }

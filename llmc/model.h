@@ -130,7 +130,8 @@ static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
 // rows): a next-token prediction is then the last row of a pass over its prefix, as decoding
 // computes it (llmc/task_eval.h). SHAPE's offsets and CAPE's augmentation depend on a row's
 // place in a pass in training only; an evaluation's positions are each row's own, so their
-// rows do not (test_gpt2.c: test_task_decoding, for every build)
+// rows do not. BiPE's own positions (segments) of a token depend on the tokens up to it only,
+// so a prefix's rows are the whole row's (test_gpt2.c: test_task_decoding, for every build)
 #define PE_PREFIX_DEPENDENT DAPE_WINDOW_EDGE
 // an encoding whose rows, cut short or grouped otherwise, compute otherwise (DAPE_1xk's edge;
 // SHAPE's offsets, drawn per row of a pass): the driver's length buckets keep its rows whole
