@@ -209,8 +209,13 @@ def progress(S):
         done = sum(1 for e in planned for s in seeds if t in S.lengths and int(s) in S.seeds(e, t))
         by_task.append("%s %d of %d" % (t, done, len(planned) * len(seeds)))
     total = sum(int(x.split()[1]) for x in by_task)
-    return ["Runs finished: %d of the %d planned (%d entries x %d tasks x %d seeds): %s; an entry with fewer seeds says how many." % (
-        total, len(planned) * len(S.planned_tasks) * len(seeds), len(planned), len(S.planned_tasks), len(seeds), ", ".join(by_task))]
+    whole = len(planned) * len(S.planned_tasks) * len(seeds)
+    line = "Runs finished: %d of the %d planned (%d entries x %d tasks x %d seeds): %s; an entry with fewer seeds says how many." % (
+        total, whole, len(planned), len(S.planned_tasks), len(seeds), ", ".join(by_task))
+    if total < whole:
+        line += (" **The study is incomplete**: these are the runs finished so far, not its result; no encoding is"
+                 " claimed to beat another until every planned run has finished.")
+    return [line]
 
 
 def settings(S):

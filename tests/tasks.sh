@@ -35,6 +35,9 @@ done
 DIR=$(mktemp -d /tmp/test_tasks.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 export OMP_NUM_THREADS=1
+# under make -j the study script's own make inherits a jobserver that this recipe does not pass
+# on, and warns of it on stderr, a line that the one-line refusals below would count
+unset MAKEFLAGS MFLAGS
 failures=0
 ok() { echo "  ok    $*"; }
 bad() { echo "  FAIL  $*"; failures=$((failures + 1)); }
@@ -259,6 +262,7 @@ study SEEDS="1 2" > "$DIR/study2.log" 2>&1
     || bad "seeds 1 and 2: $(rows) rows, $(tail -n 2 "$DIR/study2.log" | tr '\n' ' '), learned's steps $(grep -c '^step' "$ST/runs/copy/learned_s2.log" 2>&1)"
 study SEEDS="1 2" > "$DIR/study3.log" 2>&1
 [ "$(rows)" -eq 12 ] && grep -q "^0 runs started, 0 failed" "$DIR/study3.log" && grep -q "^Runs finished: 4 of the 4 planned (2 entries x 1 tasks x 2 seeds): copy 4 of 4" "$ST/tasks.md" \
+    && ! grep -q "study is incomplete" "$ST/tasks.md" \
     && ok "again: nothing to run, nothing appended; tasks.md: $(grep -m1 '^Runs finished' "$ST/tasks.md")" || bad "again: $(rows) rows, $(tail -n 1 "$DIR/study3.log")"
 expect "a study resumed with other settings" "holds a study of other settings" env ENTRIES=learned TASKS=copy MODEL=task N=3 TEST=8 LENGTHS=2,3,5 \
     WARMUP=2 CKPT=10 STEPS=31 SEEDS=1 bash "$ROOT/dev/tasks.sh" "$ST"
@@ -293,8 +297,8 @@ python3 dev/plot_tasks.py "$DIR/planted"
 M=$DIR/planted/tasks.md
 grep -q '^| `a` | 5 | 1.00 \[1.00, 1.00\] | 0.90 \[0.88, 0.92\] |' "$M" && grep -q '^| `c` | 5 | 0.50 \[0.50, 0.50\] | 0.50 \[0.50, 0.50\] | .* | \*\*no\*\*: not compared |' "$M" \
     && grep -q '^| `e` | 0 | not yet run |' "$M" && grep -q 'Significant differences: `a` > `b` (p < 1e-4); `d` > `b` (p < 1e-4); every other ordering among them is a tie' "$M" \
-    && grep -q '^| `d` | 0.90 \[0.89, 0.92\] | above, p < 1e-4 | `b` (p < 1e-4) | - |' "$M" && grep -q "^Runs finished: 20 of the 25 planned (5 entries x 1 tasks x 5 seeds): copy 20 of 25" "$M" \
-    && ok "the tables of planted numbers: intervals (a: 0.90 [0.88, 0.92]), a and d tie, both above b, c not learned and not compared, e not yet run" \
+    && grep -q '^| `d` | 0.90 \[0.89, 0.92\] | above, p < 1e-4 | `b` (p < 1e-4) | - |' "$M" && grep -q "^Runs finished: 20 of the 25 planned (5 entries x 1 tasks x 5 seeds): copy 20 of 25.*\*\*The study is incomplete\*\*" "$M" \
+    && ok "the tables of planted numbers: intervals (a: 0.90 [0.88, 0.92]), a and d tie, both above b, c not learned and not compared, e not yet run, the study said incomplete (20 of 25 runs)" \
     || { bad "the tables of planted numbers:"; cat "$M"; }
 
 echo "=== the CUDA trainer in the CPU emulation: the same training steps and answers"
