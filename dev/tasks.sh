@@ -13,8 +13,9 @@
 #
 # The settings, from the environment (defaults: the CPU study of docs/tasks.md):
 #   ENTRIES   the entries (default: CORE, the encodings every table reports; "all": every
-#             encoding of the registry, each that takes them also with randomized positions
-#             from [0, RP), and DAPE_1x3-Kerple)
+#             encoding of the registry but BiPE's, each that takes them also with randomized
+#             positions from [0, RP), and DAPE_1x3-Kerple; BiPE's separators are GPT-2's token
+#             ids, of which 13 is the tasks' digit 6: named, bipe_* runs with segments ending there)
 #   TASKS     tasks (sum copy reverse cycle even)   SEEDS  seeds (1 2 3 4 5)
 #   N         training lengths 1..N (10)            LENGTHS  test lengths (./tasks write's default)
 #   MODEL     preset (task5)  STEPS (8000)  LR (3e-3)  B (32)  WARMUP (100)  TEST examples a length (128)
@@ -82,6 +83,7 @@ case $TRAINER in cpu) prefix=train_gpt2_ ;; cuda) prefix=train_gpt2cu_ ;; *) ech
 if [ "${ENTRIES:-}" = all ]; then
     ENTRIES=""
     for pe in $(make -s pe-list); do
+        case $pe in bipe_*) continue ;; esac # its segments end at GPT-2's full stop and newlines, which the tasks have not
         ENTRIES="$ENTRIES $pe"
         # the registry's rp column (the Makefile's list of the encodings that take randomized positions)
         if [[ " $(make -s pe-rp-list) " == *" $pe "* ]]; then ENTRIES="$ENTRIES ${pe}_rp$RP"; fi
