@@ -72,7 +72,7 @@ endif
 HEADERS := $(wildcard llmc/*.h pe/*.h) Makefile dape.mk
 BUILD := build
 
-.PHONY: all train_gpt2 test_gpt2 test clean pe-list test-registry test-cpu test-checkpoints record-fixture test-builds test-scripts test-fuzz test-experiment \
+.PHONY: all train_gpt2 test_gpt2 test clean pe-list pe-rp-list test-registry test-cpu test-checkpoints record-fixture test-builds test-scripts test-fuzz test-experiment \
         test-python test-dape test-dape-builds test-evals test-sanitize test-tasks
 all: train_gpt2
 
@@ -103,9 +103,11 @@ test_gpt2: $(BUILD)/test_gpt2_$(STEM)
 
 test-builds: $(foreach pe,$(PE_LIST),$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_gpt2_$(pe) $(BUILD)/gradcheck_$(pe))
 
-# the CPU tests (fp32) and the gradient checks (fp64) of the binaries of the stems $(1)
+# the CPU tests (fp32), the algorithmic tasks' scoring against greedy decoding and the
+# gradient checks (fp64) of the binaries of the stems $(1)
 cpu_tests = for s in $(1); do \
 	  echo "=== $$s: tests (fp32) ==="; $(BUILD)/test_gpt2_$$s || exit 1; \
+	  echo "=== $$s: -A against greedy decoding ==="; $(BUILD)/test_gpt2_$$s tasks || exit 1; \
 	  echo "=== $$s: gradient checks (fp64) ==="; $(BUILD)/gradcheck_$$s gradcheck || exit 1; \
 	done
 
@@ -146,10 +148,14 @@ test-evals: $(foreach pe,learned cable,$(BUILD)/train_gpt2_$(pe) $(BUILD)/test_g
 	bash tests/evals.sh
 
 # the algorithmic tasks and answer-only training (tests/tasks.sh): the masked loss's fp64
-# gradient check, data/tasks.c's files, masked shards in the trainer, the loss of a split
-# batch, a tiny model trained on copy, the CUDA trainer in the CPU emulation
-test-tasks: tasks starter $(foreach b,train_gpt2 test_gpt2 gradcheck,$(BUILD)/$(b)_learned) $(BUILD)/emulate/train_gpt2cu_learned_fp32
+# gradient check, -A against greedy decoding with DAPE_1x3's other edge rule (every other
+# build's runs with its CPU tests), data/tasks.c's files and baselines, masked shards in the
+# trainer, the loss of a split batch, a tiny model trained on copy, the CUDA trainer in the
+# CPU emulation
+test-tasks: tasks starter $(foreach b,train_gpt2 test_gpt2 gradcheck,$(BUILD)/$(b)_learned) $(BUILD)/emulate/train_gpt2cu_learned_fp32 \
+            $(BUILD)/test_gpt2_kerple_dape1x3_edge0
 	$(BUILD)/gradcheck_learned gradcheck masked
+	$(BUILD)/test_gpt2_kerple_dape1x3_edge0 tasks
 	bash tests/tasks.sh
 
 # fuzzing the readers of untrusted files (clang's libFuzzer, AddressSanitizer, UBSan)
@@ -187,7 +193,7 @@ $(BUILD)/asan_train_gpt2_learned: train_gpt2.c $(HEADERS) | $(BUILD)
 $(BUILD)/asan_tokenizer: data/tokenizer.c llmc/utils.h | $(BUILD)
 	clang $(SAN_CFLAGS) -pthread -o $@ data/tokenizer.c -lpcre2-8
 $(BUILD)/asan_tasks: data/tasks.c llmc/utils.h llmc/rand.h llmc/dataloader.h llmc/tasks.h | $(BUILD)
-	clang $(SAN_CFLAGS) -o $@ data/tasks.c
+	clang $(SAN_CFLAGS) -o $@ data/tasks.c -lm
 test-sanitize: $(BUILD)/asan_train_gpt2_learned $(BUILD)/asan_tokenizer $(BUILD)/asan_tasks $(BUILD)/test_gpt2_learned gpt2_tokenizer.bin gpt2_passkey.bin
 	bash tests/sanitize.sh
 
@@ -218,9 +224,12 @@ test:
 	$(MAKE) -j$(TEST_JOBS) test-builds test-dape-builds test-cuda-builds test-cuda-emulate-builds $(foreach s,$(CHECKPOINT_STEMS),$(BUILD)/checkpoint_loss_$(s))
 	$(MAKE) $(TESTS)
 
-# the encodings, one line (scripts take the list from here: dev/tasks.sh)
+# the encodings, one line (scripts take the list from here: dev/tasks.sh), and those that take
+# randomized positions
 pe-list:
 	@echo $(PE_LIST)
+pe-rp-list:
+	@echo $(PE_RP_LIST)
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

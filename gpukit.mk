@@ -11,8 +11,8 @@
 #
 # The kit: for every stem of KIT_STEMS (every encoding and the DAPE combinations of the CUDA
 # tests) the CPU reference writer (test_gpt2_<stem>, OpenBLAS linked statically) and the
-# GPU-vs-CPU test in bf16 and fp32 (test_gpt2cu_<stem>[_fp32]); the GPT-Small trainers of
-# KIT_BENCH and KIT_EVAL (train_gpt2cu_<pe>); every encoding's dev attention kernels
+# GPU-vs-CPU test in bf16 and fp32 (test_gpt2cu_<stem>[_fp32]); the trainers of KIT_BENCH and
+# KIT_EVAL (GPT-Small) and of KIT_TASKS (the tasks' study) (train_gpt2cu_<stem>), and ./tasks; every encoding's dev attention kernels
 # (attention_<pe>: dev/cuda/attention_bias.cu, CoPE's dev/cuda/attention_cope.cu) and mma_check,
 # all bf16; with LLMC_DIR, llm.c's train_gpt2cu (llmc_train_gpt2cu, dev/gpu_kit.sh llmc: its
 # CUDA 13 fix applied to a copy). Built without MPI and NCCL, the CPU code for a portable x86-64
@@ -26,6 +26,10 @@ KIT_STEMS := $(PE_LIST) $(DAPE_CUDA_TESTS)
 # and the one GPT-Small evaluation at 1k, 4k and 16k tokens (the default encoding's)
 KIT_BENCH := learned alibi cable kerple fire
 KIT_EVAL := cable
+# command 3's study of the algorithmic tasks (dev/tasks.sh on the CUDA trainer): DAPE V2's Table 6
+# (RoPE, Transformer-XL's relative encoding, ALiBi, Kerple, FIRE, and DAPE with kernels 1 and 3
+# on the last three), NoPE and CABLE; their trainers and the task generator (tasks)
+KIT_TASKS := rope txl alibi kerple fire alibi_dapemlp kerple_dapemlp fire_dapemlp alibi_dape1x3 kerple_dape1x3 fire_dape1x3 nope cable
 KIT_MARCH := x86-64-v3
 # the CPU reference writers with OpenBLAS (7 s of CPU a stem, 41 s with the plain loops), linked
 # statically: the GPU machine has no OpenBLAS, and the static copies cost the packed kit about
@@ -37,22 +41,27 @@ kit_blas := $(if $(wildcard $(KIT_OPENBLAS)),openblas static ($(notdir $(realpat
 LLMC_DIR ?=
 LLMC_REV ?=
 
-kit_trainers := $(KIT_BENCH) $(filter-out $(KIT_BENCH),$(KIT_EVAL))
+kit_trainers := $(KIT_BENCH) $(filter-out $(KIT_BENCH),$(KIT_EVAL)) $(filter-out $(KIT_BENCH) $(KIT_EVAL),$(KIT_TASKS))
 kit_builds := $(foreach s,$(KIT_STEMS),$(KIT_BUILD)/test_gpt2_$(s) $(KIT_BUILD)/test_gpt2cu_$(s) $(KIT_BUILD)/test_gpt2cu_$(s)_fp32) \
               $(foreach pe,$(kit_trainers),$(KIT_BUILD)/train_gpt2cu_$(pe))
 # dev/cuda/Makefile's binaries, named attention_<pe> in the kit (CoPE's attention is its own)
 kit_dev := mma_check $(foreach pe,$(PE_LIST),$(if $(filter cope,$(pe)),attention_cope,attention_bias_$(pe)))
-kit_lists = KIT_STEMS="$(KIT_STEMS)" KIT_PES="$(PE_LIST)" KIT_BENCH="$(KIT_BENCH)" KIT_EVAL="$(KIT_EVAL)" KIT_BLAS="$(kit_blas)"
+kit_lists = KIT_STEMS="$(KIT_STEMS)" KIT_PES="$(PE_LIST)" KIT_BENCH="$(KIT_BENCH)" KIT_EVAL="$(KIT_EVAL)" KIT_TASKS="$(KIT_TASKS)" KIT_BLAS="$(kit_blas)"
 
 .PHONY: gpu-kit gpu-kit-bins gpu-lease-plan test-gpu-lease
+# the task generator for the GPU machine: the kit's portable x86-64 level, no MPI (made by this
+# make, not by the sub-make of kit_flags, whose BUILD is the kit's folder)
+$(KIT_BUILD)/tasks: data/tasks.c llmc/utils.h llmc/rand.h llmc/dataloader.h llmc/tasks.h
+	@mkdir -p $(KIT_BUILD)
+	gcc -O3 -march=$(KIT_MARCH) -std=gnu11 -Wall -o $@ data/tasks.c -lm
 $(KIT_BUILD)/llmc/llmc_train_gpt2cu: $(wildcard $(LLMC_DIR) $(LLMC_DIR)/Makefile $(LLMC_DIR)/train_gpt2.cu $(LLMC_DIR)/llmc/*)
 	LLMC_REV="$(LLMC_REV)" bash dev/gpu_kit.sh llmc $(LLMC_DIR) $(KIT_BUILD)/llmc
 
-gpu-kit-bins: $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu)
+gpu-kit-bins: $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu) $(KIT_BUILD)/tasks
 	$(if $(filter gpu-kit,$(MAKECMDGOALS)),@test -f $(KIT_OPENBLAS) || { echo "gpu-kit: no $(KIT_OPENBLAS) (apt-get install libopenblas-openmp-dev): the kit's CPU references would take 41 s of CPU a stem instead of 7" >&2; exit 1; })
 	$(MAKE) $(kit_flags) $(kit_builds)
 	$(MAKE) -C dev/cuda $(kit_dev)
-	$(kit_lists) $(if $(LLMC_DIR),KIT_LLMC=$(KIT_BUILD)/llmc) bash dev/gpu_kit.sh stage $(KIT_BUILD)/stage $(kit_builds) $(foreach b,$(kit_dev),dev/cuda/$(b)=$(subst attention_bias_,attention_,$(b))) \
+	$(kit_lists) $(if $(LLMC_DIR),KIT_LLMC=$(KIT_BUILD)/llmc) bash dev/gpu_kit.sh stage $(KIT_BUILD)/stage $(kit_builds) $(KIT_BUILD)/tasks $(foreach b,$(kit_dev),dev/cuda/$(b)=$(subst attention_bias_,attention_,$(b))) \
 	  $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu)
 
 gpu-kit: gpu-kit-bins
@@ -70,6 +79,6 @@ gpu-lease-plan:
 # deadline (a run it cuts is left, not failed; minimum times), command 2's deadline from the
 # lease's time left and its retry
 test-gpu-lease: $(foreach s,$(KIT_STEMS),$(BUILD)/test_gpt2cu_$(s)_fp32) $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(BUILD)/test_gpt2_$(EMU_DEVICE_STEM) \
-                $(EMU)/attention_kerple $(EMU)/attention_cope
+                $(EMU)/attention_kerple $(EMU)/attention_cope $(KIT_BUILD)/tasks
 	$(MAKE) $(kit_flags) $(KIT_BUILD)/test_gpt2_$(EMU_DEVICE_STEM)
-	$(kit_lists) bash tests/gpu_lease.sh $(BUILD) $(EMU_DEVICE_STEM) $(KIT_BUILD)/test_gpt2_$(EMU_DEVICE_STEM)
+	$(kit_lists) bash tests/gpu_lease.sh $(BUILD) $(EMU_DEVICE_STEM) $(KIT_BUILD)/test_gpt2_$(EMU_DEVICE_STEM) $(KIT_BUILD)/tasks

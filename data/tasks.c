@@ -11,11 +11,17 @@ written as masked shards (llmc/dataloader.h): one example per row, the loss on t
                                and every answer computed again from its input
     ./tasks show FILE [K]      the first K examples (default 5) as text
     ./tasks solve TASK INPUT   the answer to one input, written in the tokens' characters
+    ./tasks baseline [-w W] TASK LENGTHS
+                               for each length of the comma list: chance and the best local
+                               shortcut, the exact match of the best reader of W symbols of
+                               the input at its ends (default 5), computed (baselines below)
 defaults: N = 20, TRAIN = 20000, VAL = 512, TEST = 128, SEED = 1
 
 The tasks (an example's length, Kazemnejad et al.'s lambda, in brackets):
     sum      d op d op ... d [terms]: digits, ops + and -, every partial result in 0..9 (the
-             survey's "additions and subtractions within ten") -> the result
+             survey's "additions and subtractions within ten") -> the same with each digit
+             replaced by the running value after its term (a running sum: every term needed,
+             the answer's tokens in step with the input's, as copy's)
     copy     letters [letters] -> the same letters (Kazemnejad et al.)
     reverse  letters [letters] -> reversed (both studies)
     sort     letters [letters] -> in alphabetical order (Kazemnejad et al.)
@@ -34,6 +40,7 @@ The tasks (an example's length, Kazemnejad et al.'s lambda, in brackets):
 Every file is drawn from its own stream of the seed (the task, the split and, for a test
 file, its length), so a file is the same bytes whenever it is written with the same seed.
 */
+#include <math.h>
 #include "../llmc/utils.h"
 #include "../llmc/rand.h"
 #include "../llmc/dataloader.h"
@@ -49,7 +56,8 @@ static int task_row_len(int task, int n) {
         case TASK_PARITY: case TASK_EVEN: case TASK_CYCLE: return n + 4;
         case TASK_DUP: return 3 * n + 3;
         case TASK_ADD: return 3 * n + 5;
-        default: return 2 * n + 3; // the string tasks: n symbols, n back; sum and mod: 2n - 1 tokens, one back
+        case TASK_SUM: return 4 * n + 1; // 2n - 1 tokens, as many back
+        default: return 2 * n + 3; // the string tasks: n symbols, n back; mod: 2n - 1 tokens, one back
     }
 }
 
@@ -76,13 +84,15 @@ static int task_solve(int task, const int* in, int len, int* out, int* lambda) {
                 if (i + 1 < len && in[i + 1] != TOK_PLUS && in[i + 1] != TOK_MINUS && (!mod || in[i + 1] != TOK_TIMES)) { return -1; }
             }
             *lambda = (len + 1) / 2;
-            if (!mod) { // left to right, every partial result within 0..9
+            if (!mod) { // left to right, within 0..9: each operator, and the value after its term
                 int v = in[0] - TOK_0;
+                out[n++] = TOK_0 + v;
                 for (int i = 1; i < len; i += 2) {
                     v += (in[i] == TOK_PLUS ? 1 : -1) * (in[i + 1] - TOK_0);
                     if (v < 0 || v > 9) { return -1; }
+                    out[n++] = in[i];
+                    out[n++] = TOK_0 + v;
                 }
-                out[n++] = TOK_0 + v;
             } else { // the sum of the products, mod 5
                 int total = 0, sign = 1, term = in[0] - TOK_0;
                 for (int i = 1; i < len; i += 2) {
@@ -398,24 +408,236 @@ static void cmd_write(const char* dir, int n, const int* lengths, int num_length
     }
 }
 
+// ----------------------------------------------------------------------------
+// Baselines: the exact match of readers that see an example's length and only part of its
+// input, under the generator's draws (task_input: but for sum's, every symbol of an input
+// independent and uniform over its choices). A symbol is a unit of the example's length: a term
+// of sum and mod (the operator and digit), a letter, bit, digit or move.
+//   chance    the best answer to the length alone
+//   shortcut  the best reader of W symbols at the input's ends, its first a and its last W - a
+//             (the best a): what a model that looks only near the start and near the answer
+//             reaches at any length. 1 at lengths up to W (it sees the whole input).
+// The answer of parity, mod, cycle and even is the output of a finite automaton run over
+// the symbols (TaskMachine); the reader knows the state after the first a symbols, the hidden
+// middle's symbols spread it (a distribution over states), and the last W - a symbols map each
+// state to an answer: the reader answers the likeliest. The answers of the string tasks hold
+// every hidden symbol (copy, reverse, dup: each of alphabet A: A^-h for h hidden; sum: below)
+// or their multiset (sort, bucket: the likeliest multiset's probability); add's is an upper
+// bound: the sum is one-to-one in the longer operand, of whose digits at least L - W are
+// hidden, the top one of 9 values, each other of 10.
+
+// The automaton of a task with a one-token answer: states (the start state last), symbols
+// (those of the first and of every later position), the step and the answer of a state
+typedef struct { int task, states, first_symbols, symbols; } TaskMachine;
+
+// the automaton of a task into m; 0 for a task without one (a longer answer)
+static int task_machine(int task, TaskMachine* m) {
+    m->task = task;
+    switch (task) {
+        case TASK_MOD: m->states = 51; m->first_symbols = 5; m->symbols = 15; return 1;     // (total, sign, pending product)
+        case TASK_PARITY: m->states = 3; m->first_symbols = 2; m->symbols = 2; return 1;    // the count of 1s mod 2
+        case TASK_CYCLE: m->states = 6; m->first_symbols = 3; m->symbols = 3; return 1;     // the position mod 5
+        case TASK_EVEN: m->states = 5; m->first_symbols = 2; m->symbols = 2; return 1;      // (changes mod 2, last bit)
+    }
+    return 0;
+}
+
+// the state after symbol x from state q (the start state: x is a first symbol)
+static int machine_step(const TaskMachine* m, int q, int x) {
+    int start = q == m->states - 1;
+    switch (m->task) {
+        case TASK_MOD: { // q = total * 10 + sign * 5 + product; x = op * 5 + d, op 0 +, 1 -, 2 *
+            if (start) { return x; }
+            int total = q / 10, minus = q / 5 % 2, product = q % 5, op = x / 5, d = x % 5;
+            if (op == 2) { return total * 10 + minus * 5 + product * d % 5; }
+            total = (total + (minus ? 5 - product : product)) % 5;
+            return total * 10 + op * 5 + d;
+        }
+        case TASK_PARITY: return (start ? 0 : q) ^ x;
+        case TASK_CYCLE: return ((start ? 0 : q) + x + 4) % 5; // moves - 0 +
+        default: return start ? x : (q / 2 ^ (x != q % 2)) * 2 + x; // even: (changes mod 2) * 2 + last bit
+    }
+}
+
+// the answer (a digit's value) of state q
+static int machine_answer(const TaskMachine* m, int q) {
+    switch (m->task) {
+        case TASK_MOD: return (q / 10 + (q / 5 % 2 ? 5 - q % 5 : q % 5)) % 5;
+        case TASK_EVEN: return q / 2;
+        default: return q;
+    }
+}
+
+// dist (over states) moved on by n hidden symbols, the first a first symbol if `first`
+static void machine_spread(const TaskMachine* m, double* dist, int n, int first) {
+    double next[64];
+    for (int k = 0; k < n; k++) {
+        int choices = first && k == 0 ? m->first_symbols : m->symbols;
+        memset(next, 0, sizeof(next));
+        for (int q = 0; q < m->states; q++) {
+            if (dist[q] == 0) { continue; }
+            for (int x = 0; x < choices; x++) { next[machine_step(m, q, x)] += dist[q] / choices; }
+        }
+        memcpy(dist, next, (size_t)m->states * sizeof(double));
+    }
+}
+
+// a reader's view of the input's last symbols: the answer they give from each state before them
+typedef struct { uint8_t answer[64]; double p; } SuffixMap;
+
+// the order of maps by their answers (qsort's), so that equal maps are neighbours
+static int suffix_map_cmp(const void* a, const void* b) { return memcmp(a, b, 64); }
+
+// The exact match of the best reader of an input of L symbols that sees its first a and last
+// b symbols (a + b < L; a = b = 0: chance) of a task with an automaton
+static double machine_reader(const TaskMachine* m, int L, int a, int b) {
+    double seen[64] = {0}; // the state after the first a symbols, which the reader knows
+    seen[m->states - 1] = 1;
+    machine_spread(m, seen, a, 1);
+    // the distinct maps of the last b symbols (states -> answers) and their probabilities
+    int n = 1;
+    SuffixMap* maps = (SuffixMap*)calloc_check(1, sizeof(SuffixMap));
+    SuffixMap* next = NULL;
+    for (int q = 0; q < m->states; q++) { maps[0].answer[q] = (uint8_t)machine_answer(m, q); }
+    maps[0].p = 1;
+    for (int k = 0; k < b; k++) { // a symbol more before the ones mapped
+        int c = 0;
+        next = (SuffixMap*)realloc(next, (size_t)n * m->symbols * sizeof(SuffixMap));
+        maps = (SuffixMap*)realloc(maps, (size_t)n * m->symbols * sizeof(SuffixMap));
+        if (next == NULL || maps == NULL) { fatal("out of memory"); }
+        for (int i = 0; i < n; i++) {
+            for (int x = 0; x < m->symbols; x++, c++) {
+                memset(next[c].answer, 0, 64);
+                for (int q = 0; q < m->states - 1; q++) { next[c].answer[q] = maps[i].answer[machine_step(m, q, x)]; }
+                next[c].p = maps[i].p / m->symbols;
+            }
+        }
+        qsort(next, (size_t)c, sizeof(SuffixMap), suffix_map_cmp); // equal maps merged
+        n = 0;
+        for (int i = 0; i < c; i++) {
+            if (n > 0 && memcmp(maps[n - 1].answer, next[i].answer, 64) == 0) { maps[n - 1].p += next[i].p; }
+            else { maps[n++] = next[i]; }
+        }
+    }
+    double right = 0;
+    for (int q0 = 0; q0 < m->states; q0++) {
+        if (seen[q0] == 0) { continue; }
+        double hidden[64] = {0}; // the state after the hidden middle, from q0
+        hidden[q0] = 1;
+        machine_spread(m, hidden, L - a - b, a == 0);
+        for (int i = 0; i < n; i++) {
+            double by_answer[64] = {0}, best = 0;
+            for (int q = 0; q < m->states; q++) { by_answer[maps[i].answer[q]] += hidden[q]; }
+            for (int v = 0; v < 64; v++) { best = fmax(best, by_answer[v]); }
+            right += seen[q0] * maps[i].p * best;
+        }
+    }
+    free(maps);
+    free(next);
+    return right;
+}
+
+// sum's inputs of L terms are equally likely, each 1/10 (11^-(L-1)) (every step one of the 11
+// pairs that keep the value in 0..9), and its answer gives back every hidden term: the best
+// reader of the first a and the last b terms is right once for each view it can be shown,
+// (views) 0.1 11^-(L-1). A view is any first a terms that keep in 0..9 (10 11^(a-1)) with any
+// last b terms that fit 0..9 from some value (their partial sums' range <= 9): a hidden term
+// between can bring any value to any other
+static double sum_views(int a, int b) {
+    // the last b terms: paths of partial sums (offset from their start) whose range stays <= 9,
+    // counted by (offset - lowest, highest - lowest)
+    double paths[10][10] = {{0}};
+    paths[0][0] = 1;
+    for (int k = 0; k < b; k++) {
+        double next[10][10] = {{0}};
+        for (int up = 0; up < 10; up++) {
+            for (int range = up; range < 10; range++) {
+                if (paths[up][range] == 0) { continue; }
+                for (int step = -9; step <= 9; step++) { // + d and - d; +0 and -0 are two terms
+                    int u = up + step, lo = u < 0 ? -u : 0, r = range + lo, x = u + lo;
+                    if (x > r) { r = x; }
+                    if (r <= 9) { next[x][r] += paths[up][range] * (step == 0 ? 2 : 1); }
+                }
+            }
+        }
+        memcpy(paths, next, sizeof(paths));
+    }
+    double suffixes = 0;
+    for (int up = 0; up < 10; up++) { for (int range = 0; range < 10; range++) { suffixes += paths[up][range]; } }
+    return (a > 0 ? 10 * pow(11, a - 1) : 1) * suffixes;
+}
+
+// log of the probability of the likeliest multiset of h symbols drawn uniformly from k
+static double log_likeliest_multiset(int h, int k) {
+    int q = h / k, r = h % k;
+    return lgamma(h + 1.0) - r * lgamma(q + 2.0) - (k - r) * lgamma(q + 1.0) - h * log((double)k);
+}
+
+// chance (w = 0) or the best reader of w symbols at the ends of an input of length L: its exact
+// match, an upper bound where *bound is set (add)
+static double task_baseline(int task, int L, int w, int* bound) {
+    *bound = task == TASK_ADD;
+    if (L <= w) { return 1; }
+    TaskMachine m;
+    if (task_machine(task, &m) || task == TASK_SUM) {
+        double best = 0;
+        for (int a = 0; a <= w; a++) {
+            best = fmax(best, task == TASK_SUM ? sum_views(a, w - a) * 0.1 * pow(11, -(L - 1)) : machine_reader(&m, L, a, w - a));
+        }
+        return best;
+    }
+    int h = L - w; // hidden symbols
+    switch (task) {
+        case TASK_COPY: case TASK_REVERSE: return pow(26, -h);
+        case TASK_DUP: return pow(2, -h);
+        case TASK_SORT: return exp(log_likeliest_multiset(h, 26));
+        case TASK_BUCKET: return exp(log_likeliest_multiset(h, 5));
+        default: return h == 1 ? 1.0 / 9 : pow(10, -(h - 1)) / 9; // add: the bound
+    }
+}
+
+// ./tasks baseline: a CSV line for each length
+static void cmd_baseline(const char* name, const int* lengths, int num_lengths, int w) {
+    int task = task_by_name(name);
+    if (task == TASK_NONE) { fatal("unknown task '%s'", name); }
+    printf("task,length,window,chance,shortcut,bound\n");
+    for (int i = 0; i < num_lengths; i++) {
+        int bound;
+        double chance = task_baseline(task, lengths[i], 0, &bound);
+        printf("%s,%d,%d,%.12g,%.12g,%d\n", name, lengths[i], w, chance, task_baseline(task, lengths[i], w, &bound), bound);
+    }
+}
+
+// a comma list of lengths (-l, baseline's), as the trainers' lists (llmc/utils.h: split_list)
+static int parse_lengths(const char* what, const char* v, int* lengths) {
+    char buf[512];
+    char* items[MAX_LENGTHS];
+    if (strlen(v) >= sizeof(buf)) { fatal("%s: list too long", what); }
+    strcpy(buf, v);
+    int num = split_list(buf, items, MAX_LENGTHS, what, "lengths separated by commas, e.g. 10,20,40");
+    for (int k = 0; k < num; k++) { lengths[k] = (int)parse_long(what, items[k], 1, MAX_TASK_LEN); }
+    return num;
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: ./tasks write [-n N] [-l LENGTHS] [-e TRAIN] [-v VAL] [-x TEST] [-s SEED] DIR [TASK...]\n"
             "       ./tasks check FILE...\n"
             "       ./tasks show FILE [K]\n"
             "       ./tasks solve TASK INPUT\n"
+            "       ./tasks baseline [-w W] TASK LENGTHS\n"
             "tasks: sum copy reverse sort parity add mod dup bucket cycle even (see data/tasks.c)\n");
     exit(1);
 }
 
 int main(int argc, char** argv) {
-    int n = 20, train = 20000, val = 512, test = 128, seed = 1, num_lengths = 0;
+    int n = 20, train = 20000, val = 512, test = 128, seed = 1, num_lengths = 0, window = 5;
     int lengths[MAX_LENGTHS];
     char** args = (char**)malloc_check((size_t)argc * sizeof(char*));
     int nargs = 0;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
-        if (a[0] == '-' && a[1] != '\0' && a[2] == '\0' && strchr("nlevxs", a[1]) != NULL) {
+        if (a[0] == '-' && a[1] != '\0' && a[2] == '\0' && strchr("nlevxsw", a[1]) != NULL) {
             if (i + 1 >= argc) { fatal("flag %s needs a value", a); }
             const char* v = argv[++i];
             if (a[1] == 'n') { n = (int)parse_long(a, v, 1, MAX_TASK_LEN); }
@@ -423,14 +645,8 @@ int main(int argc, char** argv) {
             else if (a[1] == 'v') { val = (int)parse_long(a, v, 1, 1 << 24); }
             else if (a[1] == 'x') { test = (int)parse_long(a, v, 1, 1 << 24); }
             else if (a[1] == 's') { seed = (int)parse_long(a, v, 0, INT_MAX); }
-            else { // a comma list of lengths, as the trainers' (llmc/utils.h: split_list)
-                char buf[512];
-                char* items[MAX_LENGTHS];
-                if (strlen(v) >= sizeof(buf)) { fatal("flag -l: list too long"); }
-                strcpy(buf, v);
-                num_lengths = split_list(buf, items, MAX_LENGTHS, "-l", "lengths separated by commas, e.g. 10,20,40");
-                for (int k = 0; k < num_lengths; k++) { lengths[k] = (int)parse_long(a, items[k], 1, MAX_TASK_LEN); }
-            }
+            else if (a[1] == 'w') { window = (int)parse_long(a, v, 0, 8); }
+            else { num_lengths = parse_lengths(a, v, lengths); }
         } else if (a[0] == '-' && isalpha((unsigned char)a[1])) { // not an input of solve, such as "-0+"
             fatal("unknown flag %s (./tasks without arguments lists them)", a);
         } else {
@@ -467,6 +683,9 @@ int main(int argc, char** argv) {
         cmd_show(args[1], nargs == 3 ? (int)parse_long("K", args[2], 1, INT_MAX) : 5);
     } else if (strcmp(cmd, "solve") == 0 && nargs == 3) {
         cmd_solve(args[1], args[2]);
+    } else if (strcmp(cmd, "baseline") == 0 && nargs == 3) {
+        num_lengths = parse_lengths("baseline LENGTHS", args[2], lengths);
+        cmd_baseline(args[1], lengths, num_lengths, window);
     } else {
         usage();
     }

@@ -14,6 +14,15 @@
 #                                         heads of 64, timed, beside PyTorch SDPA (flash) and
 #                                         FlexAttention; compute-sanitizer on DAPE's whole
 #                                         model; what command 1 left (its correctness first)
+#   dev/gpu_checks.sh 3 [OUTDIR [LEFT]]   command 3 (its own time box, timeout 480 s, or the
+#                                         lease's time left): the algorithmic tasks' study on
+#                                         the CUDA trainer (dev/tasks.sh, several runs at once)
+#                                         at the anchors' scale: 5 layers of 64, lengths 1..40,
+#                                         tested up to 500, the kit's task entries (manifest:
+#                                         tasks), one seed; only the entries whose CUDA path
+#                                         command 1 showed equal to the CPU path (its results on
+#                                         this machine, or a lease's results.tsv copied to the
+#                                         kit's folder as results1.tsv)
 #   dev/gpu_checks.sh plan                the commands and the lease's arithmetic on paper (exit
 #                                         1 if it does not fit)
 #
@@ -41,6 +50,7 @@ set -uo pipefail # no -e: a failed run is a row of the summary, not the end of t
 LEASE_S=900
 START_S=120   # a machine's start, at most
 TIMEOUT_1=420
+TIMEOUT_3=480 # command 3's own time box: a lease of start and command 3, after command 1 passed
 CALL_MAX_S=600 # the longest timeout of one call of the GPU machine's run command
 MARGIN_S=25   # from a command's deadline to its timeout: the last pack and the files' return
 CORES=16      # the GPU machine's
@@ -59,11 +69,20 @@ EST_EVAL=15        # GPT-Small evaluated at 1k, 4k and 16k
 EST_REOPEN=3       # command 2 on the same machine: the kit is unpacked
 EST_TIME=2         # one encoding's attention timed (a process, 150 ms of warm-up and repeats each way)
 EST_TORCH=30       # PyTorch's start and six cases from the compile cache
+EST_TASK_RUN=60    # a task study's run (its steps and its evaluation up to length 500) among TASK_JOBS at once
 SANITIZE_TOOLS="memcheck racecheck" # cheapest first
 # cuBLAS(Lt)'s kernels, left out of compute-sanitizer's checks: the project's kernels are checked
 CS_FILTER=(--kernel-name-exclude 'regex=gemm|gemv|xmma|cutlass|nvjet|cublas|splitK')
 BENCH_STEPS=20 # GPT-Small steps per run; the mean of steps 3.. is timed
 BENCH_T=1024
+# command 3's study (dev/tasks.sh's settings): the anchors' model and lengths (5 layers of 64,
+# lengths 1..40, tested from 41 to 500 as DAPE V2's Table 6), the CPU study's tasks, one seed,
+# TASK_JOBS runs at once; GPU_TASKS_* (the dry run's tiny study) instead
+TASK_JOBS=${GPU_TASKS_JOBS:-16}
+TASK_TASKS=${GPU_TASKS_TASKS:-sum copy reverse cycle even}
+TASK_SETTINGS=(N="${GPU_TASKS_N:-40}" MODEL="${GPU_TASKS_MODEL:-task5}" STEPS="${GPU_TASKS_STEPS:-2000}" B="${GPU_TASKS_B:-128}" LR=1e-3
+               WARMUP="${GPU_TASKS_WARMUP:-100}" LENGTHS="${GPU_TASKS_LENGTHS:-20,40,41,60,100,200,500}" TEST="${GPU_TASKS_TEST:-32}" SEEDS=1
+               TASKS="$TASK_TASKS")
 
 CALLER=$PWD
 cd "$(dirname "$0")/.."
@@ -81,11 +100,12 @@ export TORCHINDUCTOR_CACHE_DIR=$WORK/torch/inductor TRITON_CACHE_DIR=$WORK/torch
 # the plan on paper: the lists from the kit's manifest (or the Makefile's, given by make
 # gpu-lease-plan), each command's units times their estimates against its deadline
 plan() {
-    local m=$KIT_DIR/kit.manifest stems pes bench paths from
+    local m=$KIT_DIR/kit.manifest stems pes bench paths from tasks
     if [ -f "$m" ]; then
         stems=$(sed -n 's/^stems //p' "$m"); pes=$(sed -n 's/^pes //p' "$m"); bench=$(sed -n 's/^bench //p' "$m"); paths=$(sed -n 's/^paths //p' "$m"); from=${m#"$ROOT"/}
+        tasks=$(sed -n 's/^tasks //p' "$m")
     elif [ -n "${KIT_STEMS:-}" ]; then
-        stems=$KIT_STEMS; pes=$KIT_PES; bench=$KIT_BENCH; paths=$(bash dev/gpu_kit.sh paths | tr '\n' ' '); from="the Makefile's lists"
+        stems=$KIT_STEMS; pes=$KIT_PES; bench=$KIT_BENCH; paths=$(bash dev/gpu_kit.sh paths | tr '\n' ' '); from="the Makefile's lists"; tasks=${KIT_TASKS:-}
     else
         echo "plan: no kit manifest $m (make gpu-kit) and no KIT_STEMS (make gpu-lease-plan)" >&2
         return 1
@@ -116,24 +136,32 @@ plan() {
     echo "  LEFT after command 1's timeout: ${LEASE_S} - ${START_S} - ${TIMEOUT_1} = ${ntimeout2} s (stops itself at ${d2} s); if the machine went cold, the command stops a start (${START_S} s) sooner"
     echo "carry: ${KIT_DIR#"$ROOT"/} data/starter"
     echo "start + command 1 + command 2: ${START_S} + ${TIMEOUT_1} + ${ntimeout2} = ${total} s of ${LEASE_S}; then give the machine back"
-    [ $c1 -le $d1 ] && [ $c2 -le $d2 ] && [ $total -le $LEASE_S ] || { echo "the commands do not fit the lease on paper" >&2; return 1; }
+    local d3=$((TIMEOUT_3 - MARGIN_S)) nt runs c3
+    nt=$(wc -w <<< "$TASK_TASKS")
+    runs=$(( $(wc -w <<< "$tasks") * nt ))
+    c3=$(( EST_OPEN + (runs + TASK_JOBS - 1) / TASK_JOBS * EST_TASK_RUN ))
+    echo "command 3: timeout_s ${TIMEOUT_3}, stops itself at ${d3} s: bash dev/gpu_checks.sh 3 \"\$OUT\""
+    echo "  the tasks' study, in a lease of its own after one whose command 1 passed (its logs1's results.tsv copied to ${KIT_DIR#"$ROOT"/}/results1.tsv):" \
+         "start + command 3 = $((START_S + TIMEOUT_3)) s of ${LEASE_S}; or after command 1 in the same lease, its timeout LEFT"
+    echo "  on paper: open ${EST_OPEN} + $(wc -w <<< "$tasks") entries x ${nt} tasks = ${runs} runs, ${TASK_JOBS} at once, x ${EST_TASK_RUN} s $(( c3 - EST_OPEN )) = ${c3} s of ${d3} ($(echo "${TASK_SETTINGS[@]}"))"
+    [ $c1 -le $d1 ] && [ $c2 -le $d2 ] && [ $total -le $LEASE_S ] && [ $c3 -le $d3 ] || { echo "the commands do not fit the lease on paper" >&2; return 1; }
 }
 
 # the command line's use, on stderr, and exit 1
-usage() { echo "usage: $0 1|2 [OUTDIR [LEFT]] | plan   (LEFT: the lease's seconds left)" >&2; exit 1; }
+usage() { echo "usage: $0 1|2|3 [OUTDIR [LEFT]] | plan   (LEFT: the lease's seconds left)" >&2; exit 1; }
 [ $# -ge 1 ] || usage
 if [ "$1" = plan ]; then plan; exit; fi
-[ "$1" = 1 ] || [ "$1" = 2 ] || usage
+[ "$1" = 1 ] || [ "$1" = 2 ] || [ "$1" = 3 ] || usage
 N=$1
 OUTDIR=$(abs "${2:-${OUT:-$WORK/out$N}}")
 LEFT_S=${3:-}
 [ -z "$LEFT_S" ] || [[ $LEFT_S =~ ^[1-9][0-9]*$ ]] || usage
 COLD=0
 [ -e "$WORK/kit/sum" ] || COLD=1 # a fresh machine: its start came out of LEFT
-if [ $N = 1 ]; then timeout_s=$TIMEOUT_1; else timeout_s=$((LEASE_S - START_S - TIMEOUT_1)); fi
+case $N in 1) timeout_s=$TIMEOUT_1 ;; 2) timeout_s=$((LEASE_S - START_S - TIMEOUT_1)) ;; 3) timeout_s=$TIMEOUT_3 ;; esac
 why_deadline="its timeout $timeout_s s less $MARGIN_S"
 if [ -n "$LEFT_S" ]; then
-    [ $N = 1 ] && [ $LEFT_S -ge $TIMEOUT_1 ] || timeout_s=$LEFT_S
+    [ $N != 2 ] && [ $LEFT_S -ge $timeout_s ] || timeout_s=$LEFT_S
     [ $timeout_s -le $CALL_MAX_S ] || timeout_s=$CALL_MAX_S
     why_deadline="the lease's $LEFT_S s left: a timeout of $timeout_s s less $MARGIN_S"
     if [ $COLD = 1 ] && [ $((LEFT_S - START_S)) -lt $timeout_s ]; then
@@ -195,7 +223,7 @@ finish() {
     flush_ordered
     flush_background
     awk '!seen[$0]++' "$LEFT" > "$LEFT.tmp" && mv "$LEFT.tmp" "$LEFT" # once each, in the order left
-    [ $N = 2 ] || cp "$LEFT" "$WORK/left1.txt"
+    [ $N != 1 ] || cp "$LEFT" "$WORK/left1.txt"
     local ok all
     ok=$(grep -c $'\tok$' "$RESULTS")
     all=$(wc -l < "$RESULTS")
@@ -722,9 +750,71 @@ command2() {
     done
 }
 
+# whether command 1 showed an entry of the task study equal to the CPU path: its stem's four
+# runs ok (the reference comparison and the attention check, bf16 and fp32) in R1; an entry
+# whose stem command 1 does not compare (DAPE on another base) needs its base's and those of
+# the kit's stem of its DAPE variant. Prints why not
+equal_in_1() {
+    local e=$1 need s r why=""
+    if [[ " $STEMS " == *" $e "* ]]; then need=$e
+    elif [[ $e == *_dape* ]]; then
+        need="${e%_dape*} $(for s in $STEMS; do [[ $s == *"_dape${e##*_dape}" ]] && { echo "$s"; break; }; done)"
+        [ "$(wc -w <<< "$need")" = 2 ] || { echo "no stem of its DAPE variant (_dape${e##*_dape}) in command 1"; return 1; }
+    else
+        echo "not a stem of command 1"; return 1
+    fi
+    for s in $need; do
+        for r in test_$s test_${s}_fp32 attention_$s attention_${s}_fp32; do
+            grep -q "^$r"$'\t'".*"$'\t'"ok$" "$R1" 2> /dev/null || why="$why $r: $(grep "^$r"$'\t' "$R1" 2> /dev/null | tail -n 1 | cut -f3 | grep . || echo 'not run');"
+        done
+    done
+    [ -z "$why" ] || { echo "command 1 (${R1#"$ROOT"/}):${why%;}"; return 1; }
+}
+
+# the study of the algorithmic tasks on the CUDA trainer (dev/tasks.sh), the entries that
+# passed, several runs at once, stopped (its runs' checkpoints kept) before the deadline; its
+# tables (tasks.md, tasks.csv) come back; the steps' milliseconds of its runs in the summary
+u_tasks() {
+    local entries=$1 r study=$WORK/tasks_study
+    r=$(run tasks_study $CALL_MAX_S 30 '^wrote .*tasks\.md' env "${TASK_SETTINGS[@]}" ENTRIES="$entries" TRAINER=cuda BIN="$BIN" \
+        TASKS_BIN="$BIN/tasks" JOBS=$TASK_JOBS DEADLINE=$(( $(left) - 30 )) bash dev/tasks.sh "$study")
+    cp "$study/tasks.md" "$study/tasks.csv" "$OUTDIR/" 2> /dev/null
+    [ ! -e "$study/tasks.png" ] || cp "$study/tasks.png" "$OUTDIR/"
+    local progress
+    progress=$(grep -m1 '^Runs finished' "$study/tasks.md" 2> /dev/null)
+    # "Runs finished: X of the Y planned": the deadline left runs out where X < Y
+    [ "$(sed -n 's/^Runs finished: \([0-9]*\) of the \([0-9]*\) planned.*/\1 \2/p' <<< "$progress" | awk '{ print ($1 < $2) }')" != 1 ] ||
+        { leave; [ "$r" != ok ] || r="ok, not every run: the deadline (left3.txt; command 3 again on this machine resumes)"; }
+    row "| the study ($(echo "${TASK_SETTINGS[@]}"), $TASK_JOBS runs at once): ${progress:-no tables} | $r |"
+    table "| task | entry | ms/step | val loss | result |"
+    local f
+    for f in "$study"/runs/*/*.log; do
+        [ -e "$f" ] || continue
+        row "| $(basename "$(dirname "$f")") | $(basename "$f" .log) | $(sed -n 's/^total average iteration time: \([0-9.]*\) ms.*/\1/p' "$f" | tail -n 1 | grep . || echo -) |" \
+            "$(grep '^val loss' "$f" | tail -n 1 | cut -d' ' -f3 | grep . || echo -) | $(grep -q '^tasks: pe' "$f" && echo evaluated || echo 'not finished') |"
+    done
+}
+
+# command 3: the task study at the anchors' scale, each entry only where command 1 showed its
+# CUDA path equal to the CPU path
+command3() {
+    R1=$WORK/logs1/results.tsv
+    [ -s "$R1" ] || R1=$KIT_DIR/results1.tsv
+    local e why ok=""
+    table "| task study entry | equal to the CPU path in command 1 |"
+    for e in $(manifest tasks); do
+        if why=$(equal_in_1 "$e"); then ok="$ok $e"; row "| $e | yes |"; else row "| $e | no: not run ($why) |"; result "tasks_$e" "not run ($why)" 0; fi
+    done
+    pack
+    table "| task study | result |"
+    if [ -z "$ok" ]; then row "| no entry shown equal to the CPU path by command 1: nothing to run | not run |"; return; fi
+    if [ $DEVICE = 0 ]; then result tasks_study "SKIPPED (no CUDA device)" 0; row "| the study | SKIPPED (no CUDA device) |"; return; fi
+    UNIT=tasks u_tasks "$(echo $ok)"
+}
+
 say "GPU checks, command $N (dev/gpu_checks.sh), $(date -u +%Y-%m-%dT%H:%MZ)$([ $COLD = 1 ] && echo ", on a fresh machine")"
 if [ "$DEADLINE" -le 0 ]; then say "FAIL: no time for this command: deadline $DEADLINE s ($why_deadline)"; exit 1; fi
 open_kit || exit 1
 machine
 pack
-if [ $N = 1 ]; then command1; else command2; fi
+case $N in 1) command1 ;; 2) command2 ;; 3) command3 ;; esac

@@ -4,8 +4,8 @@
 #
 #   dev/gpu_kit.sh stage DIR FILE...   strips FILE... into DIR/bin (FILE=NAME: under that name),
 #                                      writes DIR/manifest (KIT_STEMS, KIT_PES, KIT_BENCH,
-#                                      KIT_EVAL, KIT_BLAS from the environment: the Makefile's
-#                                      lists) and checks the libraries; KIT_LLMC: a folder made
+#                                      KIT_EVAL, KIT_BLAS, KIT_TASKS (may be empty) from the
+#                                      environment: the Makefile's lists) and checks the libraries; KIT_LLMC: a folder made
 #                                      by `llmc` below, whose sources go to DIR/llmc (a rebuild on
 #                                      the GPU machine starts there)
 #   dev/gpu_kit.sh libs FILE...        the library check alone: every FILE needs only the
@@ -18,7 +18,7 @@
 #                                      where the toolkit has nvml.h, into DIR/llmc_train_gpt2cu
 #   dev/gpu_kit.sh paths               the distinct attention paths among KIT_STEMS (below)
 #
-# The manifest: "revision", "stems", "pes", "bench", "eval", "paths", "blas", "llmc" lines, one
+# The manifest: "revision", "stems", "pes", "bench", "eval", "tasks", "paths", "blas", "llmc" lines, one
 # "bin NAME" line per binary, and "glibc" (the newest version of the C library they need);
 # dev/gpu_checks.sh takes its lists from it and checks the kit against it.
 #
@@ -104,6 +104,7 @@ stage() {
         echo "pes $KIT_PES"
         echo "bench $KIT_BENCH"
         echo "eval $KIT_EVAL"
+        echo "tasks ${KIT_TASKS:-}"
         echo "paths $(paths | tr '\n' ' ' | sed 's/ $//')"
         echo "blas $KIT_BLAS"
         echo "llmc $([ -n "${KIT_LLMC:-}" ] && cat "$KIT_LLMC/REVISION" || echo none)"

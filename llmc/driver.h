@@ -123,8 +123,8 @@ static void usage(void) {
         "  -j <glob>   val data shards (default data/starter/starter_val_*.bin), or named test sets\n"
         "              name=glob,name=glob,... each evaluated at every -E length (validation: the first)\n"
         "  -e <model>  checkpoint .bin, or preset: nano (2L 4H 128), cpu (4L 8H 256), tiny (6L 8H 512),\n"
-        "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c, task (2L 2H 64)\n"
-        "              (default cpu)\n"
+        "              small (12L 12H 768), medium (24L 16H 1024), d6/d12/d24/d36/d48 as llm.c, task (2L 2H 64),\n"
+        "              task5 (5L 2H 64) (default cpu)\n"
         "  -o <dir>    output directory: main.log, checkpoints, extrapolation.csv, positions.csv, the run's flags\n"
         "              (cmdline) (default none); one trainer at a time (a lock); a new run only into a directory\n"
         "              without one (-y 1)\n"
@@ -1513,7 +1513,7 @@ static int train_main(int argc, char** argv) {
     } else {
         GPT2Config cfg;
         if (!gpt2_config_from_preset(&cfg, a.model, a.T, PE_ID)) {
-            fatal("-e %s is neither a .bin checkpoint nor a preset (nano, cpu, tiny, small, medium, d6..d48, task)", a.model);
+            fatal("-e %s is neither a .bin checkpoint nor a preset (nano, cpu, tiny, small, medium, d6..d48, task, task5)", a.model);
         }
         pe_config_positions(&cfg, a.rand_pos > a.pose_len ? a.rand_pos : a.pose_len); // learned's table: a row for every position drawn (-rp) or given (-po)
         if (data_vocab > 0) { cfg.vocab_size = data_vocab; cfg.padded_vocab_size = round_up(data_vocab, 128); }

@@ -138,10 +138,17 @@ static int pe_has_eval_variant(int v) { return v == PE_EVAL_PLAIN; }
 #ifndef PE_LIMIT_NOTE // the n/a of an evaluation beyond the limit
 #define PE_LIMIT_NOTE "beyond the encoding's range"
 #endif
+// an encoding whose rows depend on where the pass ends (DAPE_1xk's edge: a window's last k/2
+// rows): a next-token prediction is then the last row of a pass over its prefix, as decoding
+// computes it (llmc/task_eval.h). SHAPE's offsets and CAPE's augmentation depend on a row's
+// place in a pass in training only; an evaluation's positions are each row's own, so their
+// rows do not. BiPE's own positions (segments) of a token depend on the tokens up to it only,
+// so a prefix's rows are the whole row's (test_gpt2.c: test_task_decoding, for every build)
+#define PE_PREFIX_DEPENDENT DAPE_WINDOW_EDGE
 // an encoding whose rows, cut short or grouped otherwise, compute otherwise (DAPE_1xk's edge;
 // SHAPE's offsets, drawn per row of a pass): the driver's length buckets keep its rows whole
 #ifndef PE_WHOLE_ROWS
-#define PE_WHOLE_ROWS DAPE_WINDOW_EDGE
+#define PE_WHOLE_ROWS PE_PREFIX_DEPENDENT
 #define PE_WHOLE_ROWS_WHY "DAPE_1xk: the rows of a window's last k/2 positions depend on where it ends"
 #endif
 #ifndef PE_OWN_POSITIONS // an encoding's own positions after those given, drawn or the indices, of the pass's tokens (B, T; NULL: none): none
@@ -378,6 +385,7 @@ static int gpt2_config_from_preset(GPT2Config* c, const char* name, int T, int p
     int L = 0, NH = 0, C = 0;
     if (strcmp(name, "nano") == 0) { L = 2; NH = 4; C = 128; }
     else if (strcmp(name, "task") == 0) { L = 2; NH = 2; C = 64; }
+    else if (strcmp(name, "task5") == 0) { L = 5; NH = 2; C = 64; } // the task studies' depth, heads of the kernels' 32
     else if (strcmp(name, "cpu") == 0) { L = 4; NH = 8; C = 256; }
     else if (strcmp(name, "tiny") == 0) { L = 6; NH = 8; C = 512; }
     else if (strcmp(name, "small") == 0) { L = 12; NH = 12; C = 768; }

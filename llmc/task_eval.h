@@ -2,19 +2,23 @@
 Accuracy on the algorithmic tasks, by length (-A; llmc/tasks.h, docs/tasks.md). Every file
 of the pattern is a task file of data/tasks.c (the examples of one task, at one length or at
 the training lengths); each is read and checked when the run starts and scored at every
-evaluation, each example's row in one forward pass, teacher-forced: the model's most likely
-token at each scored position (the answer's tokens and EOS).
-  exact match     every scored position right. This is greedy decoding's exact match: the
-                  answer is a function of the prompt, and where greedy decoding first leaves
-                  the answer, the teacher-forced most likely token differs from it at that
-                  same position (both saw the same tokens before it); EOS is scored, so the
-                  model must also stop (Kazemnejad et al.'s metric).
+evaluation by the model's most likely token at each scored position (the answer's tokens and
+EOS), given the right tokens before it:
+  exact match     every scored position right: greedy decoding's exact match (Kazemnejad et
+                  al.'s metric). The answer is a function of the prompt, and where greedy
+                  decoding first leaves the answer, the most likely token given the right
+                  tokens before it differs from it at that same position (both saw the same
+                  tokens); EOS is scored, so the model must also stop.
   token accuracy  the fraction of the answer's tokens right, each given the right tokens
                   before it (Ruoss et al.'s per-token accuracy, there of a non-causal model);
                   EOS does not count here (it would be half the score of a one-token answer).
-A file whose rows are longer than the model can run (learned beyond maxT, randomized
-positions beyond their range) is n/a. The table goes to stdout, with one example of each
-file and its greedy answer up to its first wrong token; the rows go to tasks.csv in the
+A position's prediction is the one decoding makes: the last row of a pass over its prefix.
+Where the encoding's rows do not depend on where the pass ends, that is the same row of one
+pass over the example's whole row, and one pass scores every position (teacher-forced); where
+they do (PE_PREFIX_DEPENDENT, llmc/model.h: DAPE_1xk's edge), each scored position has a pass
+over its prefix. A file whose rows are longer than the model can run (learned beyond maxT,
+randomized positions beyond their range) is n/a. The table goes to stdout, with one example of
+each file and its greedy answer up to its first wrong token; the rows go to tasks.csv in the
 output directory (pe,train_len,step,task,min_len,max_len,examples,correct,accuracy,tokens,
 tokens_correct,token_accuracy), appended: each evaluation adds its rows under its step.
 
@@ -115,11 +119,55 @@ static int task_argmax(const float* logits, int V) {
     return best;
 }
 
+// One pass over the first len tokens of n rows of a task file (which: their indices from row
+// i0) and, for each, the model's most likely token after each of its positions from `first` on
+// whose next token is scored, into pred[which[k] R + t]. Randomized positions: the rows' one
+// draw of R positions, of which the pass takes the first len
+static void task_pass(GPT2* model, const TaskSet* s, int i0, const int* which, int n, int len, int first, int* x,
+                      float* logits, int* pred) {
+    int R = s->R;
+    for (int k = 0; k < n; k++) {
+        for (int t = 0; t < len; t++) { x[(int64_t)k * len + t] = s->tokens[(int64_t)(i0 + which[k]) * R + t]; }
+    }
+    model->rp_key = rp_key(RP_STREAM_TASKS, (uint64_t)R, (uint64_t)i0);
+    model->rp_draw_len = R;
+    gpt2_forward(model, x, NULL, n, len, 0);
+    model->rp_draw_len = 0;
+    for (int k = 0; k < n; k++) {
+        const uint8_t* m = s->mask + (int64_t)(i0 + which[k]) * R;
+        for (int t = first; t < len && t + 1 < R; t++) {
+            if (!m[t + 1]) { continue; }
+            gpt2_logits_row(model, k, t, logits);
+            pred[(int64_t)which[k] * R + t] = task_argmax(logits, model->config.vocab_size);
+        }
+    }
+}
+
+// The prediction at each scored position of rows i0 .. i0 + rows - 1 of a task file, the token
+// after it given the right tokens before it (pred[r R + t]), as decoding makes it: at the last row
+// of a pass over the position's prefix. One pass over the whole rows gives every one of them
+// where a row's prediction does not depend on where the pass ends; where it does
+// (PE_PREFIX_DEPENDENT), each position has a pass over its prefix, of the rows that score the
+// token after it
+static void task_predict(GPT2* model, const TaskSet* s, int i0, int rows, int* which, int* x, float* logits, int* pred) {
+    int R = s->R;
+    if (!PE_PREFIX_DEPENDENT) {
+        for (int r = 0; r < rows; r++) { which[r] = r; }
+        task_pass(model, s, i0, which, rows, R, 0, x, logits, pred);
+        return;
+    }
+    for (int t = 0; t + 1 < R; t++) {
+        int n = 0;
+        for (int r = 0; r < rows; r++) { if (s->mask[(int64_t)(i0 + r) * R + t + 1]) { which[n++] = r; } }
+        if (n > 0) { task_pass(model, s, i0, which, n, t + 1, t, x, logits, pred); }
+    }
+}
+
 // Scores a task file's examples, batched about batch_tokens tokens at a time and spread
 // over the ranks; rank 0 prints its first example with the greedy answer
 static void task_set_score(GPT2* model, const TaskSet* s, int64_t batch_tokens, const MultiProcess* mp, TaskScore* out) {
     memset(out, 0, sizeof(*out));
-    int R = s->R, V = model->config.vocab_size;
+    int R = s->R;
     if (!gpt2_reaches(model, R)) {
         out->note = "n/a: " PE_LIMIT_NOTE;
         return;
@@ -127,15 +175,15 @@ static void task_set_score(GPT2* model, const TaskSet* s, int64_t batch_tokens, 
     int batch = batch_tokens / R > 1 ? (int)(batch_tokens / R) : 1;
     if (batch > s->rows) { batch = s->rows; }
     int* x = (int*)malloc_check((size_t)batch * R * sizeof(int));
+    int* pred = (int*)malloc_check((size_t)batch * R * sizeof(int));
+    int* which = (int*)malloc_check((size_t)batch * sizeof(int));
     float* logits = (float*)malloc_check((size_t)model->config.padded_vocab_size * sizeof(float));
     char* shown = (char*)malloc_check((size_t)R + 8); // the greedy answer of the first example
     int shown_len = 0, shown_right = 0;
     double sums[4] = {0};
     for (int i0 = mp->rank * batch; i0 < s->rows; i0 += mp->world * batch) {
         int rows = s->rows - i0 < batch ? s->rows - i0 : batch;
-        for (int64_t i = 0; i < (int64_t)rows * R; i++) { x[i] = s->tokens[(int64_t)i0 * R + i]; }
-        model->rp_key = rp_key(RP_STREAM_TASKS, (uint64_t)R, (uint64_t)i0); // randomized positions: the batch's draw
-        gpt2_forward(model, x, NULL, rows, R, 0);
+        task_predict(model, s, i0, rows, which, x, logits, pred);
         for (int r = 0; r < rows; r++) {
             const uint16_t* row = s->tokens + (int64_t)(i0 + r) * R;
             const uint8_t* m = s->mask + (int64_t)(i0 + r) * R;
@@ -143,8 +191,7 @@ static void task_set_score(GPT2* model, const TaskSet* s, int64_t batch_tokens, 
             while (!m[eos]) { eos--; }
             for (int t = 0; t + 1 < R; t++) { // position t predicts token t + 1 (the row's last predicts none)
                 if (!m[t + 1]) { continue; }
-                gpt2_logits_row(model, r, t, logits);
-                int best = task_argmax(logits, V);
+                int best = pred[(int64_t)r * R + t];
                 if (i0 + r == 0 && all) { shown[shown_len++] = task_token_char(best); }
                 all &= best == row[t + 1];
                 if (t + 1 < eos) { sums[2] += 1; sums[3] += best == row[t + 1]; }
@@ -167,6 +214,8 @@ static void task_set_score(GPT2* model, const TaskSet* s, int64_t batch_tokens, 
         printf("  greedy: %.*s%s\n", shown_len, shown, shown_right ? "" : " (wrong)");
     }
     free(x);
+    free(pred);
+    free(which);
     free(logits);
     free(shown);
 }

@@ -30,15 +30,19 @@
 #
 # What the full kit adds (make gpu-kit, not run by make test: 17 minutes of CPU): the real
 # programs in bf16 and fp32 for every stem, and llm.c's trainer, in at most 40 MB.
-#   usage: gpu_lease.sh BUILD_DIR STEM KIT_REF   (the emulated trainer and CPU test of STEM and the
+#   usage: gpu_lease.sh BUILD_DIR STEM KIT_REF KIT_TASKS_BIN
+#                                                (the emulated trainer and CPU test of STEM and the
 #                                                 emulated attention of kerple and cope are built;
 #                                                 KIT_REF: STEM's CPU reference writer built as
-#                                                 the kit builds it; KIT_STEMS, KIT_PES,
-#                                                 KIT_BENCH, KIT_EVAL, KIT_BLAS: the Makefile's)
+#                                                 the kit builds it; KIT_TASKS_BIN: ./tasks built
+#                                                 as the kit builds it; KIT_STEMS, KIT_PES,
+#                                                 KIT_BENCH, KIT_EVAL, KIT_TASKS, KIT_BLAS: the
+#                                                 Makefile's)
 set -uo pipefail
 build=$1
 stem=$2
 kit_ref=$3
+kit_tasks=$4
 D=$build/gpu_lease
 rm -rf "$D"
 mkdir -p "$D"
@@ -53,7 +57,7 @@ line_of() { grep -n "^$2"$'\t' "$1" | head -n 1 | cut -d: -f1 | grep . || echo 0
 
 # 1. the plan, from the Makefile's lists
 plan=$(GPU_KIT=$D/nokit bash dev/gpu_checks.sh plan) || fail "plan: the commands do not fit the lease: $plan"
-for n in 1 2; do
+for n in 1 2 3; do
     cmd=$(sed -n "s/^command $n: .*: \(bash dev\/gpu_checks.sh .*\)$/\1/p" <<< "$plan")
     if [ -n "$cmd" ] && [ ${#cmd} -le 2000 ]; then pass "plan: command $n '$cmd' (${#cmd} characters)"
     else fail "plan: no command $n of at most 2000 characters: $plan"; fi
@@ -63,8 +67,12 @@ paper=$(sed -n 's/^  on paper: .* = \([0-9]*\) s of \([0-9]*\)$/\1 \2/p' <<< "$p
     fail "plan: no arithmetic of command 1 within its deadline: $plan"
 grep -q "^  on paper: .* = [0-9]* s, then what command 1 left$" <<< "$plan" && grep -q "LEFT" <<< "$plan" ||
     fail "plan: no arithmetic of command 2 and its timeout from the lease's time left: $plan"
-grep -q "^start + command 1 + command 2: .* s of [0-9]*; then give the machine back$" <<< "$plan" && pass "plan: $(tail -n 1 <<< "$plan")" ||
+grep -q "^start + command 1 + command 2: .* s of [0-9]*; then give the machine back$" <<< "$plan" && pass "plan: $(grep '^start + command 1' <<< "$plan")" ||
     fail "plan: no lease total: $plan"
+paper=$(sed -n 's/^  on paper: open [0-9]* + \([0-9]*\) entries x [0-9]* tasks .* = \([0-9]*\) s of \([0-9]*\) (.*$/\1 \2 \3/p' <<< "$plan")
+[ -n "$paper" ] && [ "${paper%% *}" = "$(wc -w <<< "$KIT_TASKS")" ] && [ "$(cut -d' ' -f2 <<< "$paper")" -le "${paper##* }" ] &&
+    grep -q "start + command 3 = [0-9]* s of [0-9]*" <<< "$plan" && pass "plan: command 3, the tasks' study of $(wc -w <<< "$KIT_TASKS") entries, on paper $(cut -d' ' -f2 <<< "$paper") s of ${paper##* }" ||
+    fail "plan: no arithmetic of command 3 within its deadline: $plan"
 
 # 2. the kit: stand-ins, make test's fp32 tests, a reference writer as the kit builds it, the
 # library check, the packing
@@ -74,7 +82,8 @@ for s in $KIT_STEMS; do
     if [ "$s" = "$stem" ]; then files+=("$kit_ref"); else files+=("$D/stub=test_gpt2_$s"); fi
     files+=("$D/stub=test_gpt2cu_$s" "$build/test_gpt2cu_${s}_fp32")
 done
-for pe in $(echo $KIT_BENCH $KIT_EVAL | tr " " "\n" | awk '!seen[$0]++'); do files+=("$D/stub=train_gpt2cu_$pe"); done
+for pe in $(echo $KIT_BENCH $KIT_EVAL $KIT_TASKS | tr " " "\n" | awk '!seen[$0]++'); do files+=("$D/stub=train_gpt2cu_$pe"); done
+files+=("$kit_tasks")
 for pe in $KIT_PES; do files+=("$D/stub=attention_$pe"); done
 files+=("$D/stub=mma_check")
 if bash dev/gpu_kit.sh stage "$D/stage" "${files[@]}" && KIT_XZ=-0 bash dev/gpu_kit.sh pack "$D/stage" "$D/kit"; then
@@ -176,7 +185,13 @@ bash dev/gpu_checks.sh 2 "$D/out2" > "$D/run2.log" 2>&1 && fail "command 2 witho
 outputs "$D/out2" 2
 [ "$(cut -f3 "$D/work/logs2/results.tsv" | grep -cvE '^(SKIPPED|not run) \(')" = 0 ] || fail "command 2 without a device: runs neither SKIPPED nor not run"
 [ $(grep -c "^| ours: .* | SKIPPED (no CUDA device) |$" "$D/out2/summary2.md") = $(wc -w <<< "$KIT_PES") ] || fail "command 2: not every encoding's timing row SKIPPED"
-[ $failed != $section ] || pass "without a device: $(wc -l < "$R") runs of command 1 and $(wc -l < "$D/work/logs2/results.tsv") of command 2, each SKIPPED or not run, every stem's row, $(ls "$D/out1" | wc -l) files"
+bash dev/gpu_checks.sh 3 "$D/out3" > "$D/run3.log" 2>&1 && fail "command 3 without a device: exit 0"
+outputs "$D/out3" 3
+n=$(grep -cE '^\| [a-z0-9_]+ \| no: not run \(' "$D/out3/summary3.md")
+[ "$n" = "$(wc -w <<< "$KIT_TASKS")" ] && grep -q "test_[a-z0-9_]*: SKIPPED (no CUDA device)" "$D/out3/summary3.md" &&
+    grep -q "^| no entry shown equal to the CPU path by command 1: nothing to run | not run |$" "$D/out3/summary3.md" ||
+    fail "command 3 without a device: not every one of the $(wc -w <<< "$KIT_TASKS") entries refused for command 1's SKIPPED runs ($n): $(cat "$D/out3/summary3.md")"
+[ $failed != $section ] || pass "without a device: $(wc -l < "$R") runs of command 1 and $(wc -l < "$D/work/logs2/results.tsv") of command 2, each SKIPPED or not run, every stem's row, $(ls "$D/out1" | wc -l) files; command 3 runs no entry of the $(wc -w <<< "$KIT_TASKS"), command 1 having shown none equal"
 # without a kit: the counts are numbers; a relative OUTDIR is the caller's
 section=$failed
 mkdir -p "$D/caller"
@@ -263,6 +278,38 @@ py=$PWD/$D/tools_make/torch_python
 python3 -c "import torch" 2> /dev/null && py=python3 # a python3 with torch is taken first
 grep -q "SKIPPED ($py has no torch or no transformers)" "$D/out_py/summary1.md" &&
     pass "python3 without torch: the checks take GPU_CHECKS_PYTHON" || fail "python3 without torch: $(grep -m1 'HF export' "$D/out_py/summary1.md")"
+
+# command 3 with a pretended GPU: a kit whose command 1 (another lease's results, copied beside
+# it as results1.tsv) showed learned equal and kerple not; the study of the entries that pass
+# runs with the emulated CUDA trainer on a tiny task study; the deadline stops one that is slow
+section=$failed
+files=("$D/stub=test_gpt2_learned" "$D/stub=test_gpt2cu_learned" "$D/stub=test_gpt2cu_learned_fp32" "$D/stub=test_gpt2_kerple" "$D/stub=test_gpt2cu_kerple"
+       "$D/stub=test_gpt2cu_kerple_fp32" "$D/stub=train_gpt2cu_learned" "$D/stub=train_gpt2cu_nope" "$D/stub=mma_check" "$kit_tasks")
+KIT_STEMS="learned kerple" KIT_PES="learned kerple" KIT_BENCH=learned KIT_EVAL=learned KIT_TASKS="learned kerple_dape1x3 nope" \
+    bash dev/gpu_kit.sh stage "$D/stage_tasks" "${files[@]}" > /dev/null && KIT_XZ=-0 bash dev/gpu_kit.sh pack "$D/stage_tasks" "$D/kit_tasks" > /dev/null ||
+    fail "the task study's kit"
+printf 'test_learned\t9\tok\ntest_learned_fp32\t9\tok\nattention_learned\t3\tok\nattention_learned_fp32\t3\tok\ntest_kerple\t1\tFAIL (signal SEGV)\n' > "$D/kit_tasks/results1.tsv"
+tiny_study=(GPU_TASKS_N=3 GPU_TASKS_MODEL=task GPU_TASKS_STEPS=3 GPU_TASKS_B=4 GPU_TASKS_WARMUP=1 GPU_TASKS_LENGTHS=2,3,5 GPU_TASKS_TEST=4 GPU_TASKS_JOBS=2)
+# (exit 1: the entries not run are no success)
+env "${tiny_study[@]}" GPU_TASKS_TASKS=copy GPU_KIT=$D/kit_tasks GPU_CHECKS_WORK=$D/work_tasks DEADLINE=200 bash dev/gpu_checks.sh 3 "$D/out_tasks" > "$D/run_tasks.log" 2>&1
+outputs "$D/out_tasks" 3
+S=$D/out_tasks/summary3.md
+grep -qx '| learned | yes |' "$S" && grep -qx '| kerple_dape1x3 | no: not run (no stem of its DAPE variant (_dape1x3) in command 1) |' "$S" &&
+    grep -qx '| nope | no: not run (not a stem of command 1) |' "$S" && pass "command 3: learned runs (command 1 showed it equal), kerple_dape1x3 and nope do not" ||
+    fail "command 3: the entries' rows: $(grep -E '^\| (learned|kerple_dape1x3|nope) \|' "$S" | tr '\n' ';')"
+grep -qE '^\| the study \(N=3 .*\): Runs finished: 1 of the 1 planned .*\| ok \|$' "$S" && grep -qE '^\| copy \| learned_s1 \| [0-9.]+ \| [0-9.]+ \| evaluated \|$' "$S" &&
+    [ "$(grep -c '^learned,1,kerple_dape1x3,' "$D/out_tasks/tasks.csv")" = 3 ] && [ -s "$D/out_tasks/tasks.md" ] &&
+    pass "command 3: the study ran on the CUDA trainer (emulated): $(grep -m1 '^Runs finished' "$D/out_tasks/tasks.md"), its ms/step, tasks.md and tasks.csv back" ||
+    fail "command 3: the study: $(grep -E 'study|copy' "$S" | tr '\n' ';') tasks.csv: $(cat "$D/out_tasks/tasks.csv" 2>&1 | head -n 3)"
+start=$(date +%s)
+env "${tiny_study[@]}" GPU_TASKS_TASKS="copy reverse" GPU_STUB_SLOW="train_gpt2cu_learned=100" GPU_KIT=$D/kit_tasks GPU_CHECKS_WORK=$D/work_tasks_late DEADLINE=60 \
+    bash dev/gpu_checks.sh 3 "$D/out_tasks_late" > /dev/null 2>&1
+took=$(( $(date +%s) - start ))
+grep -qE '^\| the study .*Runs finished: 0 of the 2 planned.*\| ok, not every run: the deadline' "$D/out_tasks_late/summary3.md" && grep -qx tasks "$D/out_tasks_late/left3.txt" && [ $took -le 65 ] &&
+    pass "command 3: the deadline stopped the study's slow runs after $took s, the unit left (left3.txt)" ||
+    fail "command 3 under a deadline: $took s, $(grep -E '^\| the study' "$D/out_tasks_late/summary3.md"), left: $(cat "$D/out_tasks_late/left3.txt" 2>&1)"
+[ -e "$D/work/left1.txt" ] && [ ! -s "$D/work/left1.txt" ] || fail "command 3 touched command 1's left1.txt"
+[ $failed != $section ] || pass "command 3: its gate, its study and its deadline"
 
 # 5. the deadline: a stand-in run that needs 20 s and a 16 s deadline: stopped, left, no FAIL
 export GPU_CHECKS_WORK=$D/work_late

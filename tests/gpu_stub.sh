@@ -9,7 +9,8 @@
 #                     reference writers write empty files); the trainers are the CUDA trainer run
 #                     in the CPU emulation (GPU_STUB_TRAINER) on a tiny checkpoint
 #                     (GPU_STUB_MODEL) and shards of its vocabulary
-#                     (GPU_STUB_DATA/tiny_{train,val}_000000.bin); llm.c's table and step lines
+#                     (GPU_STUB_DATA/tiny_{train,val}_000000.bin), or, given task files (-A),
+#                     on the arguments given (the tasks' study); llm.c's table and step lines
 #                     are written out as its train_gpt2.cu prints them
 #   GPU_STUB_CRASH, GPU_STUB_HANG, GPU_STUB_FAIL   words NAME or NAME:ARG1 (the first argument):
 #                     those runs end by SIGSEGV, never end, or fail a check instead
@@ -78,6 +79,7 @@ case $name in
     mma_check) echo ok ;;
     test_gpt2_*) : > "$2_model.bin"; : > "$2_state.bin"; echo "wrote $2_model.bin and $2_state.bin (stub)" ;;
     train_gpt2cu_*)
+        if [[ " $* " == *" -A "* ]]; then exec "$GPU_STUB_TRAINER" "$@"; fi # the tasks' study: its own data and settings
         tiny=(-e "$GPU_STUB_MODEL" -i "$GPU_STUB_DATA/tiny_train_000000.bin" -j "$GPU_STUB_DATA/tiny_val_000000.bin" -W -1)
         if [[ " $* " == *" -x 0 "* ]]; then exec "$GPU_STUB_TRAINER" "${tiny[@]}" -x 0 -E 32 -K 64; fi
         exec "$GPU_STUB_TRAINER" "${tiny[@]}" -b 2 -t 32 -x 5 -u 1 -m 0 -s 0 -E 32 -K 64 ;;

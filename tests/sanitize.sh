@@ -10,8 +10,8 @@
 #      stack buffer), and a 300-character test set name (refused)
 #   4. the tokenizer's commands: encode, decode, shard, info, dump, write-bin, eval,
 #      write-passkey
-#   5. ./tasks' commands: write, check, show, solve (dup of 6147 bits, whose answer outgrew
-#      its buffer), and check of a dup file whose input is longer than its rows' lengths
+#   5. ./tasks' commands: write, check, show, baseline (sum, mod, even, copy, sort, add), solve
+#      (dup of 6147 bits, whose answer outgrew its buffer), and check of a dup file whose input is longer than its rows' lengths
 #      (refused); a task file of one token that is not PAD given to -A (refused)
 # A sanitizer's report ends the program with a nonzero status, which fails the test. The
 # model is the passkey template's (test_gpt2 passkey-remap: 560 tokens, 2 layers of 64
@@ -66,6 +66,7 @@ echo "=== ./tasks' commands"
 run "write: every task" "$TASKS" write -n 4 -e 16 -v 4 -x 4 -l 2,8 "$DIR/tasks"
 run "check: every file" "$TASKS" check "$DIR"/tasks/*/*.bin
 run "show" "$TASKS" show "$DIR/tasks/dup/test_0008.bin" 4
+for t in sum mod even copy sort add; do run "baseline: $t" "$TASKS" -w 5 baseline $t 1,5,6,40; done
 bits=$(printf '01%.0s' $(seq 3073))0
 run "solve: dup of 6147 bits" "$TASKS" solve dup "$bits"
 [ "$(cat "$DIR/out")" = "$bits$bits" ] || fail "dup of 6147 bits: a wrong answer"

@@ -2,7 +2,8 @@
 # The algorithmic tasks and answer-only training (make test-tasks; the masked loss's fp64
 # gradient check runs before it, build/gradcheck_learned gradcheck masked):
 #   1. data/tasks.c: the answers of hand-worked inputs of every task (dup of 10000 bits too),
-#      inputs that are no task's refused; files of one seed identical to the byte, another
+#      inputs that are no task's refused; the baselines (chance, the best local shortcut)
+#      against brute force (tests/task_baselines.py); files of one seed identical to the byte, another
 #      seed's not; every file read back and checked (./tasks check); damaged files, -l with an
 #      empty item and a directory too long for its files refused with one line, nothing created
 #   2. masked shards in the trainer: every malformed mask, a row length that is not -t, plain
@@ -16,8 +17,13 @@
 #      greedy) where the untrained one never does; the evaluation's count is the one greedy
 #      decoding token by token gives (tests/greedy.py, the PyTorch model; skipped without
 #      PyTorch); learned is n/a beyond its positions;
-#      tasks.csv gains rows with each evaluation's step; the CUDA trainer in the CPU emulation
-#      trains the same steps and scores the same answers
+#      tasks.csv gains rows with each evaluation's step
+#   5. the study (dev/tasks.sh): a run interrupted after a checkpoint resumes, one trained but not
+#      evaluated is evaluated, a finished one is skipped, each run's rows in tasks.csv once; other
+#      settings and a foreign tasks.csv refused; the statistics against tabulated values
+#      (tests/task_stats.py); the tables of planted numbers: intervals, ties, differences after
+#      Holm's adjustment, entries not learned left out of the comparisons, entries not yet run
+#   6. the CUDA trainer in the CPU emulation trains the same steps and scores the same answers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -29,6 +35,9 @@ done
 DIR=$(mktemp -d /tmp/test_tasks.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 export OMP_NUM_THREADS=1
+# under make -j the study script's own make inherits a jobserver that this recipe does not pass
+# on, and warns of it on stderr, a line that the one-line refusals below would count
+unset MAKEFLAGS MFLAGS
 failures=0
 ok() { echo "  ok    $*"; }
 bad() { echo "  FAIL  $*"; failures=$((failures + 1)); }
@@ -51,8 +60,9 @@ while read -r task input answer; do
     got=$(./tasks solve "$task" "$input")
     [ "$got" = "$answer" ] && ok "$task $input = $got" || bad "$task $input: expected $answer, got $got"
 done <<'CASES'
-sum 7-3+5 9
-sum 0+9-9+4 4
+sum 7-3+5 7-4+9
+sum 0+9-9+4 0+9-0+4
+sum 9-0-9+3 9-9-0+3
 copy hello hello
 reverse abcz zcba
 sort banana aaabnn
@@ -71,6 +81,7 @@ even 0110 0
 even 011 1
 CASES
 expect "a partial sum beyond 9" "no input of task sum" "$ROOT/tasks" solve sum 5+5
+expect "two digits in a row" "no input of task sum" "$ROOT/tasks" solve sum 5+55
 expect "a leading zero" "no input of task add" "$ROOT/tasks" solve add 10+1
 expect "a letter in a bit string" "no input of task parity" "$ROOT/tasks" solve parity 01a
 expect "a character outside the vocabulary" "no token of the task vocabulary" "$ROOT/tasks" solve copy "ab?"
@@ -78,6 +89,13 @@ expect "a character outside the vocabulary" "no token of the task vocabulary" "$
 bits=$(printf '10%.0s' $(seq 5000))
 [ "$(./tasks solve dup "$bits" 2> "$DIR/err")" = "$bits$bits" ] && ok "dup of 10000 bits: its 20000-bit answer" \
     || bad "dup of 10000 bits: $(cat "$DIR/err")"
+
+echo "=== data/tasks.c: chance and the best local shortcut (./tasks baseline) against brute force"
+python3 tests/task_baselines.py ./tasks && ok "every case as brute force" || bad "./tasks baseline differs from brute force"
+[ "$(./tasks baseline even 40 | tail -1)" = "even,40,5,0.5,1,0" ] && ok "even at 40: chance 0.5, its first and last bit give the answer (1)" \
+    || bad "even at 40: $(./tasks baseline even 40 | tail -1)"
+expect "baseline of no task" "unknown task 'nosuch'" "$ROOT/tasks" baseline nosuch 10
+expect "baseline: an empty length" "expects lengths separated by commas" "$ROOT/tasks" baseline sum 10,,20
 
 echo "=== data/tasks.c: files"
 ./tasks write -n 5 -e 8192 -v 64 -x 64 -l 5,10 -s 7 "$DIR/a" > /dev/null
@@ -219,6 +237,69 @@ else
 fi
 "$BIN" -e task -x 0 -j "$T/val.bin" -A "$DIR/eval/*.bin" -o "$DIR/untrained" > /dev/null
 [ "$(acc "$DIR/untrained/tasks.csv" 1 5 0)" = "0.000000" ] && ok "untrained: exact match 0" || bad "untrained: $(cat "$DIR/untrained/tasks.csv")"
+
+echo "=== the study (dev/tasks.sh): resumed where it stopped, appending; its tables and their tests (dev/plot_tasks.py)"
+python3 tests/task_stats.py > "$DIR/stats.log" && ok "the statistics (dev/task_stats.py) against tabulated values: $(grep -c '^  ok' "$DIR/stats.log") checks" \
+    || { bad "dev/task_stats.py"; cat "$DIR/stats.log"; }
+ST=$DIR/study
+study() { env ENTRIES="learned nope" TASKS=copy MODEL=task N=3 TEST=8 LENGTHS=2,3,5 WARMUP=2 CKPT=10 STEPS=30 "$@" bash dev/tasks.sh "$ST"; }
+rows() { tail -n +2 "$ST/tasks.csv" | wc -l; }
+study SEEDS=1 > "$DIR/study1.log" 2>&1
+[ "$(rows)" -eq 6 ] && grep -q "^2 runs started, 0 failed" "$DIR/study1.log" && ok "seed 1: 2 runs, their 6 rows (3 lengths each) in tasks.csv" \
+    || bad "seed 1: $(rows) rows: $(tail -n 3 "$DIR/study1.log")"
+# seed 2 interrupted: learned stopped at step 10 (a checkpoint), nope trained but not evaluated
+mkdir -p "$ST/runs/copy"
+for e in learned:10 nope:30; do
+    "$ROOT/build/train_gpt2_${e%%:*}" -e task -b 32 -x ${e#*:} -l 1e-3 -u 2 -q 0.1 -v 0 -m 8 -n 10 -R 2 -i "$ST/data/s1/copy/train.bin" -j "$ST/data/s1/copy/val.bin" \
+        -o "$ST/runs/copy/${e%%:*}_s2" > /dev/null 2>&1
+done
+rm -f "$ST/runs/copy/nope_s2/tasks.csv"
+study SEEDS="1 2" > "$DIR/study2.log" 2>&1
+[ "$(rows)" -eq 12 ] && grep -q "^2 runs started, 0 failed" "$DIR/study2.log" && grep -q "^resume: " "$ST/runs/copy/learned_s2.log" \
+    && [ "$(grep -c '^step' "$ST/runs/copy/learned_s2.log")" -eq 20 ] && ! grep -q '^step' "$ST/runs/copy/nope_s2.log" \
+    && [ "$(cut -d, -f1,2 "$ST/tasks.csv" | sort | uniq -c | awk '$1 != 3' | wc -l)" -eq 1 ] \
+    && ok "seeds 1 and 2: seed 1 skipped, learned resumed from step 10 (20 steps), nope evaluated alone; 12 rows, each run's once" \
+    || bad "seeds 1 and 2: $(rows) rows, $(tail -n 2 "$DIR/study2.log" | tr '\n' ' '), learned's steps $(grep -c '^step' "$ST/runs/copy/learned_s2.log" 2>&1)"
+study SEEDS="1 2" > "$DIR/study3.log" 2>&1
+[ "$(rows)" -eq 12 ] && grep -q "^0 runs started, 0 failed" "$DIR/study3.log" && grep -q "^Runs finished: 4 of the 4 planned (2 entries x 1 tasks x 2 seeds): copy 4 of 4" "$ST/tasks.md" \
+    && ! grep -q "study is incomplete" "$ST/tasks.md" \
+    && ok "again: nothing to run, nothing appended; tasks.md: $(grep -m1 '^Runs finished' "$ST/tasks.md")" || bad "again: $(rows) rows, $(tail -n 1 "$DIR/study3.log")"
+expect "a study resumed with other settings" "holds a study of other settings" env ENTRIES=learned TASKS=copy MODEL=task N=3 TEST=8 LENGTHS=2,3,5 \
+    WARMUP=2 CKPT=10 STEPS=31 SEEDS=1 bash "$ROOT/dev/tasks.sh" "$ST"
+[ "$(rows)" -eq 12 ] && ok "its tasks.csv left as it was" || bad "the refused study changed tasks.csv"
+mkdir -p "$DIR/foreign_study" && echo "my notes" > "$DIR/foreign_study/tasks.csv"
+expect "a study folder whose tasks.csv is not the study's" "is not this script's table" env ENTRIES=learned TASKS=copy MODEL=task N=3 TEST=8 \
+    LENGTHS=2,3,5 STEPS=30 SEEDS=1 bash "$ROOT/dev/tasks.sh" "$DIR/foreign_study"
+[ "$(cat "$DIR/foreign_study/tasks.csv")" = "my notes" ] && ok "that file is left as it was" || bad "the foreign tasks.csv was changed"
+# the tables' tests on planted numbers: five seeds, N = 10, 3 lengths in, 3 beyond; a and d
+# tie (the same means, noise), both above b (p < 1e-4 after Holm over 3 pairs), c not learned
+python3 - "$DIR/planted" <<'PY'
+import os, sys
+d = sys.argv[1]
+os.makedirs(d)
+beyond = {"a": [0.90, 0.92, 0.88, 0.91, 0.90], "b": [0.10, 0.12, 0.09, 0.11, 0.10], "c": [0.5] * 5, "d": [0.91, 0.90, 0.89, 0.92, 0.89]}
+inside = {"a": 1.0, "b": 0.97, "c": 0.5, "d": 1.0}
+with open(d + "/study.txt", "w") as f:
+    f.write("N=10\nW=5\nmodel=task\nsteps=1\nlr=1\nbatch=1\nexamples=100\ntrainer=cpu\nentries=a b c d e\ntasks=copy\nseeds=1 2 3 4 5\n")
+with open(d + "/tasks.csv", "w") as f:
+    f.write("entry,seed,pe,train_len,step,task,min_len,max_len,examples,correct,accuracy,tokens,tokens_correct,token_accuracy\n")
+    for e in "abcd":
+        for s in range(1, 6):
+            for L in (5, 8, 10, 15, 20, 40):
+                acc = inside[e] if L <= 10 else beyond[e][s - 1]
+                f.write("%s,%d,x,23,1,copy,%d,%d,100,%d,%f,100,0,%f\n" % (e, s, L, L, acc * 100, acc, acc))
+with open(d + "/baselines.csv", "w") as f:
+    f.write("task,length,window,chance,shortcut,bound\n")
+    for L in (5, 8, 10, 15, 20, 40):
+        f.write("copy,%d,5,%g,%g,0\n" % (L, 26.0 ** -L, 1 if L <= 5 else 26.0 ** (5 - L)))
+PY
+python3 dev/plot_tasks.py "$DIR/planted"
+M=$DIR/planted/tasks.md
+grep -q '^| `a` | 5 | 1.00 \[1.00, 1.00\] | 0.90 \[0.88, 0.92\] |' "$M" && grep -q '^| `c` | 5 | 0.50 \[0.50, 0.50\] | 0.50 \[0.50, 0.50\] | .* | \*\*no\*\*: not compared |' "$M" \
+    && grep -q '^| `e` | 0 | not yet run |' "$M" && grep -q 'Significant differences: `a` > `b` (p < 1e-4); `d` > `b` (p < 1e-4); every other ordering among them is a tie' "$M" \
+    && grep -q '^| `d` | 0.90 \[0.89, 0.92\] | above, p < 1e-4 | `b` (p < 1e-4) | - |' "$M" && grep -q "^Runs finished: 20 of the 25 planned (5 entries x 1 tasks x 5 seeds): copy 20 of 25.*\*\*The study is incomplete\*\*" "$M" \
+    && ok "the tables of planted numbers: intervals (a: 0.90 [0.88, 0.92]), a and d tie, both above b, c not learned and not compared, e not yet run, the study said incomplete (20 of 25 runs)" \
+    || { bad "the tables of planted numbers:"; cat "$M"; }
 
 echo "=== the CUDA trainer in the CPU emulation: the same training steps and answers"
 # every row length its own pass (-lb 0: the passes' sizes change within a step)
