@@ -430,6 +430,14 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
 // ----------------------------------------------------------------------------
 // launchers
 
+// a kernel's dynamic shared memory beyond the default 48 KiB (the attentions of their own: txl's,
+// complex_order's); a clear error naming `what` where the GPU has less
+template<class K>
+static void attention_allow_smem(K* kernel, size_t bytes, size_t limit, const char* what) {
+    if (bytes > limit) { fatal("%s needs %.1f KiB of shared memory per block, this GPU allows %.1f KiB", what, bytes / 1024.0, limit / 1024.0); }
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
 // number of per-block partials the dk/dv pass writes for the parameter gradients:
 // one per (b, h, key block)
 static inline int attention_kv_blocks(int B, int T, int NH) { return B * NH * CEIL_DIV(T, ATT_KV_BK); }

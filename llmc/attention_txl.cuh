@@ -370,13 +370,6 @@ template<int HS> constexpr size_t txl_backward_p_smem() {
     return (2 * TXL_BQ * HS + 2 * TXL_BAND * (HS + 4) + TXL_BAND + 2 * TXL_BQ) * sizeof(float);
 }
 
-// a kernel's dynamic shared memory beyond the default 48 KiB; a clear error where the GPU has less
-template<class K>
-static void txl_allow_smem(K* kernel, size_t bytes, size_t limit, const char* name) {
-    if (bytes > limit) { fatal("txl attention (%s) needs %.1f KiB of shared memory per block, this GPU allows %.1f KiB", name, bytes / 1024.0, limit / 1024.0); }
-    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-}
-
 // number of per-block partials the dq pass writes: one per (b, h, query block)
 static inline int txl_q_blocks(int B, int T, int NH) { return B * NH * CEIL_DIV(T, ATT_BQ); }
 
@@ -384,7 +377,7 @@ template<int HS>
 static void txl_attention_forward_hs(floatX* out, float* lse, const floatX* qkv, const TxlArgs& a, int B, int T, int NH,
                                      size_t smem_limit, cudaStream_t stream) {
     constexpr size_t smem = txl_forward_smem<HS>();
-    txl_allow_smem(txl_forward_kernel<HS>, smem, smem_limit, "forward");
+    attention_allow_smem(txl_forward_kernel<HS>, smem, smem_limit, "txl attention (forward)");
     dim3 grid(CEIL_DIV(T, ATT_BQ), NH, B);
     txl_forward_kernel<HS><<<grid, ATT_BQ * HS / ATT_DPT, smem, stream>>>(out, lse, qkv, a, T, NH);
     cudaCheckLaunch("txl_forward_kernel");
@@ -394,9 +387,9 @@ template<int HS>
 static void txl_attention_backward_hs(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out,
                                       const float* lse, const TxlArgs& a, int B, int T, int NH, size_t smem_limit, cudaStream_t stream) {
     constexpr size_t smem_q = txl_forward_smem<HS>(), smem_kv = txl_backward_kv_smem<HS>(), smem_p = txl_backward_p_smem<HS>();
-    txl_allow_smem(txl_backward_q_kernel<HS>, smem_q, smem_limit, "dq pass");
-    txl_allow_smem(txl_backward_kv_kernel<HS>, smem_kv, smem_limit, "dk/dv pass");
-    txl_allow_smem(txl_backward_p_kernel<HS>, smem_p, smem_limit, "dP pass");
+    attention_allow_smem(txl_backward_q_kernel<HS>, smem_q, smem_limit, "txl attention (dq pass)");
+    attention_allow_smem(txl_backward_kv_kernel<HS>, smem_kv, smem_limit, "txl attention (dk/dv pass)");
+    attention_allow_smem(txl_backward_p_kernel<HS>, smem_p, smem_limit, "txl attention (dP pass)");
     dim3 grid_q(CEIL_DIV(T, ATT_BQ), NH, B);
     txl_backward_q_kernel<HS><<<grid_q, ATT_BQ * HS / ATT_DPT, smem_q, stream>>>(dqkv, D, dout, qkv, out, lse, a, T, NH);
     cudaCheckLaunch("txl_backward_q_kernel");

@@ -310,6 +310,128 @@ static void pe_output_backward(GPT2* model, int B, int T) {
 }
 
 
+#elif PE_PART == PE_PART_CUDA
+
+// Both streams run through the trainer's block (acts and acts2, gs and gs2); the attention is
+// the kernels of llmc/attention_complex.cuh (fp32 on CUDA cores in both builds), the
+// embedding's and the output's small kernels are below.
+#include "../llmc/attention_complex.cuh"
+#define PE_ATTENTION
+
+// the imaginary stream's block at layer l: its own tensors, the real stream's ln1
+template<class T>
+static BlockOf<T> pe_stream_block(GPT2* model, const TensorSet<T>* t, int l) {
+    return block_layer<T>({t->ln1w, t->ln1b, t->complex_qkvw, t->complex_qkvb, t->complex_attprojw, t->complex_attprojb, t->complex_ln2w,
+                           t->complex_ln2b, t->complex_fcw, t->complex_fcb, t->complex_fcprojw, t->complex_fcprojb}, l, model->config.channels);
+}
+
+// complex_embed_forward_kernel: one thread per (token, channel): the amplitude r in out becomes
+// r cos(p w) there and r sin(p w) in out_im (p: the token's position + 1; positions NULL: its index)
+__global__ void complex_embed_forward_kernel(floatX* out, floatX* out_im, const floatX* w, const int* positions, int N, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) { return; }
+    size_t bt = idx / C;
+    float r = (float)out[idx], phase = complex_position(positions != NULL ? positions[bt] : (int)(bt % T)) * (float)w[idx % C];
+    out[idx] = (floatX)(r * cosf(phase));
+    out_im[idx] = (floatX)(r * sinf(phase));
+}
+
+// complex_embed_backward_kernel: one thread per (channel, chunk of tokens, blockIdx.y): the
+// amplitudes' gradient d_re cos + d_im sin written over d_re, and the chunk's sum of w's
+// gradient p r (d_im cos - d_re sin) into partials[chunk C + c] (summed in a fixed order after)
+__global__ void complex_embed_backward_kernel(floatX* dre, float* partials, const floatX* dim, const floatX* wte, const int* inputs,
+                                              const floatX* w, const int* positions, int N, int T, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    int n0 = (int)((size_t)N * blockIdx.y / gridDim.y), n1 = (int)((size_t)N * (blockIdx.y + 1) / gridDim.y);
+    float wc = (float)w[c], sum = 0.0f;
+    for (int bt = n0; bt < n1; bt++) {
+        size_t idx = (size_t)bt * C + c;
+        float p = complex_position(positions != NULL ? positions[bt] : bt % T), cs = cosf(p * wc), sn = sinf(p * wc);
+        float r = (float)wte[(size_t)inputs[bt] * C + c], d_re = (float)dre[idx], d_im = (float)dim[idx];
+        sum += p * r * (d_im * cs - d_re * sn);
+        dre[idx] = (floatX)(d_re * cs + d_im * sn);
+    }
+    partials[(size_t)blockIdx.y * C + c] = sum;
+}
+
+#define PE_EMBED
+static void pe_embed_forward(GPT2* model, floatX* out, int B, int T) {
+    int C = model->config.channels;
+    size_t n = (size_t)B * T * C;
+    complex_embed_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(out, model->acts2.encoded, model->params.complex_w,
+                                                                            pe_positions(model, 0), B * T, T, C);
+    cudaCheckLaunch("complex_embed_forward_kernel");
+}
+// dout (d x_re) becomes the amplitudes' gradient; d x_im is the imaginary stream's dres
+static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
+    int C = model->config.channels, chunks = column_chunks(B * T);
+    complex_embed_backward_kernel<<<dim3(CEIL_DIV(C, 256), chunks), 256, 0, ctx.stream>>>(
+        dout, model->partials, model->gs2.dres, model->params.wte, model->acts.inputs, model->params.complex_w, pe_positions(model, 0), B * T, T, C);
+    cudaCheckLaunch("complex_embed_backward_kernel");
+    partials_reduce(model->grads.complex_w, model->partials, chunks, C, C);
+}
+
+// complex_output_forward_kernel: u = |z| / 1.5 of z = lnf (z_re, kept in z_re_kept) + i z_im, into lnf
+__global__ void complex_output_forward_kernel(floatX* lnf, floatX* z_re_kept, const floatX* z_im, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float re = (float)lnf[i], im = (float)z_im[i];
+    z_re_kept[i] = lnf[i];
+    lnf[i] = (floatX)(sqrtf(re * re + im * im) / (float)COMPLEX_OUT_DIV);
+}
+// complex_output_backward_kernel: du (in dz_re) becomes d z_re = du z_re / (1.5 |z|), and d z_im
+// likewise into dz_im
+__global__ void complex_output_backward_kernel(floatX* dz_re, floatX* dz_im, const floatX* z_re, const floatX* z_im, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) { return; }
+    float re = (float)z_re[i], im = (float)z_im[i];
+    float g = (float)dz_re[i] / (float)COMPLEX_OUT_DIV * complex_inv_abs(sqrtf(re * re + im * im));
+    dz_re[i] = (floatX)(g * re);
+    dz_im[i] = (floatX)(g * im);
+}
+
+// the classifier's input u = |z| / 1.5 into acts.lnf (z_re kept in acts.pe_lnf), with z_im
+// the imaginary stream's last layer through complex_lnf
+static void pe_output_forward(GPT2* model, int B, int T) {
+    int C = model->config.channels, L = model->config.num_layers;
+    ActivationTensors* im = &model->acts2;
+    layernorm_forward(im->lnf, im->lnf_mean, im->lnf_rstd, im->residual3 + layer_slot(model, L - 1) * model->acts_N * C,
+                      model->params.complex_lnfw, model->params.complex_lnfb, B * T, C);
+    size_t n = (size_t)B * T * C;
+    complex_output_forward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(model->acts.lnf, model->acts.pe_lnf, im->lnf, n);
+    cudaCheckLaunch("complex_output_forward_kernel");
+}
+// d lnf (du, in gs.dsmall) becomes d z_re; d z_im goes back through complex_lnf into gs2.dres
+static void pe_output_backward(GPT2* model, int B, int T) {
+    int C = model->config.channels, L = model->config.num_layers;
+    size_t n = (size_t)B * T * C, last = (size_t)(L - 1) * model->acts_N * C;
+    complex_output_backward_kernel<<<CEIL_DIV(n, 256), 256, 0, ctx.stream>>>(model->gs.dsmall, model->gs2.dsmall, model->acts.pe_lnf,
+                                                                             model->acts2.lnf, n);
+    cudaCheckLaunch("complex_output_backward_kernel");
+    cudaCheck(cudaMemsetAsync(model->gs2.dres, 0, n * sizeof(floatX), ctx.stream));
+    layernorm_backward(model->gs2.dres, model->grads.complex_lnfw, model->grads.complex_lnfb, model->partials, model->gs2.dsmall,
+                       model->acts2.residual3 + last, model->params.complex_lnfw, model->acts2.lnf_mean, model->acts2.lnf_rstd, B * T, C);
+}
+
+static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) { return 0; }
+// both streams' attention of layer l: out and lse, and the imaginary stream's out in acts2
+static void pe_attention_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, int B, int T) {
+    int C = model->config.channels, NH = model->config.num_heads;
+    size_t s = layer_slot(model, l), N = model->acts_N;
+    ComplexArgs a = {model->acts2.qkv + s * N * 3 * C, model->acts2.atty + s * N * C, NULL, NULL};
+    complex_attention_forward(out, lse, qkv, a, B, T, NH, C / NH, ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+}
+// dqkv and the imaginary stream's (gs2.dbig) written in full, from dout and gs2.dsmall
+static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
+                                  const float* lse, int B, int T) {
+    int C = model->config.channels, NH = model->config.num_heads;
+    size_t o = (size_t)l * model->acts_N;
+    ComplexArgs a = {model->acts2.qkv + o * 3 * C, NULL, model->gs2.dsmall, model->gs2.dbig};
+    complex_attention_backward(dqkv, model->gs.att_D, dout, qkv, out, model->acts2.atty + o * C, lse, a, B, T, NH, C / NH,
+                               ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+}
+
 #elif PE_PART == PE_PART_TEST
 
 // the tests' final layernorms shift each channel by +-(2..3): the modulus |z| has third
