@@ -49,12 +49,12 @@ int main(int argc, char** argv) {
     }
     int fails = 0;
     if (argc > 1 && strcmp(argv[1], "check") == 0) {
-        const AttnShape shapes[] = {{2, 200, 2, 64}, {1, 77, 2, 32}, {1, 100, 1, 128}};
+        const AttnShape shapes[] = {{2, 200, 2, 64, 0}, {1, 77, 2, 32, 0}, {1, 100, 1, 128, 0}};
         for (const AttnShape& s : shapes) { fails += complex_case_check(s, 7, TOL_OUT, 0); }
     } else {
         int version = argc > 1 ? atoi(argv[1]) : 1;
         if (version < 1 || version > 3) { fatal("unknown version %d (1, 2, 3: the kernels of llmc/attention_complex.cuh)", version); }
-        AttnShape s = {2, 1024, 12, 64};
+        AttnShape s = {2, 1024, 12, 64, 0};
         if (argc > 2) { s.T = atoi(argv[2]); }
         if (argc > 3) { s.B = atoi(argv[3]); }
         if (argc > 4) { s.NH = atoi(argv[4]); }
