@@ -430,6 +430,18 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
 // ----------------------------------------------------------------------------
 // launchers
 
+// calls fn(std::integral_constant<int, HS>()) for a head size the kernels are compiled for (32,
+// 64, 128): the launchers' step from the run-time head size to their templates'
+template<class F>
+static void attention_head_size(int HS, F fn) {
+    switch (HS) {
+        case 32: fn(std::integral_constant<int, 32>()); break;
+        case 64: fn(std::integral_constant<int, 64>()); break;
+        case 128: fn(std::integral_constant<int, 128>()); break;
+        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
+    }
+}
+
 // a kernel's dynamic shared memory beyond the default 48 KiB (the attentions of their own: txl's,
 // complex_order's); a clear error naming `what` where the GPU has less
 template<class K>
@@ -465,12 +477,7 @@ static inline int attention_head_size_supported(int hs) { return hs == 32 || hs 
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C)
 template<class PE>
 static void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    switch (HS) {
-        case 32: attention_forward_hs<32>(out, lse, qkv, pb, B, T, NH, stream); break;
-        case 64: attention_forward_hs<64>(out, lse, qkv, pb, B, T, NH, stream); break;
-        case 128: attention_forward_hs<128>(out, lse, qkv, pb, B, T, NH, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_head_size(HS, [&](auto hs) { attention_forward_hs<decltype(hs)::value>(out, lse, qkv, pb, B, T, NH, stream); });
 }
 
 // dqkv (B, T, 3C), written in full, and the bias gradients through the PE's hooks;
@@ -478,12 +485,7 @@ static void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, 
 template<class PE>
 static void attention_backward_tiled(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
                                      const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    switch (HS) {
-        case 32: attention_backward_hs<32>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        case 64: attention_backward_hs<64>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        case 128: attention_backward_hs<128>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_head_size(HS, [&](auto hs) { attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); });
 }
 
 // the trainer's attention: on tensor cores in bf16 (llmc/attention_mma.cuh); the fp32 build,

@@ -41,6 +41,13 @@ __device__ __forceinline__ void complex_parts(float& a, float& b, const float* x
     b = row_group_sum<TPR>(attention_dot<HS, TPR>(x_re, y_im, t, p) + attention_dot<HS, TPR>(x_im, y_re, t, p));
 }
 
+// the key tile [j0, j0 + ATT_BK) of (b, h): k_re, k_im, v_re, v_im, one after the other from ks
+template<int HS>
+__device__ __forceinline__ void complex_load_keys(float* ks, const floatX* qkv, const floatX* qkv_im, int b, int h, int j0, int T, int C) {
+    const floatX* src[4] = {qkv, qkv_im, qkv, qkv_im};
+    for (int t = 0; t < 4; t++) { attention_load_tile<HS>(ks + t * ATT_BK * HS, src[t], b, j0, ATT_BK, T, 3 * C, (1 + t / 2) * C + h * HS); }
+}
+
 // the gradient of s_ij = |a + ib| scale for ds = dL/ds_ij: da, db (0 where the modulus is 0)
 __device__ __forceinline__ void complex_score_grad(float& da, float& db, float ds, float a, float b, float scale) {
     float g = ds * scale * complex_inv_abs(sqrtf(a * a + b * b));
@@ -54,7 +61,7 @@ template<int HS>
 __global__ void __launch_bounds__(ATT_BQ * HS / ATT_DPT)
 complex_attention_forward_kernel(floatX* out, floatX* out_im, float* lse, const floatX* qkv, const floatX* qkv_im, int T, int NH) {
     constexpr int TPR = HS / ATT_DPT;
-    float* ks = (float*)DYNAMIC_SMEM;
+    float* ks = (float*)DYNAMIC_SMEM; // the key tile's k_re, k_im, v_re, v_im
     float* kis = ks + ATT_BK * HS;
     float* vs = kis + ATT_BK * HS;
     float* vis = vs + ATT_BK * HS;
@@ -70,10 +77,7 @@ complex_attention_forward_kernel(floatX* out, floatX* out_im, float* lse, const 
     int last_key = min(q0 + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
         __syncthreads();
-        attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
-        attention_load_tile<HS>(kis, qkv_im, b, j0, ATT_BK, T, C3, C + h * HS);
-        attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
-        attention_load_tile<HS>(vis, qkv_im, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
+        complex_load_keys<HS>(ks, qkv, qkv_im, b, h, j0, T, C);
         __syncthreads();
         float s[ATT_BK];
         float m_new = m;
@@ -112,7 +116,7 @@ __global__ void __launch_bounds__(ATT_BQ * HS / ATT_DPT)
 complex_attention_backward_q_kernel(floatX* dqkv, floatX* dqkv_im, float* D, const floatX* dout, const floatX* dout_im, const floatX* qkv,
                                     const floatX* qkv_im, const floatX* out, const floatX* out_im, const float* lse, int T, int NH) {
     constexpr int TPR = HS / ATT_DPT;
-    float* ks = (float*)DYNAMIC_SMEM;
+    float* ks = (float*)DYNAMIC_SMEM; // the key tile's k_re, k_im, v_re, v_im
     float* kis = ks + ATT_BK * HS;
     float* vs = kis + ATT_BK * HS;
     float* vis = vs + ATT_BK * HS;
@@ -132,10 +136,7 @@ complex_attention_backward_q_kernel(floatX* dqkv, floatX* dqkv_im, float* D, con
     int last_key = min(q0 + ATT_BQ, T) - 1;
     for (int j0 = 0; j0 <= last_key; j0 += ATT_BK) {
         __syncthreads();
-        attention_load_tile<HS>(ks, qkv, b, j0, ATT_BK, T, C3, C + h * HS);
-        attention_load_tile<HS>(kis, qkv_im, b, j0, ATT_BK, T, C3, C + h * HS);
-        attention_load_tile<HS>(vs, qkv, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
-        attention_load_tile<HS>(vis, qkv_im, b, j0, ATT_BK, T, C3, 2 * C + h * HS);
+        complex_load_keys<HS>(ks, qkv, qkv_im, b, h, j0, T, C);
         __syncthreads();
         #pragma unroll 4
         for (int jj = 0; jj < ATT_BK; jj++) {
@@ -269,12 +270,7 @@ static void complex_attention_backward_hs(floatX* dqkv, float* D, const floatX* 
 // out (B, T, C), a.out_im and lse (B, NH, T) from qkv (B, T, 3C) and a.qkv_im
 static void complex_attention_forward(floatX* out, float* lse, const floatX* qkv, const ComplexArgs& a, int B, int T, int NH, int HS,
                                       size_t smem_limit, cudaStream_t stream) {
-    switch (HS) {
-        case 32: complex_attention_forward_hs<32>(out, lse, qkv, a, B, T, NH, smem_limit, stream); break;
-        case 64: complex_attention_forward_hs<64>(out, lse, qkv, a, B, T, NH, smem_limit, stream); break;
-        case 128: complex_attention_forward_hs<128>(out, lse, qkv, a, B, T, NH, smem_limit, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_head_size(HS, [&](auto hs) { complex_attention_forward_hs<decltype(hs)::value>(out, lse, qkv, a, B, T, NH, smem_limit, stream); });
 }
 
 // dqkv and a.dqkv_im (B, T, 3C) written in full from dout, a.dout_im and the forward's out,
@@ -282,12 +278,7 @@ static void complex_attention_forward(floatX* out, float* lse, const floatX* qkv
 static void complex_attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const floatX* out_im,
                                        const float* lse, const ComplexArgs& a, int B, int T, int NH, int HS, size_t smem_limit,
                                        cudaStream_t stream) {
-    switch (HS) {
-        case 32: complex_attention_backward_hs<32>(dqkv, D, dout, qkv, out, out_im, lse, a, B, T, NH, smem_limit, stream); break;
-        case 64: complex_attention_backward_hs<64>(dqkv, D, dout, qkv, out, out_im, lse, a, B, T, NH, smem_limit, stream); break;
-        case 128: complex_attention_backward_hs<128>(dqkv, D, dout, qkv, out, out_im, lse, a, B, T, NH, smem_limit, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_head_size(HS, [&](auto hs) { complex_attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, out_im, lse, a, B, T, NH, smem_limit, stream); });
 }
 
 #endif // LLMC_ATTENTION_COMPLEX_CUH

@@ -346,12 +346,7 @@ static void cope_attention_backward(floatX* dqkv, const floatX* dout, const floa
                                     const CopeLayer& cl, int B, int T, int NH, int HS, size_t smem_limit, cudaStream_t stream) {
     size_t N = (size_t)B * T;
     cudaCheck(cudaMemsetAsync(cl.dkv, 0, N * 2 * NH * HS * sizeof(float), stream));
-    switch (HS) {
-        case 32: cope_attention_backward_hs<32>(dqkv, dout, qkv, out, lse, cl, B, T, NH, smem_limit, stream); break;
-        case 64: cope_attention_backward_hs<64>(dqkv, dout, qkv, out, lse, cl, B, T, NH, smem_limit, stream); break;
-        case 128: cope_attention_backward_hs<128>(dqkv, dout, qkv, out, lse, cl, B, T, NH, smem_limit, stream); break;
-        default: fatal("CoPE attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_head_size(HS, [&](auto hs) { cope_attention_backward_hs<decltype(hs)::value>(dqkv, dout, qkv, out, lse, cl, B, T, NH, smem_limit, stream); });
     cope_dkv_store_kernel<<<(unsigned)CEIL_DIV(N * 2 * NH * HS, 256), 256, 0, stream>>>(dqkv, cl.dkv, N, NH * HS);
     cudaCheckLaunch("cope_dkv_store_kernel");
 }

@@ -556,12 +556,7 @@ static void attention_backward_mma_hs(floatX* dqkv, float* D, const floatX* dout
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C)
 template<class PE>
 static void attention_forward_mma(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    switch (HS) {
-        case 32: attention_forward_mma_hs<32>(out, lse, qkv, pb, B, T, NH, stream); break;
-        case 64: attention_forward_mma_hs<64>(out, lse, qkv, pb, B, T, NH, stream); break;
-        case 128: attention_forward_mma_hs<128>(out, lse, qkv, pb, B, T, NH, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_head_size(HS, [&](auto hs) { attention_forward_mma_hs<decltype(hs)::value>(out, lse, qkv, pb, B, T, NH, stream); });
 }
 
 // dqkv (B, T, 3C), written in full, and the bias gradients through the PE's hooks;
@@ -569,12 +564,7 @@ static void attention_forward_mma(floatX* out, float* lse, const floatX* qkv, co
 template<class PE>
 static void attention_backward_mma(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
                                    const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    switch (HS) {
-        case 32: attention_backward_mma_hs<32>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        case 64: attention_backward_mma_hs<64>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        case 128: attention_backward_mma_hs<128>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_head_size(HS, [&](auto hs) { attention_backward_mma_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); });
 }
 
 #endif // LLMC_ATTENTION_MMA_CUH

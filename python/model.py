@@ -27,6 +27,11 @@ An encoding is one class below with up to three hooks, as the trainer's:
   score_bias(model, l, q, k)   q, k: (B, NH, T, hs) after rotate; a term added to the
                                scores that depends on q and k (CoPE's, Transformer-XL's),
                                (B, NH, T, T), or None
+and, for an encoding with a second residual stream (complex_order; the trainer's
+PE_STREAMS), stream_prefix (its block's tensors are GPT-2's names under it; the model's
+stream_tensor reads them), embed_streams (the streams' embeddings), scores (the scores of
+both streams' q and k) and classifier_input (what the tied classifier reads of the streams'
+final layernorms)
 (ev: the evaluation variant in effect, a PEEval; pos: (T,) the tokens' positions, 0..T-1
 or a draw of randomized positions, span their range), `tensors(cfg)`, the shapes of its
 parameter tensors, which the checkpoint stores after GPT-2's in the order of
