@@ -173,6 +173,15 @@ static ComplexRow complex_row_workspace(const GPT2* model, int thread) {
     return w;
 }
 
+// this thread's workspace for head h of batch row b: the head's keys of both streams transposed
+static ComplexRow complex_head_workspace(const GPT2* model, const real* qkv, const real* qkv_im, int b, int h, int T) {
+    int C = model->config.channels, hs = C / model->config.num_heads;
+    ComplexRow w = complex_row_workspace(model, omp_get_thread_num());
+    attention_keys_transposed(w.kt_re, qkv, 1, b, h, T, C, hs);
+    attention_keys_transposed(w.kt_im, qkv_im, 1, b, h, T, C, hs);
+    return w;
+}
+
 // complex_row_scores: of query row i (q_re, q_im), for its keys j <= i: the parts a, b of
 // q_i k_j and the scores s = sqrt(a^2 + b^2) / sqrt(hs), from the head's transposed keys
 static void complex_row_scores(ComplexRow* w, const real* q_re, const real* q_im, int i, int T, int hs) {
@@ -197,9 +206,7 @@ static void pe_attention_forward(GPT2* model, int l, real* out, real* lse, const
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            ComplexRow w = complex_row_workspace(model, omp_get_thread_num());
-            attention_keys_transposed(w.kt_re, qkv, 1, b, h, T, C, hs);
-            attention_keys_transposed(w.kt_im, qkv_im, 1, b, h, T, C, hs);
+            ComplexRow w = complex_head_workspace(model, qkv, qkv_im, b, h, T);
             for (int i = 0; i < T; i++) {
                 size_t bi = (size_t)b * T + i;
                 complex_row_scores(&w, qkv + bi * 3 * C + h * hs, qkv_im + bi * 3 * C + h * hs, i, T, hs);
@@ -226,9 +233,7 @@ static void pe_attention_backward(GPT2* model, int l, real* dqkv, const real* do
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            ComplexRow w = complex_row_workspace(model, omp_get_thread_num());
-            attention_keys_transposed(w.kt_re, qkv, 1, b, h, T, C, hs);
-            attention_keys_transposed(w.kt_im, qkv_im, 1, b, h, T, C, hs);
+            ComplexRow w = complex_head_workspace(model, qkv, qkv_im, b, h, T);
             attention_keys_transposed(w.vt_re, qkv, 2, b, h, T, C, hs);
             attention_keys_transposed(w.vt_im, qkv_im, 2, b, h, T, C, hs);
             const real* k_re = qkv + (size_t)b * T * C3 + C + h * hs;
