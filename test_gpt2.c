@@ -91,11 +91,13 @@ static uint64_t tiny_model_batch(GPT2* model, int maxT, int seed, int draw, int*
 // ----------------------------------------------------------------------------
 // the encoding's own tests and its definition written out again, independently of its
 // hooks, in double (its file's PE_PART_TEST, pe/<file>.h), with the defaults of what it
-// leaves out: pe_ref_bias (b(i, j); 0), pe_ref_embed (the position embedding added to a
-// token's value; none), pe_ref_rotate (q and k rotated; none), pe_test_config and
-// pe_test_params (the tests' model: what its regimes need), pe_test_tokens (the tests'
-// tokens: as drawn), pe_loss_piece (the piece of a piecewise-smooth loss; 0), pe_tests (its
-// identities), pe_test_gradients (fp64 checks of its own)
+// leaves out: pe_ref_bias (b(i, j); 0), pe_ref_attention (an attention that is no softmax of
+// biased scores over the values, shaw's: the layer's output on explicit T x T matrices against
+// the model's; none: attention_vs_reference with pe_ref_bias), pe_ref_embed (the position
+// embedding added to a token's value; none), pe_ref_rotate (q and k rotated; none),
+// pe_test_config and pe_test_params (the tests' model: what its regimes need), pe_test_tokens
+// (the tests' tokens: as drawn), pe_loss_piece (the piece of a piecewise-smooth loss; 0),
+// pe_tests (its identities), pe_test_gradients (fp64 checks of its own)
 
 typedef double (*BiasFn)(GPT2* model, int l, int b, int h, int i, int j, int T);
 static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int T);
@@ -460,6 +462,9 @@ static void test_reference_forward(int at) {
 #if DAPE_ID
         double da = dape_attention_vs_reference(&model, l, B, T, 0);
         snprintf(what, sizeof(what), "layer %d: DAPE attention on explicit T x T matrices", l);
+#elif defined(PE_REF_ATTENTION)
+        double da = pe_ref_attention(&model, l, B, T);
+        snprintf(what, sizeof(what), "layer %d: the encoding's attention on explicit T x T matrices", l);
 #else
         double da = attention_vs_reference(&model, l, pe_ref_bias, B, T);
         snprintf(what, sizeof(what), "layer %d: attention with the explicit bias matrix", l);
@@ -913,10 +918,15 @@ static void test_files_and_errors(void) {
     h[1] = 4; f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f); h[1] = 3;
     expect_failure("checkpoint with an unknown version", fail_load, bad, "version");
     snprintf(bad, sizeof(bad), "%s/pe.bin", tmpdir);
-    int other = (PE_ID + 1) % PE_NUM_IDS;
-    h[8] = other; h[9] = 0; h[10] = 0; // a checkpoint of another encoding, without DAPE
+    int other = (PE_ID + 1) % PE_NUM_IDS, mine[256], theirs[256] = {0};
+    GPT2Config oc; // a checkpoint of another encoding: its words from 8 on as a new model of it has them, no DAPE
+    gpt2_config_from_preset(&oc, "nano", cfg.max_seq_len, other);
+    oc.dape = 0; oc.dape_width = 0;
+    checkpoint_header_fill(theirs, &oc, CHECKPOINT_FP32);
+    memcpy(mine, h, sizeof(mine));
+    memcpy(h + 8, theirs + 8, (256 - 8) * sizeof(int));
     f = fopen_check(bad, "wb"); fwrite(b1, 1, size, f); fclose(f);
-    h[8] = PE_ID; h[9] = cfg.dape; h[10] = cfg.dape_width;
+    memcpy(h, mine, sizeof(mine));
     char expect[128];
     snprintf(expect, sizeof(expect), "trained with PE '%s' but this binary was built with PE '%s'", pe_name(other), model_label(PE_ID, DAPE_ID));
     expect_failure("checkpoint of another encoding names both", fail_load, bad, expect);

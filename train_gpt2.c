@@ -616,7 +616,7 @@ static void block_qkv_backward(const ActivationTensors* a, ActivationTensors* d,
 //   pe_alloc_activations                  buffers of its own, made with the activations:
 //                                         PE_ALLOC_ACTIVATIONS
 //   pe_stream_block, pe_output_forward / pe_output_backward
-//                                         a second residual stream (PE_STREAMS 2, complex's
+//                                         a second residual stream (PE_STREAMS 2, complex_order's
 //                                         imaginary part): the weights of its block at a layer
 //                                         (the trainer runs the block once per stream, in
 //                                         acts and acts2), and the classifier's input made of
@@ -873,8 +873,8 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
 }
 
 #ifndef PE_ATTENTION
-// a layer's attention for every encoding but CoPE (PE_ATTENTION): the two functions above,
-// the bias through the encoding's hooks; per thread a row of scores and the head's keys
+// a layer's attention for every encoding but those with their own (PE_ATTENTION: CoPE, shaw, complex_order):
+// the two functions above, the bias through the encoding's hooks; per thread a row of scores and the head's keys
 // transposed (and a row of dout . v and the values in training)
 static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) {
     return attention_scratch_len(cfg->channels / cfg->num_heads, T, training);

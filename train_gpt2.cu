@@ -841,7 +841,7 @@ static void block_qkv_backward(const ActivationTensors* a, GradScratch* d, size_
 //                                         deterministic): PE_BIAS_REDUCE
 //   pe_project                            keeps constrained parameters in range: PE_PROJECT
 //   pe_attention_forward / pe_attention_backward, pe_attention_scratch
-//                                         a layer's whole attention (CoPE, txl): PE_ATTENTION
+//                                         a layer's whole attention (CoPE, txl, shaw): PE_ATTENTION
 //   pe_stream_block, pe_output_forward / pe_output_backward
 //                                         a second residual stream (PE_STREAMS 2, complex_order's
 //                                         imaginary part): the weights of its block at a layer

@@ -207,11 +207,21 @@ __device__ __forceinline__ void attention_axpy(float* y, float a, const float* t
     }
 }
 
+// what an online-softmax step does besides the output and the running sum: nothing; an
+// attention of its own may keep more of each tile's probabilities (shaw's sums by table row,
+// llmc/attention_shaw.cuh): rescale(corr) with the output, add(jj, p) for each key jj
+struct SoftmaxPlain {
+    __device__ __forceinline__ void rescale(float corr) {}
+    __device__ __forceinline__ void add(int jj, float pij) {}
+};
+
 // one tile of the online softmax: with the tile's scores s (-inf where masked), the running
 // maximum m and sum l move to the tile's, o is rescaled and gains the probabilities times the
-// tile's values (rows of vs); nothing while every score so far is -inf (a row past T)
-template<int HS, int TPR, int BK>
-__device__ __forceinline__ void attention_softmax_tile(const float (&s)[BK], float& m, float& l, float* o, const float* vs, int p) {
+// tile's values (rows of vs), and so does what `extra` keeps; nothing while every score so far
+// is -inf (a row past T)
+template<int HS, int TPR, int BK, class Extra = SoftmaxPlain>
+__device__ __forceinline__ void attention_softmax_tile(const float (&s)[BK], float& m, float& l, float* o, const float* vs, int p,
+                                                       Extra extra = Extra()) {
     float m_new = m;
     #pragma unroll
     for (int jj = 0; jj < BK; jj++) { m_new = fmaxf(m_new, s[jj]); }
@@ -220,11 +230,13 @@ __device__ __forceinline__ void attention_softmax_tile(const float (&s)[BK], flo
     l *= corr;
     #pragma unroll
     for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
+    extra.rescale(corr);
     #pragma unroll
     for (int jj = 0; jj < BK; jj++) {
         float pij = expf(s[jj] - m_new);
         l += pij;
         attention_axpy<HS, TPR>(o, pij, vs, jj, p);
+        extra.add(jj, pij);
     }
     m = m_new;
 }
@@ -238,29 +250,6 @@ __device__ __forceinline__ void attention_bias_tile(float* bias_row, const PE& p
         int j = j0 + jj;
         bias_row[jj] = j <= i && i < T ? pe_bias(&pb, &pr, j) : 0.0f;
     }
-}
-
-// one key tile of the online softmax of a row: its logits s (ATT_BK, -inf where masked)
-// update the running maximum m and sum l, rescaling the output o (this thread's
-// dimensions), to which their values (the tile vs) are added
-template<int HS, int TPR>
-__device__ __forceinline__ void attention_softmax_tile(const float* s, float& m, float& l, float* o, const float* vs, int p) {
-    float tile_max = -INFINITY;
-    #pragma unroll
-    for (int jj = 0; jj < ATT_BK; jj++) { tile_max = fmaxf(tile_max, s[jj]); }
-    float m_new = fmaxf(m, tile_max);
-    if (m_new == -INFINITY) { return; } // no key yet (only rows past T)
-    float corr = expf(m - m_new);
-    l *= corr;
-    #pragma unroll
-    for (int k = 0; k < ATT_DPT; k++) { o[k] *= corr; }
-    #pragma unroll
-    for (int jj = 0; jj < ATT_BK; jj++) {
-        float pij = expf(s[jj] - m_new);
-        l += pij;
-        attention_axpy<HS, TPR>(o, pij, vs, jj, p);
-    }
-    m = m_new;
 }
 
 // ----------------------------------------------------------------------------
@@ -430,23 +419,11 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
 // ----------------------------------------------------------------------------
 // launchers
 
-// calls fn(std::integral_constant<int, HS>()) for a head size the kernels are compiled for (32,
-// 64, 128): the launchers' step from the run-time head size to their templates'
-template<class F>
-static void attention_head_size(int HS, F fn) {
-    switch (HS) {
-        case 32: fn(std::integral_constant<int, 32>()); break;
-        case 64: fn(std::integral_constant<int, 64>()); break;
-        case 128: fn(std::integral_constant<int, 128>()); break;
-        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
-}
-
-// a kernel's dynamic shared memory beyond the default 48 KiB (the attentions of their own: txl's,
-// complex_order's); a clear error naming `what` where the GPU has less
+// a kernel's dynamic shared memory beyond the default 48 KiB (the attentions of their own: txl,
+// shaw, complex_order); one clear error where the GPU allows less per block
 template<class K>
-static void attention_allow_smem(K* kernel, size_t bytes, size_t limit, const char* what) {
-    if (bytes > limit) { fatal("%s needs %.1f KiB of shared memory per block, this GPU allows %.1f KiB", what, bytes / 1024.0, limit / 1024.0); }
+static void attention_allow_smem(K* kernel, size_t bytes, size_t limit, const char* name) {
+    if (bytes > limit) { fatal("%s needs %.1f KiB of shared memory per block, this GPU allows %.1f KiB", name, bytes / 1024.0, limit / 1024.0); }
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
@@ -474,10 +451,24 @@ static void attention_backward_hs(floatX* dqkv, float* D, const floatX* dout, co
 
 static inline int attention_head_size_supported(int hs) { return hs == 32 || hs == 64 || hs == 128; }
 
+// f(std::integral_constant<int, HS>()) for the run's head size HS, so that a launcher calls the
+// kernels' instance of that size (32, 64 and 128 are compiled); another is one clear error
+template<class F>
+static void attention_for_head_size(int HS, F f) {
+    switch (HS) {
+        case 32: f(std::integral_constant<int, 32>()); break;
+        case 64: f(std::integral_constant<int, 64>()); break;
+        case 128: f(std::integral_constant<int, 128>()); break;
+        default: fatal("attention: head size %d is not compiled (32, 64 or 128)", HS);
+    }
+}
+
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C)
 template<class PE>
 static void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    attention_head_size(HS, [&](auto hs) { attention_forward_hs<decltype(hs)::value>(out, lse, qkv, pb, B, T, NH, stream); });
+    attention_for_head_size(HS, [&](auto hs) {
+        attention_forward_hs<decltype(hs)::value>(out, lse, qkv, pb, B, T, NH, stream);
+    });
 }
 
 // dqkv (B, T, 3C), written in full, and the bias gradients through the PE's hooks;
@@ -485,7 +476,9 @@ static void attention_forward_tiled(floatX* out, float* lse, const floatX* qkv, 
 template<class PE>
 static void attention_backward_tiled(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
                                      const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    attention_head_size(HS, [&](auto hs) { attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); });
+    attention_for_head_size(HS, [&](auto hs) {
+        attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream);
+    });
 }
 
 // the trainer's attention: on tensor cores in bf16 (llmc/attention_mma.cuh); the fp32 build,

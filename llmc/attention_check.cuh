@@ -7,14 +7,17 @@ encoding's parameters; q, k, v, the output gradient and CABLE's S and w are rand
 
 Compared: the output and the log-sum-exp, dq, dk, dv, and the bias gradients (CABLE's
 dS and, for cable, dw; the parameter gradients of every bias with parameters, tensor by
-tensor; txl's dP, the gradient of its projected sinusoids, and those of r_w and r_r). The
+tensor; txl's dP, the gradient of its projected sinusoids, and those of r_w and r_r; shaw's
+da^K and da^V: its key term q_i . a^K[r] / sqrt(hs) enters as a bias that reads q_i, its
+value term a^V[r] is added to v_j, both written out again here from pe/shaw.h). The
 bias of an encoding that is a function of positions (and its parameters) comes from its
 file's PE_PART_REF, written again in double from the definition: pe_ref_pos_bias and, for
 a bias with parameters (PE_PAR_N > 0, which must have it), its gradient pe_ref_pos_bias_grad
 (test_gpt2's gradient check holds that one to central differences of the bias). A shape with rp_len
-> 0 runs the bias encodings that have randomized positions (PE_BIAS_OF_POSITIONS) at the
-trainer's draw of T positions from [0, rp_len), through the trainer's attention of a layer
-(attn_case_run_layer: the kernels read the bias at those positions, PEPositions). The reference
+> 0 runs the bias encodings that have randomized positions (PE_BIAS_OF_POSITIONS), and shaw,
+at the trainer's draw of T positions from [0, rp_len), through the trainer's attention of a
+layer (attn_case_run_layer: the kernels read the bias at those positions, PEPositions; shaw's
+its table rows). The reference
 backward uses the kernel's own stored output for D_i = dout_i . out_i, as the kernel
 does, so that bf16 rounding of the output does not enter the comparison of gradients
 (and, for the same reason, leaves out the row side of dS for the encodings with
@@ -44,6 +47,9 @@ complex_case_check): their kernels against their definitions written out again i
 #endif
 
 typedef struct { int B, T, NH, hs, rp_len; } AttnShape; // rp_len: randomized positions from [0, rp_len) (0: none)
+// the encodings whose attention the check runs at randomized positions: the biases of
+// positions that take them (not BiPE-ALiBi's own), and shaw's own attention of positions
+#define ATTN_CASE_POSITIONS ((PE_BIAS_OF_POSITIONS || PE_KIND == PE_KIND_ATTN) && PE_RP)
 
 // the dev/cuda checks' tolerances (relative L2 against the reference): out, lse, dq, dk, dv
 // (fp32 outputs; bf16 outputs, and P and dS rounded to bf16 in the tensor-core kernels),
@@ -130,7 +136,7 @@ static void attn_case_setup(AttnCase* c, AttnShape s, uint64_t seed) {
     cfg.num_layers = 1; cfg.num_heads = s.NH; cfg.channels = s.NH * s.hs;
     cfg.vocab_size = 256; cfg.padded_vocab_size = 256; cfg.max_seq_len = s.T; cfg.pe = PE_ID;
     gpt2_config_set_build(&cfg);
-#if PE_BIAS_OF_POSITIONS && PE_RP
+#if ATTN_CASE_POSITIONS
     cfg.rp_len = s.rp_len;
     cfg.rp_seed = (int)seed;
 #endif
@@ -250,9 +256,10 @@ static void attn_case_run_layer(AttnCase* c) {
 // the reference: each encoding's bias and its gradient, from the definitions (docs/encodings.md)
 
 // the parameter gradients of the reference, one vector: the encoding's tensors of the
-// (one-layer) model in checkpoint order (PE_PART_REF's gradient); txl's: dr_w, dr_r, then dP (T, C)
+// (one-layer) model in checkpoint order (PE_PART_REF's gradient; shaw's da^K, da^V); txl's:
+// dr_w, dr_r, then dP (T, C)
 static int ref_pe_params(const GPT2* m) {
-#if defined(PE_REF_POS_BIAS_GRAD)
+#if defined(PE_REF_POS_BIAS_GRAD) || PE_IS(SHAW)
     int n = 0;
     for (int k = P_PE_BEGIN; k < P_PE_END; k++) { n += (int)m->param_sizes[k]; }
     return n;
@@ -266,10 +273,33 @@ static int ref_pe_params(const GPT2* m) {
 
 static double ref_par(const AttnCase* c, int tensor, int i) { return c->par[c->model.param_offsets[tensor] + i]; }
 
+// the position of token t: drawn, or t itself
+static int ref_pos(const AttnCase* c, int t) { return c->pos != NULL ? c->pos[t] : t; }
+
+#if PE_IS(SHAW)
+// shaw's table row of query i and key j (pe/shaw.h: min(pos_i - pos_j, k)), and its tables
+static int ref_shaw_row(const AttnCase* c, int i, int j) {
+    int d = ref_pos(c, i) - ref_pos(c, j);
+    return d < c->model.config.shaw_k ? d : c->model.config.shaw_k;
+}
+static double ref_shaw_ak(const AttnCase* c, int r, int e) { return ref_par(c, P_SHAW_AK, r * c->s.hs + e); }
+static double ref_shaw_av(const AttnCase* c, int r, int e) {
+    return c->model.config.shaw_values ? ref_par(c, P_SHAW_AV, r * c->s.hs + e) : 0.0;
+}
+#endif
+
+// the bias of query i and key j (their indices; the bias of positions at their positions)
 static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
     (void)c; (void)b; (void)h; (void)i; (void)j;
 #if defined(PE_REF_POS_BIAS)
-    return pe_ref_pos_bias(&c->ref, h, i, j);
+    return pe_ref_pos_bias(&c->ref, h, ref_pos(c, i), ref_pos(c, j));
+#elif PE_IS(SHAW)
+    // the key term q_i . a^K[r] / sqrt(hs); the attention adds q_i . k_j / sqrt(hs)
+    int hs = c->s.hs, C = c->s.NH * hs;
+    const float* q = c->qkv + ((size_t)b * c->s.T + i) * 3 * C + h * hs;
+    double sum = 0;
+    for (int e = 0; e < hs; e++) { sum += q[e] * ref_shaw_ak(c, ref_shaw_row(c, i, j), e); }
+    return sum / sqrt((double)hs);
 #elif PE_IS(TXL)
     // (r_w . k_j + (q_i + r_r) . P_h[i - j]) / sqrt(hs); the attention adds q_i . k_j / sqrt(hs)
     int hs = c->s.hs, C = c->s.NH * hs;
@@ -291,15 +321,25 @@ static double ref_bias(const AttnCase* c, int b, int h, int i, int j) {
     return diff;
 #endif
 #elif !ATTN_REF_WRITTEN
-    return c->bias[(((size_t)b * c->s.NH + h) * c->span + i) * c->span + j];
+    return c->bias[(((size_t)b * c->s.NH + h) * c->span + ref_pos(c, i)) * c->span + ref_pos(c, j)];
+#else
+    return 0.0;
+#endif
+}
+
+// what the encoding adds to value j in query i's output, element e: shaw's a^V[r] (0 for the others)
+static double ref_value(const AttnCase* c, int i, int j, int e) {
+    (void)c; (void)i; (void)j; (void)e;
+#if PE_IS(SHAW)
+    return ref_shaw_av(c, ref_shaw_row(c, i, j), e);
 #else
     return 0.0;
 #endif
 }
 
 // dL/d(bias inputs) of one pair, given ds = dL/db(i, j): the row side (query i) adds to dS_i
-// and dw_i (txl: dq_i in dqkv), the column side (key j) to dS_j and the bias parameters (dpe,
-// see ref_pe_params; txl: and dk_j)
+// and dw_i (txl, shaw: dq_i in dqkv), the column side (key j) to dS_j and the bias parameters
+// (dpe, see ref_pe_params; txl: and dk_j)
 static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, int j, double ds, double* dS, double* dw, double* dpe,
                               double* dqkv) {
     (void)c; (void)side; (void)b; (void)h; (void)i; (void)j; (void)ds; (void)dS; (void)dw; (void)dpe; (void)dqkv;
@@ -307,7 +347,15 @@ static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, 
     if (side == PE_SIDE_COL) { // the parameters' gradients: each tensor's share of dpe, in checkpoint order
         double* d[P_PE_END - P_PE_BEGIN + 1];
         for (int k = P_PE_BEGIN; k < P_PE_END; k++) { d[k - P_PE_BEGIN] = dpe; dpe += c->model.param_sizes[k]; }
-        pe_ref_pos_bias_grad(&c->ref, h, i, j, ds, d);
+        pe_ref_pos_bias_grad(&c->ref, h, ref_pos(c, i), ref_pos(c, j), ds, d);
+    }
+#elif PE_IS(SHAW)
+    int hs = c->s.hs, C = c->s.NH * hs, r = ref_shaw_row(c, i, j);
+    double g = ds / sqrt((double)hs);
+    const float* q = c->qkv + ((size_t)b * c->s.T + i) * 3 * C + h * hs;
+    for (int e = 0; e < hs; e++) {
+        if (side == PE_SIDE_ROW) { dqkv[((size_t)b * c->s.T + i) * 3 * C + h * hs + e] += g * ref_shaw_ak(c, r, e); }
+        if (side == PE_SIDE_COL) { dpe[r * hs + e] += g * q[e]; } // da^K, the first of dpe
     }
 #elif PE_IS(TXL)
     int hs = c->s.hs, C = c->s.NH * hs;
@@ -348,6 +396,17 @@ static void ref_bias_backward(const AttnCase* c, int side, int b, int h, int i, 
 #endif
 }
 
+// the column side of the value term's gradient of one pair, given p_ij: shaw's da^V[r] +=
+// p_ij dout_i (dpe after da^K); nothing for the others
+static void ref_value_backward(const AttnCase* c, int b, int h, int i, int j, double pij, double* dpe) {
+    (void)c; (void)b; (void)h; (void)i; (void)j; (void)pij; (void)dpe;
+#if PE_IS(SHAW)
+    int hs = c->s.hs, K1 = c->model.config.shaw_k + 1, r = ref_shaw_row(c, i, j);
+    const float* g = c->dout + ((size_t)b * c->s.T + i) * c->s.NH * hs + h * hs;
+    for (int e = 0; e < hs && c->model.config.shaw_values; e++) { dpe[(size_t)(K1 + r) * hs + e] += pij * g[e]; }
+#endif
+}
+
 // the reference output and lse, then dqkv and the bias gradients, in double; rows and
 // columns in parallel (each pass recomputes the probabilities, as the kernels do)
 typedef struct { double* out; double* lse; double* dqkv; double* dS; double* dw; double* dpe; int npe; } AttnRef;
@@ -365,7 +424,6 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
     r->dw = (double*)calloc_check(N * NH, sizeof(double));
     r->dpe = (double*)calloc_check(r->npe + 1, sizeof(double));
     const float* x = c->qkv;
-    #define POS(t) (c->pos != NULL ? c->pos[t] : (t)) // the bias at the tokens' positions
     #define Q(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + (h) * hs)
     #define K(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + C + (h) * hs)
     #define V(b, t, h) (x + ((size_t)(b) * T + (t)) * C3 + 2 * C + (h) * hs)
@@ -382,14 +440,14 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
                     for (int j = 0; j <= i; j++) {
                         double dot = 0;
                         for (int e = 0; e < hs; e++) { dot += (double)Q(b, i, h)[e] * K(b, j, h)[e]; }
-                        p[j] = dot * scale + ref_bias(c, b, h, POS(i), POS(j));
+                        p[j] = dot * scale + ref_bias(c, b, h, i, j);
                         m = fmax(m, p[j]);
                     }
                     double sum = 0;
                     for (int j = 0; j <= i; j++) { p[j] = exp(p[j] - m); sum += p[j]; }
                     double* o = r->out + ((size_t)b * T + i) * C + h * hs;
                     for (int j = 0; j <= i; j++) {
-                        for (int e = 0; e < hs; e++) { o[e] += p[j] / sum * V(b, j, h)[e]; }
+                        for (int e = 0; e < hs; e++) { o[e] += p[j] / sum * (V(b, j, h)[e] + ref_value(c, i, j, e)); }
                     }
                     r->lse[((size_t)b * NH + h) * T + i] = m + log(sum);
                 }
@@ -411,9 +469,12 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
     }
     #define PAIR(b, h, i, j, pij, dsij) \
         double dot_ = 0, dp_ = 0; \
-        for (int e = 0; e < hs; e++) { dot_ += (double)Q(b, i, h)[e] * K(b, j, h)[e]; dp_ += (double)G(b, i, h)[e] * V(b, j, h)[e]; } \
+        for (int e = 0; e < hs; e++) { \
+            dot_ += (double)Q(b, i, h)[e] * K(b, j, h)[e]; \
+            dp_ += (double)G(b, i, h)[e] * (V(b, j, h)[e] + ref_value(c, i, j, e)); \
+        } \
         size_t bhi_ = ((size_t)(b) * NH + (h)) * T + (i); \
-        double pij = exp(dot_ * scale + ref_bias(c, b, h, POS(i), POS(j)) - r->lse[bhi_]); \
+        double pij = exp(dot_ * scale + ref_bias(c, b, h, i, j) - r->lse[bhi_]); \
         double dsij = pij * (dp_ - D[bhi_]);
     // rows: dq and the row side of the bias gradient
     #pragma omp parallel for collapse(3) schedule(dynamic, 16)
@@ -425,7 +486,7 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
                     PAIR(b, h, i, j, pij, ds)
                     (void)pij;
                     for (int e = 0; e < hs; e++) { dq[e] += ds * scale * K(b, j, h)[e]; }
-                    ref_bias_backward(c, PE_SIDE_ROW, b, h, POS(i), POS(j), ds, r->dS, r->dw, r->dpe, r->dqkv);
+                    ref_bias_backward(c, PE_SIDE_ROW, b, h, i, j, ds, r->dS, r->dw, r->dpe, r->dqkv);
                 }
             }
         }
@@ -441,14 +502,14 @@ static void attn_reference(const AttnCase* c, const float* gpu_out, AttnRef* r) 
                 for (int i = j; i < T; i++) {
                     PAIR(b, h, i, j, pij, ds)
                     for (int e = 0; e < hs; e++) { dk[e] += ds * scale * Q(b, i, h)[e]; dv[e] += pij * G(b, i, h)[e]; }
-                    ref_bias_backward(c, PE_SIDE_COL, b, h, POS(i), POS(j), ds, r->dS, r->dw, dpe, r->dqkv);
+                    ref_bias_backward(c, PE_SIDE_COL, b, h, i, j, ds, r->dS, r->dw, dpe, r->dqkv);
+                    ref_value_backward(c, b, h, i, j, pij, dpe);
                 }
             }
         }
     }
     #undef PAIR
     free(D);
-    #undef POS
     #undef Q
     #undef K
     #undef V

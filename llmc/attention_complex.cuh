@@ -270,7 +270,7 @@ static void complex_attention_backward_hs(floatX* dqkv, float* D, const floatX* 
 // out (B, T, C), a.out_im and lse (B, NH, T) from qkv (B, T, 3C) and a.qkv_im
 static void complex_attention_forward(floatX* out, float* lse, const floatX* qkv, const ComplexArgs& a, int B, int T, int NH, int HS,
                                       size_t smem_limit, cudaStream_t stream) {
-    attention_head_size(HS, [&](auto hs) { complex_attention_forward_hs<decltype(hs)::value>(out, lse, qkv, a, B, T, NH, smem_limit, stream); });
+    attention_for_head_size(HS, [&](auto hs) { complex_attention_forward_hs<decltype(hs)::value>(out, lse, qkv, a, B, T, NH, smem_limit, stream); });
 }
 
 // dqkv and a.dqkv_im (B, T, 3C) written in full from dout, a.dout_im and the forward's out,
@@ -278,7 +278,7 @@ static void complex_attention_forward(floatX* out, float* lse, const floatX* qkv
 static void complex_attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const floatX* out_im,
                                        const float* lse, const ComplexArgs& a, int B, int T, int NH, int HS, size_t smem_limit,
                                        cudaStream_t stream) {
-    attention_head_size(HS, [&](auto hs) { complex_attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, out_im, lse, a, B, T, NH, smem_limit, stream); });
+    attention_for_head_size(HS, [&](auto hs) { complex_attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, out_im, lse, a, B, T, NH, smem_limit, stream); });
 }
 
 #endif // LLMC_ATTENTION_COMPLEX_CUH

@@ -314,12 +314,10 @@ static inline int cope_dz_rows(int B, int T, int NH, int P) {
 static void cope_attention_forward(floatX* out, float* lse, const floatX* qkv, const CopeLayer& cl, int B, int T, int NH, int HS,
                                    cudaStream_t stream) {
     dim3 grid(CEIL_DIV(T, ATT_BQ), NH, B);
-    switch (HS) {
-        case 32: cope_attention_forward_kernel<32><<<grid, ATT_BQ * 32 / ATT_DPT, 0, stream>>>(out, lse, qkv, cl, T, NH); break;
-        case 64: cope_attention_forward_kernel<64><<<grid, ATT_BQ * 64 / ATT_DPT, 0, stream>>>(out, lse, qkv, cl, T, NH); break;
-        case 128: cope_attention_forward_kernel<128><<<grid, ATT_BQ * 128 / ATT_DPT, 0, stream>>>(out, lse, qkv, cl, T, NH); break;
-        default: fatal("CoPE attention: head size %d is not compiled (32, 64 or 128)", HS);
-    }
+    attention_for_head_size(HS, [&](auto hs) {
+        constexpr int size = decltype(hs)::value;
+        cope_attention_forward_kernel<size><<<grid, ATT_BQ * size / ATT_DPT, 0, stream>>>(out, lse, qkv, cl, T, NH);
+    });
     cudaCheckLaunch("cope_attention_forward_kernel");
 }
 
@@ -346,7 +344,9 @@ static void cope_attention_backward(floatX* dqkv, const floatX* dout, const floa
                                     const CopeLayer& cl, int B, int T, int NH, int HS, size_t smem_limit, cudaStream_t stream) {
     size_t N = (size_t)B * T;
     cudaCheck(cudaMemsetAsync(cl.dkv, 0, N * 2 * NH * HS * sizeof(float), stream));
-    attention_head_size(HS, [&](auto hs) { cope_attention_backward_hs<decltype(hs)::value>(dqkv, dout, qkv, out, lse, cl, B, T, NH, smem_limit, stream); });
+    attention_for_head_size(HS, [&](auto hs) {
+        cope_attention_backward_hs<decltype(hs)::value>(dqkv, dout, qkv, out, lse, cl, B, T, NH, smem_limit, stream);
+    });
     cope_dkv_store_kernel<<<(unsigned)CEIL_DIV(N * 2 * NH * HS, 256), 256, 0, stream>>>(dqkv, cl.dkv, N, NH * HS);
     cudaCheckLaunch("cope_dkv_store_kernel");
 }

@@ -46,6 +46,11 @@ small (H = 12, D = 32, k = 3); dape_check_smem refuses what the GPU cannot hold.
 #define DAPE_BR 8        // query rows per block
 #define DAPE_BC 16       // key columns per tile
 #define DAPE_THREADS 256
+// the kernels' __launch_bounds__ minimum of blocks per SM: 1 lets ptxas use the registers it
+// needs; left to itself (nvcc 13.0) it held the dq and dk/dv passes of the instance at
+// randomized positions to 48 registers and spilled (alibi, fire). A block's 80-140 KiB of
+// shared memory leaves room for at most two per SM anyway.
+#define DAPE_MIN_BLOCKS 1
 static_assert(DAPE_BR * DAPE_BC % 32 == 0, "the base's gradient: whole warps of a tile's pairs");
 
 // one layer's DAPE: weights in the checkpoint layouts W1 (D, Cin, K), W2 (NH, D, K)
@@ -194,7 +199,7 @@ __device__ void dape_tile_logits(float* a, int ha, const float* hid, const float
 // tiles in order, each tile's logits from x and h in shared memory, an online softmax per
 // (row, head) with one rescale per tile; writes out and lse_i = m + log(l).
 template<class PE>
-__global__ void __launch_bounds__(DAPE_THREADS)
+__global__ void __launch_bounds__(DAPE_THREADS, DAPE_MIN_BLOCKS)
 dape_attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, const PE pb, const DapeParams dp, int T) {
     float* smem = (float*)DYNAMIC_SMEM;
     DapeSmem s;
@@ -339,7 +344,7 @@ __device__ __forceinline__ float dape_tile_db(const DapeSmem& s, const DapeParam
 // slot (vb NH + h) kv_blocks + kb, where (vb, kb) numbers the blocks kv_blocks to a virtual
 // batch row).
 template<class PE>
-__global__ void __launch_bounds__(DAPE_THREADS)
+__global__ void __launch_bounds__(DAPE_THREADS, DAPE_MIN_BLOCKS)
 dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, const floatX* dout, const floatX* qkv,
                                  const floatX* out, const float* lse, const PE pb, const DapeParams dp, int T, int kv_blocks) {
     float* smem = (float*)DYNAMIC_SMEM;
@@ -441,7 +446,7 @@ dape_attention_backward_q_kernel(floatX* dqkv, float* Dsum, float* partials, con
 // dv_c += P dout_i, accumulated in dkv (fp32, the block's own columns), then written to
 // dqkv. Needs D from the dq pass.
 template<class PE>
-__global__ void __launch_bounds__(DAPE_THREADS)
+__global__ void __launch_bounds__(DAPE_THREADS, DAPE_MIN_BLOCKS)
 dape_attention_backward_kv_kernel(floatX* dqkv, float* dkv, const floatX* dout, const floatX* qkv, const float* lse,
                                   const float* Dsum, const PE pb, const DapeParams dp, int T) {
     float* smem = (float*)DYNAMIC_SMEM;

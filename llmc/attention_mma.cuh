@@ -556,7 +556,9 @@ static void attention_backward_mma_hs(floatX* dqkv, float* D, const floatX* dout
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C)
 template<class PE>
 static void attention_forward_mma(floatX* out, float* lse, const floatX* qkv, const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    attention_head_size(HS, [&](auto hs) { attention_forward_mma_hs<decltype(hs)::value>(out, lse, qkv, pb, B, T, NH, stream); });
+    attention_for_head_size(HS, [&](auto hs) {
+        attention_forward_mma_hs<decltype(hs)::value>(out, lse, qkv, pb, B, T, NH, stream);
+    });
 }
 
 // dqkv (B, T, 3C), written in full, and the bias gradients through the PE's hooks;
@@ -564,7 +566,9 @@ static void attention_forward_mma(floatX* out, float* lse, const floatX* qkv, co
 template<class PE>
 static void attention_backward_mma(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
                                    const PE& pb, int B, int T, int NH, int HS, cudaStream_t stream) {
-    attention_head_size(HS, [&](auto hs) { attention_backward_mma_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream); });
+    attention_for_head_size(HS, [&](auto hs) {
+        attention_backward_mma_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, pb, B, T, NH, stream);
+    });
 }
 
 #endif // LLMC_ATTENTION_MMA_CUH

@@ -404,13 +404,17 @@ static void txl_attention_backward_hs(floatX* dqkv, float* D, const floatX* dout
 // out (B, T, C) and lse (B, NH, T) from qkv (B, T, 3C) and the layer's txl parameters
 static void txl_attention_forward(floatX* out, float* lse, const floatX* qkv, const TxlArgs& a, int B, int T, int NH, int HS,
                                   size_t smem_limit, cudaStream_t stream) {
-    attention_head_size(HS, [&](auto hs) { txl_attention_forward_hs<decltype(hs)::value>(out, lse, qkv, a, B, T, NH, smem_limit, stream); });
+    attention_for_head_size(HS, [&](auto hs) {
+        txl_attention_forward_hs<decltype(hs)::value>(out, lse, qkv, a, B, T, NH, smem_limit, stream);
+    });
 }
 
 // dqkv (B, T, 3C) written in full, a.dP (T, C) and a.partials (txl_q_blocks x 2 HS); D (B, NH, T) is scratch
 static void txl_attention_backward(floatX* dqkv, float* D, const floatX* dout, const floatX* qkv, const floatX* out, const float* lse,
                                    const TxlArgs& a, int B, int T, int NH, int HS, size_t smem_limit, cudaStream_t stream) {
-    attention_head_size(HS, [&](auto hs) { txl_attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, a, B, T, NH, smem_limit, stream); });
+    attention_for_head_size(HS, [&](auto hs) {
+        txl_attention_backward_hs<decltype(hs)::value>(dqkv, D, dout, qkv, out, lse, a, B, T, NH, smem_limit, stream);
+    });
 }
 
 #endif // LLMC_ATTENTION_TXL_CUH

@@ -98,6 +98,8 @@ typedef struct {
     RopeTable rope_table;        // -rb, -rt, -rr rope's frequency table (llmc/pe.h; -1: not given, the model's)
     int shape_k;                 // -sk shape's offset K (pe/sinusoidal.h; -1: not given, the model's)
     CapeAugment cape;            // -cg, -cs, -cl cape's augmentation in training (llmc/pe.h; -1: not given, the default)
+    int shaw_k;                  // -ak shaw's clipping distance k of a new model (pe/shaw.h; -1: not given, the default)
+    int shaw_values;             // -av shaw's value table a^V in a new model, 1, or 0 keys only (-1: not given, 1)
     int rand_pos;                // -rp randomized positions from [0, L) (llmc/pe.h; -1: not given, 0: off)
     int pose_len;                // -po PoSE's target length L: rows in two chunks at positions up to L - 1 (0: off)
     int eval_last;               // -L also score only the last N tokens of each window (DAPE's protocol; 0: off)
@@ -169,6 +171,10 @@ static void usage(void) {
         "  -cs <num>   cape: each training row's positions scaled by S^(2u - 1), u uniform in [0, 1) (default %g: off)\n"
         "  -cl <int>   cape: each training token's position shifted by u - 1/2, u uniform in [0, 1) (default %d: on);\n"
         "              -cg, -cs, -cl are the run's, not the checkpoint's; an evaluation takes positions 0..T-1\n"
+        "  -ak <int>   shaw: the clipping distance k, 1..%d: rows 0..k of a^K and a^V, every distance >= k row k\n"
+        "              (default %d, the paper's; tensor2tensor's transformer_relative: 20)\n"
+        "  -av <int>   shaw: 1 with the value table a^V (the paper's), 0 the key table alone (default 1); -ak, -av\n"
+        "              make a new model's tables, a checkpoint holds its own\n"
         "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T, for\n"
         "              %s\n"
         "              (default: the checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
@@ -183,7 +189,8 @@ static void usage(void) {
         "  -Ps <int>   passkey seed (default 1)\n"
         "  -A <glob>   algorithmic tasks: task files of ./tasks, each scored by exact match (greedy) and token\n"
         "              accuracy at every evaluation, into tasks.csv (default none)\n",
-        MAX_GEN_TOKENS, TRAINER_PASS_TOKENS, SHAPE_DEFAULT_K, CAPE_DEFAULT_GLOBAL, CAPE_DEFAULT_SCALE, CAPE_DEFAULT_LOCAL, pe_names_rp());
+        MAX_GEN_TOKENS, TRAINER_PASS_TOKENS, SHAPE_DEFAULT_K, CAPE_DEFAULT_GLOBAL, CAPE_DEFAULT_SCALE, CAPE_DEFAULT_LOCAL, SHAW_MAX_K,
+        SHAW_DEFAULT_K, pe_names_rp());
     exit(0);
 }
 
@@ -303,6 +310,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->rope_table = (RopeTable){-1, -1, -1};
     a->shape_k = -1;
     a->cape = (CapeAugment){-1, -1, -1};
+    a->shaw_k = -1; a->shaw_values = -1;
     a->eval_last = 0; a->hellaswag = NULL; a->passkey_trials = 0; a->passkey_depths = 5; a->passkey_seed = 1;
     a->tasks = NULL;
     for (int i = 1; i < argc; i += 2) {
@@ -362,6 +370,8 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-cg")) { a->cape.global = parse_float(f, v, 0.0f, (float)(1 << 24)); }
         else if (!strcmp(f, "-cs")) { a->cape.scale = parse_float(f, v, 1.0f, 1000.0f); }
         else if (!strcmp(f, "-cl")) { a->cape.local = (int)parse_long(f, v, 0, 1); }
+        else if (!strcmp(f, "-ak")) { a->shaw_k = (int)parse_long(f, v, 1, SHAW_MAX_K); }
+        else if (!strcmp(f, "-av")) { a->shaw_values = (int)parse_long(f, v, 0, 1); }
         else if (!strcmp(f, "-xb")) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
             if (!pe_has_eval_variant(PE_EVAL_BCA)) {
@@ -1393,6 +1403,20 @@ static void rope_table_apply(RopeTable* t, const RopeTable* given, int from_file
     }
 }
 
+// shaw's tables (-ak, -av; pe/shaw.h) into the configuration c of a new model; a checkpoint's
+// (from_file) are the shapes of its parameters, which the flags can only repeat
+static void shaw_tables_apply(GPT2Config* c, const TrainArgs* a, int from_file) {
+    if ((a->shaw_k >= 0 || a->shaw_values >= 0) && PE_ID != PE_ID_SHAW) {
+        fatal("flags -ak, -av: the tables of shaw, which this binary's PE '%s' is not", pe_name(PE_ID));
+    }
+    if (from_file && ((a->shaw_k >= 0 && a->shaw_k != c->shaw_k) || (a->shaw_values >= 0 && a->shaw_values != c->shaw_values))) {
+        fatal("flags -ak, -av: the checkpoint's tables have k = %d and %s, made with the model; leave the flags out",
+              c->shaw_k, c->shaw_values ? "a^V (-av 1)" : "no a^V (-av 0)");
+    }
+    if (a->shaw_k >= 0) { c->shaw_k = a->shaw_k; }
+    if (a->shaw_values >= 0) { c->shaw_values = a->shaw_values; }
+}
+
 static int train_main(int argc, char** argv) {
     MultiProcess mp;
     mp_init(&mp, &argc, &argv);
@@ -1405,12 +1429,12 @@ static int train_main(int argc, char** argv) {
     for (int k = 0; k < a.num_eval_lengths; k++) { append_format(lists, sizeof(lists), " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { append_format(lists, sizeof(lists), " V%d", a.eval_variants[k]); }
     // every flag, whole (paths of any length), so that ranks started differently are caught at once
-    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d sk%d cg%g cs%g cl%d rp%d L%d P%d %d %d|%s|%s",
+    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d sk%d cg%g cs%g cl%d ak%d av%d rp%d L%d P%d %d %d|%s|%s",
              a.train_pattern, a.val_sets, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every, lists, a.rope_factor,
-             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.shape_k, a.cape.global, a.cape.scale, a.cape.local, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
+             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.shape_k, a.cape.global, a.cape.scale, a.cape.local, a.shaw_k, a.shaw_values, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
              a.tasks ? a.tasks : "");
     mp_check_same(desc, "configuration (flags)", 0);
     free(desc);
@@ -1475,9 +1499,11 @@ static int train_main(int argc, char** argv) {
         }
         pe_config_positions(&cfg, a.rand_pos > a.pose_len ? a.rand_pos : a.pose_len); // learned's table: a row for every position drawn (-rp) or given (-po)
         if (data_vocab > 0) { cfg.vocab_size = data_vocab; cfg.padded_vocab_size = round_up(data_vocab, 128); }
+        shaw_tables_apply(&cfg, &a, 0);
         gpt2_build_from_config(&model, &cfg, a.seed);
     }
     GPT2Config* cfg = &model.config;
+    if (resume_step >= 0 || model_is_file(a.model)) { shaw_tables_apply(cfg, &a, 1); }
     // randomized positions (llmc/pe.h): -rp sets the range of a new model or of an
     // evaluation; a resumed run draws from its checkpoint's range with its seed
     if (a.rand_pos >= 0 && a.rand_pos != cfg->rp_len) {
@@ -1513,13 +1539,13 @@ static int train_main(int argc, char** argv) {
     rope_table_apply(&cfg->rope, &a.rope_table, resume_step >= 0 || model_is_file(a.model), resume_step, training, mp.rank);
     model_setting_apply("-sk", &cfg->shape_k, a.shape_k, cfg->shape_k, a.shape_k, resume_step >= 0 || model_is_file(a.model), resume_step,
                         training, mp.rank);
-    gpt2_config_check(cfg, "-sk");
     if ((a.cape.global >= 0 || a.cape.scale >= 0 || a.cape.local >= 0) && PE_ID != PE_ID_CAPE) {
         fatal("flags -cg, -cs, -cl: the augmentation of cape, which this binary's PE '%s' is not", pe_name(PE_ID));
     }
     if (a.cape.global >= 0) { cfg->cape.global = a.cape.global; }
     if (a.cape.scale >= 0) { cfg->cape.scale = a.cape.scale; }
     if (a.cape.local >= 0) { cfg->cape.local = a.cape.local; }
+    gpt2_config_check(cfg, "the model with this run's -rb, -rt, -rr, -sk");
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
     if (rope_base(cfg->rope.base) != ROPE_BASE) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
     if (cfg->rope.truncate != 0) { append_format(run_pe_label, sizeof(run_pe_label), "_rt%d", cfg->rope.truncate); }

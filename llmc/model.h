@@ -12,8 +12,9 @@ files written before it was recorded, and in llm.c's: then maxT is taken for it)
 frequency table (RopeTable, llmc/pe.h: word 15 the base, 0 for 10000; word 16 the
 truncation length, 0: off; word 17 resonance, 0: off; 0 in files written before them, which
 so keep the table they were trained with), shape's offset K (word 18, pe/sinusoidal.h; 0 for
-every other encoding), 0...}, then every parameter tensor in the order below. A tensor
-that the PE does not use has size 0 (e.g. wpe for every PE but `learned`), so a
+every other encoding), shaw's clipping distance k and whether it has the value table a^V
+(words 19 and 20, pe/shaw.h; 0 for every other encoding), 0...}, then every parameter tensor in the order below. A tensor
+that the PE does not use has size 0 (e.g. wpe for every PE but `learned` and BiPE), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
 and CoPE's number of positions P (llmc/pe.h) derive from it, so no further word holds them.
@@ -55,10 +56,16 @@ typedef struct {
     RopeTable rope;        // rope's frequency table: base, truncation, resonance (llmc/pe.h; zeros: plain)
     int shape_k;           // shape: the offsets' range K in training, and the offset at evaluation (pe/sinusoidal.h)
     CapeAugment cape;      // cape: the augmentation of training's positions (the run's -cg, -cs, -cl; not in the checkpoint)
+    int shaw_k;            // shaw: the clipping distance k, rows 0..k of its tables (pe/shaw.h; 0 for the others)
+    int shaw_values;       // shaw: 1 with the value table a^V (the paper's), 0 keys only (0 for the others)
 } GPT2Config;
 
 // shape's K of a new model: one of the official configurations' (config_shape: 10 to 500)
 #define SHAPE_DEFAULT_K 100
+// shaw's k of a new model: the paper's clipping distance (tensor2tensor's transformer_relative
+// sets 20); the largest k a configuration may hold
+#define SHAW_DEFAULT_K 16
+#define SHAW_MAX_K 65536
 
 // cape's augmentation of a model, new or read (the run's flags may change it): the defaults
 // for cape, none for the others
@@ -208,7 +215,7 @@ static int pe_has_wpe(int pe) { return pe == PE_ID_LEARNED || pe == PE_ID_BIPE_R
 // that initializes its n elements at p from the random state rng (gpt2_init_params: cfg, and
 // residual_std = 0.02 / sqrt(2 L)). Weight decay applies to the matrices (2-D per layer) and to
 // nothing else. Every layer's values are consecutive. A tensor of size 0 is absent from the
-// checkpoint (wpe for every encoding but learned).
+// checkpoint (wpe for every encoding but learned and BiPE, pe_has_wpe).
 #define GPT2_TENSORS(X) \
     X(WTE,      wte,      1, Vp * C,        fill_wte(p, n, cfg, rng)) /* also the classifier (tied) */ \
     X(WPE,      wpe,      1, pe_has_wpe(cfg->pe) ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
@@ -336,6 +343,11 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
         fatal("%s: bad augmentation of cape: global shift %g (0..%d), scale %g (1..1000), local shift %d (0 or 1); "
               "none but for cape", what, a->global, 1 << 24, a->scale, a->local);
     }
+    int shaw = c->pe == PE_ID_SHAW;
+    if (shaw ? c->shaw_k < 1 || c->shaw_k > SHAW_MAX_K || c->shaw_values < 0 || c->shaw_values > 1 : c->shaw_k != 0 || c->shaw_values != 0) {
+        fatal("%s: bad tables of shaw: clipping distance k %d (word 19: 1..%d), value table %d (word 20: 1 with a^V, 0 keys "
+              "only); both 0 but for shaw", what, c->shaw_k, SHAW_MAX_K, c->shaw_values);
+    }
     if (c->rp_len > 0 && !rp_supported(c->pe)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
@@ -343,11 +355,14 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
 }
 
 // what this binary's build decides of a new configuration of its encoding (c->pe): DAPE's
-// variant and default width (pe/dape.h), cape's augmentation (the run may change it)
+// variant and default width (pe/dape.h), cape's augmentation (the run may change it), shaw's
+// tables (k and a^V: the run's -ak, -av may choose others for a new model)
 static void gpt2_config_set_build(GPT2Config* c) {
     c->dape = DAPE_ID;
     c->dape_width = DAPE_ID != 0 ? DAPE_WIDTH : 0;
     c->cape = cape_augment_default(c->pe);
+    c->shaw_k = c->pe == PE_ID_SHAW ? SHAW_DEFAULT_K : 0;
+    c->shaw_values = c->pe == PE_ID_SHAW;
 }
 
 // Model presets by name: the papers' GPT-Tiny / Small / Medium, llm.c's dN
@@ -440,6 +455,8 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[16] = cfg->rope.truncate;
     header[17] = cfg->rope.resonance;
     header[18] = cfg->shape_k;
+    header[19] = cfg->shaw_k;
+    header[20] = cfg->shaw_values;
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -471,6 +488,8 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->rope.truncate = header[16];
     cfg->rope.resonance = header[17];
     cfg->shape_k = header[18];
+    cfg->shaw_k = header[19];
+    cfg->shaw_values = header[20];
     cfg->cape = cape_augment_default(cfg->pe);
     gpt2_config_check(cfg, path);
     if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {

@@ -115,13 +115,16 @@ static inline const char* pe_names_dape(void) { return pe_names_with(1); }
 #if (0 PE_REGISTRY(PE_COUNT_)) != 1
 #error "build with exactly one encoding of llmc/pe_list.h: -DPE_<NAME> (make ... PE=<name>)"
 #endif
-// the selected encoding's id, kind, and whether it takes randomized positions (#if-able)
+// the selected encoding's id, kind, whether it takes randomized positions and whether it is a
+// base of DAPE (#if-able)
 #define PE_ID_TERM_(id, NAME, ...) + PE_IS(NAME) * id
 #define PE_ID (0 PE_REGISTRY(PE_ID_TERM_))
 #define PE_KIND_TERM_(id, NAME, name, file, kind, ...) + PE_IS(NAME) * PE_KIND_##kind
 #define PE_KIND (0 PE_REGISTRY(PE_KIND_TERM_))
 #define PE_RP_TERM_(id, NAME, name, file, kind, rp, ...) + PE_IS(NAME) * rp
 #define PE_RP (0 PE_REGISTRY(PE_RP_TERM_))
+#define PE_DAPE_TERM_(id, NAME, name, file, kind, rp, dape, ...) + PE_IS(NAME) * dape
+#define PE_DAPE (0 PE_REGISTRY(PE_DAPE_TERM_))
 // its file, "../pe/<file>.h" (relative to this header)
 #define PE_CAT_(a, b) a##b
 #define PE_CAT(a, b) PE_CAT_(a, b)

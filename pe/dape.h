@@ -31,8 +31,7 @@ checkpoint.
 
 #ifdef DAPE_KERNEL
 #define DAPE_ID DAPE_KERNEL
-#define PE_DAPE_TERM_(id, NAME, name, file, kind, rp, dape, ...) + PE_IS(NAME) * dape
-#if !(0 PE_REGISTRY(PE_DAPE_TERM_))
+#if !PE_DAPE
 #error "DAPE runs on the bases of llmc/pe_list.h whose dape column is 1"
 #endif
 #if DAPE_KERNEL != 1 && DAPE_KERNEL != 3 && DAPE_KERNEL != 5 && DAPE_KERNEL != 7
@@ -530,10 +529,10 @@ static int dape_pe_rows(int B, int T) { return CEIL_DIV(dape_query_blocks(B, T),
 static size_t dape_pe_slots(int B, int T, int NH) { return (size_t)dape_pe_rows(B, T) * NH * dape_kv_blocks(T); }
 
 // The base's bias at the tokens' positions where they are given or drawn (a base that takes
-// positions: PEPositions, llmc/attention_bias.cuh, a second instance of the kernels), else at
-// the indices
+// positions: PEPositions, llmc/attention_bias.cuh, a second instance of the kernels, compiled
+// for the bases of DAPE only), else at the indices
 static void dape_forward(GPT2* model, int l, floatX* out, float* lse, const floatX* qkv, const PEBias& pb, int B, int T) {
-#if PE_BIAS_OF_POSITIONS
+#if PE_BIAS_OF_POSITIONS && PE_DAPE
     const int* pos = pe_positions(model, l);
     if (pos != NULL) {
         dape_attention_forward(out, lse, qkv, PEPositions<PEBias>{pb, pos, T}, dape_layer(model, l), B, T, ctx.prop.sharedMemPerBlockOptin,
@@ -557,7 +556,7 @@ static void dape_backward(GPT2* model, int l, floatX* dqkv, const floatX* dout, 
     float* dw2 = g->dape_w2 + (size_t)l * NH * dp.D * dp.K;
     float* db2 = g->dape_b2 + (size_t)l * NH;
     size_t smem = ctx.prop.sharedMemPerBlockOptin;
-#if PE_BIAS_OF_POSITIONS
+#if PE_BIAS_OF_POSITIONS && PE_DAPE
     const int* pos = pe_positions(model, l);
     if (pos != NULL) {
         dape_attention_backward(dqkv, gs->att_D, gs->att_dkv, gs->dape_partials, dw1, db1, dw2, db2, dout, qkv, out, lse,

@@ -24,9 +24,12 @@ An encoding is one class below with up to three hooks, as the trainer's:
   bias(model, l, h, ev, pos)   h: (B, T, C), the attention block's input after ln_1;
                                returns the additive attention bias b(i, j), broadcastable
                                to (B, NH, T, T), or None
-  score_bias(model, l, q, k)   q, k: (B, NH, T, hs) after rotate; a term added to the
-                               scores that depends on q and k (CoPE's, Transformer-XL's),
-                               (B, NH, T, T), or None
+  score_bias(model, l, q, k, pos)   q, k: (B, NH, T, hs) after rotate; a term added to the
+                               scores that depends on q and k (CoPE's, Transformer-XL's,
+                               shaw's; pos: (B, T) the layer's positions), (B, NH, T, T), or None
+  value_term(model, l, att, pos)   att: (B, NH, T, T) the attention's probabilities; a term
+                               added to the attention's output att @ v (shaw's a^V),
+                               (B, NH, T, hs), or None
 and, for an encoding with a second residual stream (complex_order; the trainer's
 PE_STREAMS), stream_prefix (its block's tensors are GPT-2's names under it; the model's
 stream_tensor reads them), embed_streams (the streams' embeddings), scores (the scores of
@@ -74,6 +77,10 @@ HEADER_RP_LEN, HEADER_RP_SEED, HEADER_TRAIN_LEN = 12, 13, 14
 HEADER_ROPE_BASE, HEADER_ROPE_TRUNCATE, HEADER_ROPE_RESONANCE = 15, 16, 17
 # word 18: shape's offset K (Config.shape_k; 0 for every other encoding; pe/sinusoidal.h)
 HEADER_SHAPE_K = 18
+# words 19 and 20: shaw's clipping distance k and its value table a^V, 1 or 0 (keys only)
+# (Config.shaw_k, shaw_values; 0 for every other encoding; pe/shaw.h)
+HEADER_SHAW_K, HEADER_SHAW_VALUES = 19, 20
+SHAW_MAX_K = 65536
 # the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
@@ -85,7 +92,7 @@ GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b"] + BLOCK_TENSORS + ["lnfw", "lnfb"]
 COMPLEX_PREFIX = "complex_"
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
                    "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e",
-                   "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c",
+                   "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c", "shaw_ak", "shaw_av",
                    "complex_w"] + [COMPLEX_PREFIX + n for n in BLOCK_TENSORS + ["lnfw", "lnfb"]]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
@@ -121,6 +128,8 @@ class Config:
     rope_truncate: int = 0  # Giraffe's truncation length L (0: off),
     rope_resonance: int = 0  # Resonance RoPE's integer wavelengths (0: off)
     shape_k: int = 0        # shape: the offsets' range K in training, the offset at evaluation
+    shaw_k: int = 0         # shaw: the clipping distance k (rows 0..k of its tables)
+    shaw_values: int = 0    # shaw: 1 with the value table a^V, 0 keys only
 
 
 @dataclass
@@ -188,6 +197,12 @@ def check_config(cfg, where):
     if not 0 <= cfg.shape_k <= (1 << 24) or (cfg.shape_k != 0 and cfg.pe != "shape"):
         raise ValueError("%s: bad offset K %d of shape (header word %d: 0..%d, and 0 but for shape)"
                          % (where, cfg.shape_k, HEADER_SHAPE_K, 1 << 24))
+    shaw = cfg.pe == "shaw"
+    if (shaw and not (1 <= cfg.shaw_k <= SHAW_MAX_K and cfg.shaw_values in (0, 1))) or \
+            (not shaw and (cfg.shaw_k != 0 or cfg.shaw_values != 0)):
+        raise ValueError("%s: bad tables of shaw: clipping distance k %d (header word %d: 1..%d), value table %d (word %d: "
+                         "1 with a^V, 0 keys only); both 0 but for shaw"
+                         % (where, cfg.shaw_k, HEADER_SHAW_K, SHAW_MAX_K, cfg.shaw_values, HEADER_SHAW_VALUES))
     if any(table) and cfg.pe not in ROPE_TABLE_PES:
         raise ValueError("%s: RoPE frequency table options (base %d, truncation %d, resonance %d) on PE '%s' (they exist "
                          "for rope; header words %d-%d)" % ((where,) + table + (cfg.pe, HEADER_ROPE_BASE, HEADER_ROPE_RESONANCE)))
@@ -269,7 +284,8 @@ def read_checkpoint(path):
                  pe=PE_NAMES[header[8]], rp_len=int(header[HEADER_RP_LEN]), rp_seed=int(header[HEADER_RP_SEED]),
                  train_len=int(header[HEADER_TRAIN_LEN]), rope_base=int(header[HEADER_ROPE_BASE]),
                  rope_truncate=int(header[HEADER_ROPE_TRUNCATE]), rope_resonance=int(header[HEADER_ROPE_RESONANCE]),
-                 shape_k=int(header[HEADER_SHAPE_K]))
+                 shape_k=int(header[HEADER_SHAPE_K]), shaw_k=int(header[HEADER_SHAW_K]),
+                 shaw_values=int(header[HEADER_SHAW_VALUES]))
     check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
@@ -307,6 +323,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
     header[HEADER_ROPE_BASE] = 0 if cfg.rope_base == ROPE_BASE else cfg.rope_base  # one word for the default base
     header[HEADER_ROPE_TRUNCATE], header[HEADER_ROPE_RESONANCE] = cfg.rope_truncate, cfg.rope_resonance
     header[HEADER_SHAPE_K] = cfg.shape_k
+    header[HEADER_SHAW_K], header[HEADER_SHAW_VALUES] = cfg.shaw_k, cfg.shaw_values
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
         u = flat.view(np.uint32).astype(np.uint64)
@@ -422,7 +439,10 @@ class Encoding:
     def bias(self, model, l, h, ev, pos):
         return None
 
-    def score_bias(self, model, l, q, k):
+    def score_bias(self, model, l, q, k, pos):
+        return None
+
+    def value_term(self, model, l, att, pos):
         return None
 
     # a second residual stream (complex_order's): its tensors' prefix (None: GPT-2's one
@@ -839,7 +859,7 @@ class Cope(Encoding):
     def tensors(cfg):
         return {"cope_e": (cfg.num_layers, cfg.max_seq_len + 1, cfg.channels // cfg.num_heads)}
 
-    def score_bias(self, model, l, q, k):
+    def score_bias(self, model, l, q, k, pos):
         T, hs = q.shape[2], q.shape[3]
         npos = model.cfg.max_seq_len + 1                                  # :69-73
         pos_emb = model.cope_e[l].T                                       # :76-78, (hs, npos)
@@ -886,7 +906,7 @@ class TransformerXL(Encoding):
         x_padded = torch.cat([zero_pad, x], dim=-1).view(*x.shape[:-2], T2 + 1, T1)
         return x_padded[..., 1:, :].reshape(x.shape)
 
-    def score_bias(self, model, l, q, k):
+    def score_bias(self, model, l, q, k, pos):
         B, NH, T, hs = q.shape
         C = model.cfg.channels
         pos_seq = torch.arange(T - 1, -1, -1.0, dtype=q.dtype, device=q.device)              # :761
@@ -954,13 +974,47 @@ class Tisa(Encoding):
         return (a * torch.exp(-c.abs() * (mu - r) ** 2)).sum(0)
 
 
+class Shaw(Encoding):
+    """Relative position representations (Shaw et al. 2018) as tensor2tensor computes them
+    (common_attention.py dot_product_attention_relative :1739-1827): per layer two tables a^K,
+    a^V (k + 1, hs) shared by the heads, row r of the clipped distance r = min(pos_i - pos_j, k)
+    (the official [2k + 1, hs] tables' row k - r); the scores gain q_i . a^K[r] / sqrt(hs) (q
+    scaled for both terms), the output sum_j P_ij a^V[r]; keys only (shaw_values 0): no a^V.
+    Computed here as the trainer does, a row's k + 1 dot products gathered by row, its
+    probabilities summed by row (python/test_model.py holds it to a transcription of the
+    official module)."""
+    kind = "attn"
+    rp = True
+
+    @staticmethod
+    def tensors(cfg):
+        shape = (cfg.num_layers, cfg.shaw_k + 1, cfg.channels // cfg.num_heads)
+        return {"shaw_ak": shape, "shaw_av": shape} if cfg.shaw_values else {"shaw_ak": shape}
+
+    @staticmethod
+    def rows(model, pos):
+        """(B, 1, T, T) the table row of every pair, min(pos_i - pos_j, k) (0 above the diagonal)."""
+        return (pos[:, :, None] - pos[:, None, :]).clamp(min=0, max=model.cfg.shaw_k)[:, None]
+
+    def score_bias(self, model, l, q, k, pos):
+        g = q @ model.shaw_ak[l].T * (1 / math.sqrt(q.shape[-1]))   # (B, NH, T, k + 1): each row's key term
+        return g.gather(-1, self.rows(model, pos).expand(*g.shape[:2], -1, -1))
+
+    def value_term(self, model, l, att, pos):
+        if not model.cfg.shaw_values:
+            return None
+        c = torch.zeros(*att.shape[:3], model.cfg.shaw_k + 1, dtype=att.dtype, device=att.device)
+        c = c.scatter_add(-1, self.rows(model, pos).expand_as(att), att)  # each row's probabilities summed by table row
+        return c @ model.shaw_av[l]
+
+
 ENCODINGS = {
     "learned": Learned(), "sinusoidal": Sinusoidal(), "rope": Rope(), "nope": Encoding(),
     "alibi": Alibi(), "t5": T5(), "kerple": Kerple(), "fire": Fire(),
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
     "tisa": Tisa(), "shape": Shape(), "cape": Cape(), "bipe_rope": BipeRope(), "bipe_alibi": BipeAlibi(),
-    "complex_order": ComplexOrder(),
+    "shaw": Shaw(), "complex_order": ComplexOrder(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)
@@ -1123,12 +1177,14 @@ class GPT(nn.Module):
             def row_bias(rows, p):
                 b = self.pe.bias(self, l, h[rows], ev, p)
                 return None if b is None else torch.broadcast_to(b, (h[rows].shape[0], NH, T, T))
-            for bias in (by_row(pos_l, row_bias), self.pe.score_bias(self, l, q, k)):
+            for bias in (by_row(pos_l, row_bias), self.pe.score_bias(self, l, q, k, pos_l)):
                 if bias is not None:
                     scores = scores + bias
             att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+            value = self.pe.value_term(self, l, att, pos_l)
             for st, w in enumerate(ws):  # each stream: its values, projection, MLP and residuals
-                y = (att @ qkv[st][2]).transpose(1, 2).reshape(B, T, C)
+                y = att @ qkv[st][2]
+                y = (y if value is None else y + value).transpose(1, 2).reshape(B, T, C)
                 x = xs[st] + y @ w["attprojw"].T + w["attprojb"]
                 h = F.layer_norm(x, (C,), w["ln2w"], w["ln2b"], LAYERNORM_EPS)
                 h = F.gelu(h @ w["fcw"].T + w["fcb"], approximate="tanh")

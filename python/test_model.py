@@ -33,7 +33,8 @@ trainer, for every encoding, in float64 (make test-python):
   7. bad checkpoints (truncated, wrong magic, wrong version, a DAPE model in header words 9
      and 10, another revision of the encoding's definition in word 11, randomized positions
      on an encoding without them in word 12, a negative training length in word 14, rope's
-     frequency table on another encoding in word 15, resonance 2 in word 17) and
+     frequency table on another encoding in word 15, resonance 2 in word 17, shaw's k on
+     another encoding or k = 0 on shaw in word 19) and
      variants the encoding does not have are
      refused with a clear message;
   8. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
@@ -53,7 +54,15 @@ trainer, for every encoding, in float64 (make test-python):
  11. with SHAPE_OFFICIAL=path/to/embeddings.py (butsugiri/shape's onmt/modules/embeddings.py, its
      onmt imports stubbed): the official PositionalEncoding against model.py's Shape at
      evaluation (offset K) and its table at every training offset, within 1e-4 (the official
-     table is float32, model.py's double).
+     table is float32, model.py's double);
+ 12. shaw: a keys-only checkpoint (header word 20 = 0, no a^V) written here, read by the C
+     trainer and model.py: the same logits, loss and gradients, other logits than with a^V;
+     and tensor2tensor's dot_product_attention_relative, transcribed from TensorFlow into
+     PyTorch (t2t_relative_attention: common_attention.py at bafdc1b, line by line), against
+     model.py's Shaw on random q, k, v and official [2k + 1, hs] tables (3 heads of 8, T = 40,
+     k = 7, so that distances clip; keys and values, and keys only), in float64: the attention
+     output and the gradients of q, k, v and both tables (the official rows of keys after the
+     query, k + 1..2k, get none).
 
 Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
 both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
@@ -304,11 +313,18 @@ def check_random_positions(build, pe, prefix):
                                                             len(mine), T, model.cfg.rp_len))
     failures += 0 if ok else 1
     compare_model("rp", model, ref, mine)
+    check_changes_logits("rp: the draw changes the logits", model, ref)
+
+
+def check_changes_logits(label, model, ref):
+    """The model at plain positions 0..T-1 against the reference's logits at other positions:
+    they must differ (by more than 1e-6 of the largest), else the positions tested nothing."""
+    global failures
     with torch.no_grad():
         plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
     change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
     ok = change > 1e-6
-    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("rp: the draw changes the logits", "ok  " if ok else "FAIL", change))
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % (label, "ok  " if ok else "FAIL", change))
     failures += 0 if ok else 1
 
 
@@ -327,12 +343,7 @@ def check_given_positions(build, pe, prefix):
     model = M.GPT.from_checkpoint(prefix + "_model.bin", dtype=torch.float64)
     ref = read_reference(prefix + "_ref.bin", model.cfg)
     compare_model("given positions", model, ref, given_positions=debug_positions(*ref[0].shape))
-    with torch.no_grad():
-        plain, _ = model(torch.tensor(ref[0], dtype=torch.long))
-    change = float(np.max(np.abs(plain.numpy() - ref[2]))) / float(np.max(np.abs(ref[2])))
-    ok = change > 1e-6
-    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("given positions change the logits", "ok  " if ok else "FAIL", change))
-    failures += 0 if ok else 1
+    check_changes_logits("given positions change the logits", model, ref)
 
 
 def check_rope_table(build, model, ckpt, prefix, plain):
@@ -393,6 +404,10 @@ def test_bad_files(good, tmp, pe, all_cases):
     else:
         expect_error("bad file: rope's base on %s (word 15)" % pe, variant("rb.bin", with_word(15, 500000)),
                      "RoPE frequency table options (base 500000, truncation 0, resonance 0) on PE '%s'" % pe)
+    if pe == "shaw":
+        expect_error("bad file: shaw's k 0 (word 19)", variant("sk.bin", with_word(19, 0)), "bad tables of shaw: clipping distance k 0")
+    else:
+        expect_error("bad file: shaw's k on %s (word 19)" % pe, variant("sk.bin", with_word(19, 16)), "bad tables of shaw")
     if not all_cases:
         return
     expect_error("bad file: truncated", variant("trunc.bin", data[:-4]), "truncated or corrupt")
@@ -481,6 +496,99 @@ def test_tool_errors(ckpt, tmp):
     failures += 0 if ok else 1
 
 
+def check_shaw_keys(build, ckpt, prefix, plain):
+    """shaw keys-only (header word 20 = 0, the checkpoint without a^V) written here from the
+    plain checkpoint's other tensors: the C trainer and model.py agree; the logits differ."""
+    global failures
+    cfg, tensors = M.read_checkpoint(ckpt)
+    path = prefix + "_keys.bin"
+    M.write_checkpoint(path, M.Config(**dict(cfg.__dict__, shaw_values=0)), {n: t for n, t in tensors.items() if n != "shaw_av"})
+    keys = M.GPT.from_checkpoint(path, dtype=torch.float64)
+    c_reference(build, cfg.pe, path[:-4], path)
+    ref = read_reference(path[:-4] + "_ref.bin", keys.cfg)
+    compare_model("keys only (no a^V)", keys, ref)
+    change = float(np.max(np.abs(ref[2] - plain[2]))) / float(np.max(np.abs(plain[2])))
+    ok = change > 1e-6
+    print("  %-52s %s  (%.3g relative, at least 1e-6)" % ("keys only: other logits than with a^V", "ok  " if ok else "FAIL", change))
+    failures += 0 if ok else 1
+
+
+def t2t_relative_attention(q, k, v, bias, max_relative_position, keys_table, values_table):
+    """tensor2tensor's dot_product_attention_relative (tensor2tensor/layers/common_attention.py at
+    bafdc1b, :1739-1827, dropout 0, no cache or memory), transcribed from TensorFlow into PyTorch
+    line by line with its helpers, on q, k, v (batch, heads, length, depth), q already scaled by
+    depth^-0.5 (multihead_attention :4701-4702); keys_table and values_table are the variables
+    "relative_positions_keys/embeddings" and "relative_positions_values/embeddings" [2k + 1,
+    depth] (values_table None: the attention without the value term, tf.matmul(weights, v) as in
+    dot_product_attention :1667, the keys-only variant)."""
+    def generate_relative_positions_matrix(length_q, length_k, max_relative_position):  # :1670-1688
+        range_vec_q = range_vec_k = torch.arange(length_q)                                   # :1675-1676
+        distance_mat = range_vec_k[None, :] - range_vec_q[:, None]                           # :1680
+        distance_mat_clipped = distance_mat.clamp(-max_relative_position, max_relative_position)  # :1683-1684
+        return distance_mat_clipped + max_relative_position                                  # :1687-1688
+
+    def generate_relative_positions_embeddings(length_q, length_k, embeddings_table):      # :1691-1702
+        relative_positions_matrix = generate_relative_positions_matrix(length_q, length_k, max_relative_position)
+        return embeddings_table[relative_positions_matrix]                                  # tf.gather :1701
+
+    def relative_attention_inner(x, y, z, transpose):                                      # :1705-1736
+        batch_size, heads, length = x.shape[0], x.shape[1], x.shape[2]
+        xy_matmul = x @ (y.transpose(-1, -2) if transpose else y)                           # :1726
+        x_t = x.permute(2, 0, 1, 3)                                                         # :1728
+        x_t_r = x_t.reshape(length, heads * batch_size, -1)                                 # :1730
+        x_tz_matmul = x_t_r @ (z.transpose(-1, -2) if transpose else z)                     # :1732
+        x_tz_matmul_r = x_tz_matmul.reshape(length, batch_size, heads, -1)                  # :1734
+        x_tz_matmul_r_t = x_tz_matmul_r.permute(1, 2, 0, 3)                                 # :1736
+        return xy_matmul + x_tz_matmul_r_t
+
+    length = k.shape[2]                                                                     # :1802-1803
+    relations_keys = generate_relative_positions_embeddings(length, length, keys_table)      # :1804-1806
+    logits = relative_attention_inner(q, k, relations_keys, True)                           # :1812
+    logits = logits + bias                                                                  # :1813-1814
+    weights = torch.softmax(logits, dim=-1)                                                 # :1815
+    if values_table is None:
+        return weights @ v
+    relations_values = generate_relative_positions_embeddings(length, length, values_table)  # :1807-1809
+    return relative_attention_inner(weights, v, relations_values, False)                    # :1827
+
+
+def check_official_shaw():
+    """Shaw against the transcription of tensor2tensor's module (t2t_relative_attention): random
+    q, k, v and official tables, the causal bias of tensor2tensor's decoder (-1e9 above the
+    diagonal, attention_bias_lower_triangle), model.py's tables the official rows k..0."""
+    global failures
+    import types
+    print("=== shaw: tensor2tensor's dot_product_attention_relative (a transcription) against model.py (float64)")
+    torch.manual_seed(0)
+    B, NH, T, hs, k = 2, 3, 40, 8, 7
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    bias = torch.where(causal, 0.0, -1e9).to(torch.float64)
+    for values in (1, 0):
+        label = "keys and values" if values else "keys only"
+        q, kk, v = (torch.randn(B, NH, T, hs, dtype=torch.float64, requires_grad=True) for _ in range(3))
+        tK, tV = (torch.randn(2 * k + 1, hs, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        want = t2t_relative_attention(q * hs ** -0.5, kk, v, bias, k, tK, tV if values else None)
+        aK, aV = (t.detach()[:k + 1].flip(0).clone().requires_grad_() for t in (tK, tV))  # row r = official row k - r
+        owner = types.SimpleNamespace(cfg=types.SimpleNamespace(shaw_k=k, shaw_values=values), shaw_ak=[aK], shaw_av=[aV])
+        pos = torch.arange(T).expand(B, T)
+        scores = q @ kk.transpose(2, 3) / math.sqrt(hs) + M.Shaw().score_bias(owner, 0, q, kk, pos)
+        att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        extra = M.Shaw().value_term(owner, 0, att, pos)
+        got = att @ v + (0 if extra is None else extra)
+        check("official, %s: attention output" % label, got.detach().numpy(), want.detach().numpy())
+        g = torch.randn_like(want)
+        dwant = torch.autograd.grad((want * g).sum(), (q, kk, v, tK) + ((tV,) if values else ()))
+        dgot = torch.autograd.grad((got * g).sum(), (q, kk, v, aK) + ((aV,) if values else ()))
+        for name, a, b in zip(("q", "k", "v"), dgot, dwant):
+            check("official, %s: d %s" % (label, name), a.numpy(), b.numpy())
+        for name, a, b in zip(("a^K", "a^V"), dgot[3:], dwant[3:]):
+            check("official, %s: d %s (official rows k..0)" % (label, name), a.numpy(), b[:k + 1].flip(0).numpy())
+            rest = float(b[k + 1:].abs().max())
+            ok = rest == 0
+            print("  %-52s %s  (%.3g)" % ("official, %s: no d %s in its rows k + 1..2k" % (label, name), "ok  " if ok else "FAIL", rest))
+            failures += 0 if ok else 1
+
+
 def check_official_cope(path):
     """The official ContextPosSelfAttn (its defaults; dropout 0) against Cope.score_bias."""
     import importlib.util
@@ -502,7 +610,7 @@ def check_official_cope(path):
     want = layer(q, k, k, v, attn_mask=mask)
     owner = types.SimpleNamespace(cfg=types.SimpleNamespace(max_seq_len=maxT), cope_e=[E])
     qh, kh, vh = (t.view(B, NH, T, hs) for t in (q, k, v))
-    scores = qh @ kh.transpose(2, 3) / math.sqrt(hs) + M.Cope().score_bias(owner, 0, qh, kh)
+    scores = qh @ kh.transpose(2, 3) / math.sqrt(hs) + M.Cope().score_bias(owner, 0, qh, kh, None)
     got = (torch.softmax(scores.masked_fill(mask[0] == 0, float("-inf")), dim=-1) @ vh).view(B * NH, T, hs)
     check("official: attention output", got.detach().numpy(), want.detach().numpy())
     g = torch.randn_like(want)
@@ -839,6 +947,8 @@ def main():
                 check_given_positions(build, pe, prefix + "_pos")
             if pe in M.ROPE_TABLE_PES:
                 check_rope_table(build, model, ckpt, prefix, ref)
+            if pe == "shaw":
+                check_shaw_keys(build, ckpt, prefix, ref)
             # bf16: written here, read by both
             cfg, tensors = M.read_checkpoint(ckpt)
             M.write_checkpoint(prefix + "_bf16.bin", cfg, tensors, M.CHECKPOINT_BF16)
@@ -864,6 +974,8 @@ def main():
         check_official_cape()
     if "bipe_rope" in pes:
         check_official_bipe()
+    if "shaw" in pes:
+        check_official_shaw()
     if "complex_order" in pes:
         check_official_complex_order()
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)

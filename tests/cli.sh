@@ -168,10 +168,13 @@ else
     expect "-po with randomized positions" "would both set the training rows' positions" "${OK[@]}" -po 256 -rp 64
     expect "-po in an evaluation alone" "-po is a way of training" "${OK[@]}" -po 256 -x 0
 fi
-expect "-sk on an encoding without shape's offsets" "-sk: bad offset K 5 of shape" "${OK[@]}" -sk 5
+expect "-sk on an encoding without shape's offsets" "-rr, -sk: bad offset K 5 of shape" "${OK[@]}" -sk 5
 expect "-cg on an encoding without cape's augmentation" "flags -cg, -cs, -cl: the augmentation of cape, which this binary's PE" "${OK[@]}" -cg 5
 expect "-cs below 1" "flag -cs must be in \[1, 1000\], got 0.5" "${OK[@]}" -cs 0.5
 expect "-cl neither 0 nor 1" "flag -cl" "${OK[@]}" -cl 2
+expect "-ak on an encoding without shaw's tables" "flags -ak, -av: the tables of shaw, which this binary's PE" "${OK[@]}" -ak 8
+expect "-ak 0" "flag -ak must be in \[1, 65536\], got 0" "${OK[@]}" -ak 0
+expect "-av neither 0 nor 1" "flag -av" "${OK[@]}" -av 2
 expect "-rb on an encoding without rope's table" "flag -rb: RoPE's frequency table options (-rb, -rt, -rr) exist for rope" "${OK[@]}" -rb 500000
 # a full disk (here: a file size limit of 10 MB) during a checkpoint: a clear error, and no
 # temporary file left behind

@@ -24,8 +24,8 @@ version 3  the bf16 build's kernels (llmc/attention_mma.cuh): FlashAttention-2 o
            cores (mma.sync m16n8k16, ldmatrix, cp.async double buffering), the bias added
            to the fp32 scores in registers; bf16 builds only
 
-txl brings its own kernels (llmc/attention_txl.cuh, fp32 on CUDA cores in both builds):
-every version runs them, as the trainer's layer attention does.
+txl and shaw bring their own kernels (llmc/attention_txl.cuh, llmc/attention_shaw.cuh, fp32 on
+CUDA cores in both builds): every version runs them, as the trainer's layer attention does.
 
 `check` runs the trainer's attention of a layer (pe_attention_forward/backward: version 3 in
 bf16, 2 in fp32) on lengths that are no multiple of the tiles (T = 200, two heads, two rows
@@ -210,7 +210,8 @@ static int run_case(AttnShape s, AttnForwardFn fwd, AttnBackwardFn bwd, int vers
 #if !defined(ENABLE_FP32)
 // `launches`: threads per block and dynamic shared memory of the bf16 build's attention kernels
 // as their launchers ask for them, one line per kernel and head size, for dev/cuda/resources.py
-// (beside ptxas's report); txl's own kernels in its build, instead of the tensor-core ones
+// (beside ptxas's report); txl's and shaw's own kernels in their builds (shaw's at its default
+// k), instead of the tensor-core ones
 template<int HS>
 static void print_mma_launches() {
 #if PE_IS(TXL)
@@ -218,6 +219,10 @@ static void print_mma_launches() {
     printf("txl_backward_q_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, txl_forward_smem<HS>());
     printf("txl_backward_kv_kernel %d %d %zu\n", HS, ATT_KV_BK * HS / ATT_DPT, txl_backward_kv_smem<HS>());
     printf("txl_backward_p_kernel %d %d %zu\n", HS, TXL_BLOCK * HS / ATT_DPT, txl_backward_p_smem<HS>());
+#elif PE_IS(SHAW)
+    printf("shaw_forward_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, shaw_forward_smem<HS>(SHAW_DEFAULT_K + 1));
+    printf("shaw_backward_q_kernel %d %d %zu\n", HS, ATT_BQ * HS / ATT_DPT, shaw_backward_q_smem<HS>(SHAW_DEFAULT_K + 1));
+    printf("shaw_backward_kv_kernel %d %d %zu\n", HS, ATT_KV_BK * HS / ATT_DPT, shaw_backward_kv_smem<HS>(SHAW_DEFAULT_K + 1));
 #else
     printf("attention_forward_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_forward_smem<HS>());
     printf("attention_backward_q_mma_kernel %d %d %zu\n", HS, MMA_THREADS, mma_backward_q_smem<HS>());
