@@ -94,10 +94,11 @@ static uint64_t tiny_model_batch(GPT2* model, int maxT, int seed, int draw, int*
 // leaves out: pe_ref_bias (b(i, j); 0), pe_ref_attention (an attention that is no softmax of
 // biased scores over the values, shaw's: the layer's output on explicit T x T matrices against
 // the model's; none: attention_vs_reference with pe_ref_bias), pe_ref_embed (the position
-// embedding added to a token's value; none), pe_ref_rotate (q and k rotated; none),
-// pe_test_config and pe_test_params (the tests' model: what its regimes need), pe_test_tokens
-// (the tests' tokens: as drawn), pe_loss_piece (the piece of a piecewise-smooth loss; 0),
-// pe_tests (its identities), pe_test_gradients (fp64 checks of its own)
+// embedding added to a token's value; none), pe_ref_rotate (q, k, v of layer l as the
+// encoding changes them; none), pe_test_config and pe_test_params (the tests' model: what its
+// regimes need), pe_test_tokens (the tests' tokens: as drawn), pe_loss_piece (the piece of a
+// piecewise-smooth loss; 0), pe_tests (its identities), pe_test_gradients (fp64 checks of its
+// own)
 
 typedef double (*BiasFn)(GPT2* model, int l, int b, int h, int i, int j, int T);
 static double attention_vs_reference(GPT2* model, int l, BiasFn bias, int B, int T);
@@ -148,7 +149,7 @@ static double pe_ref_embed(GPT2* model, double token, size_t bt, int c) { return
 static void pe_test_tokens(int* x, int n, uint64_t* rng) {}
 #endif
 #ifndef PE_REF_ROTATE
-static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {}
+static void pe_ref_rotate(GPT2* model, int l, double* qkv, int pos, int T) {}
 #endif
 #ifndef PE_TEST_CONFIG
 static void pe_test_config(GPT2Config* cfg) {}
@@ -386,7 +387,8 @@ static double dape_attention_vs_reference(GPT2* model, int l, int B, int T, int 
     return maxdiff;
 }
 
-// q and k as the definition makes them: ln1 @ qkvw^T + qkvb, then the encoding's rotation
+// q, k, v as the definition makes them: ln1 @ qkvw^T + qkvb, then the encoding's change (rope's
+// rotation, floater's position vectors)
 static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
     int C = model->config.channels;
     double maxdiff = 0;
@@ -399,7 +401,7 @@ static double qkv_vs_reference(GPT2* model, int l, int B, int T) {
             for (int c = 0; c < C; c++) { acc += x[c] * model->params.qkvw[((size_t)l * 3 * C + o) * C + c]; }
             ref[o] = acc;
         }
-        pe_ref_rotate(model, ref, pe_positions(model, l)[bt], T);
+        pe_ref_rotate(model, l, ref, pe_positions(model, l)[bt], T);
         for (int o = 0; o < 3 * C; o++) { maxdiff = fmax(maxdiff, fabs(ref[o] - stored[o])); }
     }
     return maxdiff;
@@ -457,7 +459,7 @@ static void test_reference_forward(int at) {
     for (int l = 0; l < cfg.num_layers; l++) {
         char what[128];
         double dq = qkv_vs_reference(&model, l, B, T);
-        snprintf(what, sizeof(what), "layer %d: q, k, v (after the PE's rotation)", l);
+        snprintf(what, sizeof(what), "layer %d: q, k, v (as the PE changes them)", l);
         check(dq < 1e-4, what, dq, 1e-4);
 #if DAPE_ID
         double da = dape_attention_vs_reference(&model, l, B, T, 0);
@@ -1364,12 +1366,13 @@ static void test_long_sequence_memory(void) {
     if (pe_max_length(&cfg) < T) { cfg.max_seq_len = T; } // an encoding limited by its table (learned): one of T rows
     GPT2 model;
     gpt2_build_from_config(&model, &cfg, 42);
+    uint64_t rng = random_seed(3);
+    long before = rss_kib();
+    if (!gpt2_reaches(&model, T)) { pe_test_params(&model, &rng); } // a range of its parameters' (floater's): the tests' are in it
     int* x = (int*)malloc_check(T * sizeof(int));
     int* y = (int*)malloc_check(T * sizeof(int));
-    uint64_t rng = random_seed(3);
     random_tokens(x, T, cfg.vocab_size, &rng);
     random_tokens(y, T, cfg.vocab_size, &rng);
-    long before = rss_kib();
     gpt2_forward(&model, x, y, 1, T, 0);
     long grown = rss_kib() - before;
     check(isfinite(model.mean_loss) && grown < 64 * 1024, "peak memory growth in KiB", grown, 64 * 1024);

@@ -191,8 +191,9 @@ typedef struct {
     real* pe_table;       // sandwich: (NH, pe_table_len) the bias of each head and distance;
     int pe_table_len;     // txl: (pe_table_len, C) the sinusoids R_n of each distance
     real* pe_rel;         // txl: (acts_T, C) the layer's projected sinusoids P
-    real* pe_lnf;         // complex: (acts_N, C) lnf of the real stream (a.lnf holds the classifier's input)
+    real* pe_lnf;         // complex_order: (acts_N, C) lnf of the real stream (a.lnf holds the classifier's input)
     real* pe_drel;        // txl: (acts_B, acts_T + 2, C) per batch row: dP, then dr_w, dr_r
+    struct PEState* pe_state; // the encoding's own state across passes (floater: its ODE's solutions; pe_free)
     PEEval pe_eval;       // the evaluation variant in effect (llmc/pe.h; zeros: plain)
     const int* pos_in;    // (B, T) the positions given for the next forward passes (NULL: none; llmc/pe.h)
     uint64_t rp_key;      // randomized positions: the key of the next forward pass's draw (the driver's)
@@ -622,6 +623,9 @@ static void block_qkv_backward(const ActivationTensors* a, ActivationTensors* d,
 //                                         acts and acts2), and the classifier's input made of
 //                                         both streams' last layer (after lnf; its backward
 //                                         before lnf's)
+//   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free, pe_reach
+//                                         the encoding's own state across passes and a range of the
+//                                         parameters' (llmc/pe_state.h, which holds their defaults)
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is attention_forward / attention_backward with the bias
 // hooks). model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise
@@ -712,6 +716,7 @@ static BlockParams stream_block(GPT2* model, int st, int l, int grads) {
 #endif
     return gpt2_block(t, l, model->config.channels);
 }
+#include "llmc/pe_state.h" // pe_after_update, pe_resume_*, pe_free, pe_reach
 
 // ============================================================================
 // attention
@@ -1041,6 +1046,10 @@ int gpt2_max_length(const GPT2* model) {
     return rp_active(model) && c->rp_len < most ? c->rp_len : most;
 }
 
+// can the model process T tokens? Within gpt2_max_length and, for an encoding whose range
+// depends on its parameters, within that (pe_reach: floater's positions stay in range)
+int gpt2_reaches(GPT2* model, int T) { return T <= gpt2_max_length(model) && pe_reach(model, T); }
+
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
 // mean over the scored targets (those not TARGET_UNSCORED: every one of a plain shard).
 // dloss is d(objective)/d(mean loss): nonzero when training, and then the
@@ -1211,6 +1220,7 @@ void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, flo
         offset += n;
     }
     pe_project(model);
+    pe_after_update(model);
 }
 
 // logits over the vocabulary at position t of row b of the last forward pass (sampling)
@@ -1248,6 +1258,7 @@ void gpt2_free(GPT2* model) {
     free(model->pe_rel);
     free(model->pe_lnf);
     free(model->pe_drel);
+    pe_free(model);
 }
 
 // averages the parameter gradients over the processes (data parallelism)

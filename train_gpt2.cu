@@ -269,6 +269,7 @@ typedef struct {
     int rope_table_T, rope_table_span;
     PEEval rope_table_eval;
     RopeTable rope_table_options;
+    struct PEState* pe_state; // the encoding's own state across passes (floater: its ODE's solutions; pe_free)
     float* host_losses;     // (N) host copy of the last per-token losses (pinned)
     int* host_tokens;       // (2N) pinned staging of the batch's inputs and targets for the copies
     // the last forward pass
@@ -849,6 +850,9 @@ static void block_qkv_backward(const ActivationTensors* a, GradScratch* d, size_
 //                                         and acts2, gs and gs2), and the classifier's input
 //                                         made of both streams' last layer (after lnf; its
 //                                         backward before lnf's)
+//   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free, pe_reach
+//                                         the encoding's own state across passes and a range of the
+//                                         parameters' (llmc/pe_state.h, which holds their defaults)
 // A hook the file does not define does nothing (the defaults after the include; without
 // PE_ATTENTION a layer's attention is llmc/attention_bias.cuh's with the bias hooks).
 // model->pe_eval is the evaluation variant in effect (RoPE scaling, xPos's blockwise causal
@@ -992,6 +996,7 @@ static void pe_project(GPT2* model) {}
 static void pe_output_forward(GPT2* model, int B, int T) {}
 static void pe_output_backward(GPT2* model, int B, int T) {}
 #endif
+#include "llmc/pe_state.h" // pe_after_update, pe_resume_*, pe_free, pe_reach
 // the kernels' PEGradOf (llmc/attention_bias.cuh): never called
 PEGrad pe_grad_of(const PEBias*);
 // the buffers of an encoding's own that the activations hold (defined 1 by the encoding)
@@ -1336,6 +1341,10 @@ int gpt2_max_length(const GPT2* model) {
     return rp_active(model) && c->rp_len < most ? c->rp_len : most;
 }
 
+// can the model process T tokens? Within gpt2_max_length and, for an encoding whose range
+// depends on its parameters, within that (pe_reach: floater's positions stay in range)
+int gpt2_reaches(GPT2* model, int T) { return T <= gpt2_max_length(model) && pe_reach(model, T); }
+
 // Forward pass over B x T tokens. With targets, computes the per-token losses and their
 // mean over the scored targets (those not TARGET_UNSCORED: every one of a plain shard).
 // dloss is d(objective)/d(mean loss): nonzero when training, and then the
@@ -1530,6 +1539,7 @@ void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, flo
     } else {
         floatX_from_float(model->params_memory, model->master, model->num_padded);
     }
+    pe_after_update(model);
 }
 
 // logits over the vocabulary at position t of row b of the last forward pass (sampling), in fp32
@@ -1561,6 +1571,7 @@ void gpt2_free(GPT2* model) {
     cuda_free(&model->pe_rel_table);
     cuda_free(&model->pe_pass);
     cuda_free(&model->rope_table);
+    pe_free(model);
     cuda_context_free();
 }
 

@@ -11,9 +11,10 @@ The trainer that includes this file provides the model (type GPT2, real) and:
   gpt2_build_from_config, gpt2_build_from_checkpoint, gpt2_save_checkpoint,
   gpt2_forward, gpt2_backward, gpt2_zero_grad, gpt2_allreduce_grads,
   gpt2_grad_norm_squared, gpt2_update, gpt2_logits_row, gpt2_token_losses,
-  gpt2_max_length, gpt2_opt_state_size, gpt2_opt_state_get, gpt2_opt_state_set,
+  gpt2_max_length, gpt2_reaches, gpt2_opt_state_size, gpt2_opt_state_get, gpt2_opt_state_set,
   gpt2_peak_memory_mib, gpt2_step_info (text appended to the step line, e.g. MFU),
-  gpt2_free, the string TRAINER_NAME, TRAINER_COMPUTE (the table's "compute" row, optional) and
+  gpt2_free, pe_resume_bytes, pe_resume_save, pe_resume_load (the encoding's own state in the
+  training state file: FLOATER's positions in use), the string TRAINER_NAME, TRAINER_COMPUTE (the table's "compute" row, optional) and
   TRAINER_PASS_TOKENS (a training pass's fixed cost in tokens, for the length buckets of
   masked rows); the model's fields pe_eval (the evaluation variant), rp_key (the key of the
   next forward pass's randomized positions) and rp_draw_len (how many a draw takes) are set here.
@@ -100,6 +101,7 @@ typedef struct {
     CapeAugment cape;            // -cg, -cs, -cl cape's augmentation in training (llmc/pe.h; -1: not given, the default)
     int shaw_k;                  // -ak shaw's clipping distance k of a new model (pe/shaw.h; -1: not given, the default)
     int shaw_values;             // -av shaw's value table a^V in a new model, 1, or 0 keys only (-1: not given, 1)
+    int floater_refresh;         // -fr floater's refresh R (pe/floater.h; -1: not given, the model's)
     int rand_pos;                // -rp randomized positions from [0, L) (llmc/pe.h; -1: not given, 0: off)
     int pose_len;                // -po PoSE's target length L: rows in two chunks at positions up to L - 1 (0: off)
     int eval_last;               // -L also score only the last N tokens of each window (DAPE's protocol; 0: off)
@@ -175,6 +177,8 @@ static void usage(void) {
         "              (default %d, the paper's; tensor2tensor's transformer_relative: 20)\n"
         "  -av <int>   shaw: 1 with the value table a^V (the paper's), 0 the key table alone (default 1); -ak, -av\n"
         "              make a new model's tables, a checkpoint holds its own\n"
+        "  -fr <int>   floater: solve the positions' ODE again every R updates, between them the last solution without\n"
+        "              a gradient to the ODE (default: the checkpoint's, %d for a new model, the official's; 1: every step)\n"
         "  -rp <int>   randomized positions: each step draws T sorted positions from [0, L), L >= T, for\n"
         "              %s\n"
         "              (default: the checkpoint's, 0 for a preset: off); evaluation draws them too, as the official code\n"
@@ -190,7 +194,7 @@ static void usage(void) {
         "  -A <glob>   algorithmic tasks: task files of ./tasks, each scored by exact match (greedy) and token\n"
         "              accuracy at every evaluation, into tasks.csv (default none)\n",
         MAX_GEN_TOKENS, TRAINER_PASS_TOKENS, SHAPE_DEFAULT_K, CAPE_DEFAULT_GLOBAL, CAPE_DEFAULT_SCALE, CAPE_DEFAULT_LOCAL, SHAW_MAX_K,
-        SHAW_DEFAULT_K, pe_names_rp());
+        SHAW_DEFAULT_K, FLOATER_DEFAULT_REFRESH, pe_names_rp());
     exit(0);
 }
 
@@ -311,6 +315,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
     a->shape_k = -1;
     a->cape = (CapeAugment){-1, -1, -1};
     a->shaw_k = -1; a->shaw_values = -1;
+    a->floater_refresh = -1;
     a->eval_last = 0; a->hellaswag = NULL; a->passkey_trials = 0; a->passkey_depths = 5; a->passkey_seed = 1;
     a->tasks = NULL;
     for (int i = 1; i < argc; i += 2) {
@@ -372,6 +377,7 @@ static void parse_args(TrainArgs* a, int argc, char** argv) {
         else if (!strcmp(f, "-cl")) { a->cape.local = (int)parse_long(f, v, 0, 1); }
         else if (!strcmp(f, "-ak")) { a->shaw_k = (int)parse_long(f, v, 1, SHAW_MAX_K); }
         else if (!strcmp(f, "-av")) { a->shaw_values = (int)parse_long(f, v, 0, 1); }
+        else if (!strcmp(f, "-fr")) { a->floater_refresh = (int)parse_long(f, v, 1, 1 << 24); }
         else if (!strcmp(f, "-xb")) {
             if (parse_long(f, v, 0, 1) == 0) { continue; }
             if (!pe_has_eval_variant(PE_EVAL_BCA)) {
@@ -761,6 +767,7 @@ static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* m
     s.shard_idx = train->shard_idx; s.shard_pos = (uint64_t)train->pos;
     s.updates = updates; s.bad_steps = bad_steps; s.threads = sum_threads();
     s.num_params = gpt2_opt_state_size(model);
+    s.pe_bytes = (int)pe_resume_bytes(model);
     resume_record(&s, a, train);
     float* m = (float*)malloc_check(s.num_params * sizeof(float));
     float* v = (float*)malloc_check(s.num_params * sizeof(float));
@@ -785,7 +792,11 @@ static void save_training(GPT2* model, const TrainArgs* a, const MultiProcess* m
     atomic_write(&af, v, sizeof(float), s.num_params);
     outlier_save(&af, &health[0]);
     outlier_save(&af, &health[1]);
+    char* pe = (char*)malloc_check((size_t)s.pe_bytes + 1);
+    pe_resume_save(model, pe);
+    atomic_write(&af, pe, 1, (size_t)s.pe_bytes);
     atomic_commit(&af);
+    free(pe);
     free(m);
     free(v);
     mp_barrier();
@@ -807,6 +818,9 @@ static void load_training_state(GPT2* model, const TrainArgs* a, const MultiProc
     FILE* f = state_open(path, &s, 2 * OUTLIER_STATE_BYTES);
     if (s.step != step) { fatal("%s records step %d", path, s.step); }
     if (s.num_params != gpt2_opt_state_size(model)) { fatal("%s does not match the model's parameter count", path); }
+    if ((size_t)s.pe_bytes != pe_resume_bytes(model)) {
+        fatal("%s holds %d bytes of PE '%s''s own state, the model %zu", path, s.pe_bytes, pe_name(PE_ID), pe_resume_bytes(model));
+    }
     if (s.data_shards != (int)train->num_shards || s.data_tokens != train->num_tokens || s.data_hash != dataloader_fingerprint(train)) {
         fatal("resume: the training data (%s %s: %zu shard(s), %lld tokens) is not this run's (%d shard(s), %lld tokens, as %s records)",
               a->overfit ? "-j" : "-i", a->overfit ? a->val_pattern : a->train_pattern, train->num_shards,
@@ -823,7 +837,11 @@ static void load_training_state(GPT2* model, const TrainArgs* a, const MultiProc
     }
     outlier_load(f, &health[0], path);
     outlier_load(f, &health[1], path);
+    char* pe = (char*)malloc_check((size_t)s.pe_bytes + 1);
+    fread_check(pe, 1, (size_t)s.pe_bytes, f, path);
     fclose(f);
+    pe_resume_load(model, pe);
+    free(pe);
     gpt2_opt_state_set(model, m, v);
     free(m);
     free(v);
@@ -1071,7 +1089,7 @@ static int run_extrapolation(GPT2* model, const TrainArgs* a, const MultiProcess
             else { snprintf(r->mode, sizeof(r->mode), "%s%s", mode == 0 ? "nonoverlap" : "sliding", suffix); }
             if (mode == 2 && a->eval_last > L) { r->note = "n/a: shorter than the -L tokens a window scores"; continue; }
             WindowLayout w = window_layout(a, mode, L, maxL, stride);
-            if (L > gpt2_max_length(model)) {
+            if (!gpt2_reaches(model, L)) {
                 r->note = "n/a: " PE_LIMIT_NOTE;
                 continue;
             }
@@ -1429,12 +1447,12 @@ static int train_main(int argc, char** argv) {
     for (int k = 0; k < a.num_eval_lengths; k++) { append_format(lists, sizeof(lists), " E%d", a.eval_lengths[k]); }
     for (int k = 0; k < a.num_eval_variants; k++) { append_format(lists, sizeof(lists), " V%d", a.eval_variants[k]); }
     // every flag, whole (paths of any length), so that ranks started differently are caught at once
-    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d sk%d cg%g cs%g cl%d ak%d av%d rp%d L%d P%d %d %d|%s|%s",
+    char* desc = format_alloc("%s|%s|%s|%s|%d %d %d %d %g %d %g %g %d %d %d %d %d %d %d %d %g %g %llu %d %d %d %d%s rf%g rb%d rt%d rr%d sk%d cg%g cs%g cl%d ak%d av%d fr%d rp%d L%d P%d %d %d|%s|%s",
              a.train_pattern, a.val_sets, a.model, a.output_dir ? a.output_dir : "", a.B, a.T, a.total_batch,
              a.max_steps, a.lr, a.warmup, a.final_lr_frac, a.weight_decay, a.val_every, a.val_batches, a.sample_every,
              a.gen_tokens, a.checkpoint_every, a.resume, a.zero_stage, a.overfit, a.skip_loss_z, a.skip_grad_z,
              (unsigned long long)a.seed, a.num_eval_lengths, a.eval_tokens, a.eval_stride, a.eval_every, lists, a.rope_factor,
-             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.shape_k, a.cape.global, a.cape.scale, a.cape.local, a.shaw_k, a.shaw_values, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
+             a.rope_table.base, a.rope_table.truncate, a.rope_table.resonance, a.shape_k, a.cape.global, a.cape.scale, a.cape.local, a.shaw_k, a.shaw_values, a.floater_refresh, a.rand_pos, a.eval_last, a.passkey_trials, a.passkey_depths, a.passkey_seed, a.hellaswag ? a.hellaswag : "",
              a.tasks ? a.tasks : "");
     mp_check_same(desc, "configuration (flags)", 0);
     free(desc);
@@ -1545,6 +1563,11 @@ static int train_main(int argc, char** argv) {
     if (a.cape.global >= 0) { cfg->cape.global = a.cape.global; }
     if (a.cape.scale >= 0) { cfg->cape.scale = a.cape.scale; }
     if (a.cape.local >= 0) { cfg->cape.local = a.cape.local; }
+    if (a.floater_refresh >= 0 && PE_ID != PE_ID_FLOATER) {
+        fatal("flag -fr: the refresh of floater's positions, which this binary's PE '%s' is not", pe_name(PE_ID));
+    }
+    model_setting_apply("-fr", &cfg->floater_refresh, a.floater_refresh, cfg->floater_refresh, a.floater_refresh,
+                        resume_step >= 0 || model_is_file(a.model), resume_step, training, mp.rank);
     gpt2_config_check(cfg, "the model with this run's -rb, -rt, -rr, -sk");
     snprintf(run_pe_label, sizeof(run_pe_label), "%s", model_label(PE_ID, DAPE_ID));
     if (rope_base(cfg->rope.base) != ROPE_BASE) { append_format(run_pe_label, sizeof(run_pe_label), "_rb%d", cfg->rope.base); }
@@ -1643,6 +1666,11 @@ static int train_main(int argc, char** argv) {
             char cape[64];
             snprintf(cape, 64, "global shift %g, scale %g, local shift %s", cfg->cape.global, cfg->cape.scale, cfg->cape.local ? "on" : "off");
             printf("| %-21s | %-50s |\n", "cape augmentation", cape);
+        }
+        if (training && cfg->pe == PE_ID_FLOATER) {
+            char fr[64];
+            snprintf(fr, 64, "the ODE solved again every %d update%s", cfg->floater_refresh, cfg->floater_refresh > 1 ? "s" : "");
+            printf("| %-21s | %-50s |\n", "floater positions", fr);
         }
         if (training && a.pose_len > 0) {
             char pose[64];

@@ -13,8 +13,10 @@ frequency table (RopeTable, llmc/pe.h: word 15 the base, 0 for 10000; word 16 th
 truncation length, 0: off; word 17 resonance, 0: off; 0 in files written before them, which
 so keep the table they were trained with), shape's offset K (word 18, pe/sinusoidal.h; 0 for
 every other encoding), shaw's clipping distance k and whether it has the value table a^V
-(words 19 and 20, pe/shaw.h; 0 for every other encoding), 0...}, then every parameter tensor in the order below. A tensor
-that the PE does not use has size 0 (e.g. wpe for every PE but `learned` and BiPE), so a
+(words 19 and 20, pe/shaw.h; 0 for every other encoding), floater's refresh R (word 21,
+pe/floater.h; 0 for every other encoding), 0...}, then every parameter tensor in the order
+below. A tensor that the PE does not use has size 0 (e.g. wpe for every PE but `learned` and
+BiPE), so a
 `learned` checkpoint is exactly llm.c's file, and llm.c's files (word 8 = 0) load
 here as `learned`. maxT is the training length of every model but `learned`'s: FIRE's L0
 and CoPE's number of positions P (llmc/pe.h) derive from it, so no further word holds them.
@@ -58,6 +60,7 @@ typedef struct {
     CapeAugment cape;      // cape: the augmentation of training's positions (the run's -cg, -cs, -cl; not in the checkpoint)
     int shaw_k;            // shaw: the clipping distance k, rows 0..k of its tables (pe/shaw.h; 0 for the others)
     int shaw_values;       // shaw: 1 with the value table a^V (the paper's), 0 keys only (0 for the others)
+    int floater_refresh;   // floater: its positions are solved again every this many updates (pe/floater.h)
 } GPT2Config;
 
 // shape's K of a new model: one of the official configurations' (config_shape: 10 to 500)
@@ -66,6 +69,8 @@ typedef struct {
 // sets 20); the largest k a configuration may hold
 #define SHAW_DEFAULT_K 16
 #define SHAW_MAX_K 65536
+// floater's R of a new model: the official update_flow_every (flow_transformer.py:252)
+#define FLOATER_DEFAULT_REFRESH 400
 
 // cape's augmentation of a model, new or read (the run's flags may change it): the defaults
 // for cape, none for the others
@@ -348,6 +353,9 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
         fatal("%s: bad tables of shaw: clipping distance k %d (word 19: 1..%d), value table %d (word 20: 1 with a^V, 0 keys "
               "only); both 0 but for shaw", what, c->shaw_k, SHAW_MAX_K, c->shaw_values);
     }
+    if (c->floater_refresh < 0 || c->floater_refresh > (1 << 24) || (c->floater_refresh == 0) != (c->pe != PE_ID_FLOATER)) {
+        fatal("%s: bad refresh R %d of floater (word 21: 1..%d for floater, 0 for the others)", what, c->floater_refresh, 1 << 24);
+    }
     if (c->rp_len > 0 && !rp_supported(c->pe)) {
         fatal("%s: randomized positions on PE '%s' (they exist for %s)", what, model_label(c->pe, c->dape), pe_names_rp());
     }
@@ -356,13 +364,15 @@ static void gpt2_config_check(const GPT2Config* c, const char* what) {
 
 // what this binary's build decides of a new configuration of its encoding (c->pe): DAPE's
 // variant and default width (pe/dape.h), cape's augmentation (the run may change it), shaw's
-// tables (k and a^V: the run's -ak, -av may choose others for a new model)
+// tables (k and a^V: the run's -ak, -av may choose others for a new model), floater's refresh
+// (the default; the run may change it)
 static void gpt2_config_set_build(GPT2Config* c) {
     c->dape = DAPE_ID;
     c->dape_width = DAPE_ID != 0 ? DAPE_WIDTH : 0;
     c->cape = cape_augment_default(c->pe);
     c->shaw_k = c->pe == PE_ID_SHAW ? SHAW_DEFAULT_K : 0;
     c->shaw_values = c->pe == PE_ID_SHAW;
+    c->floater_refresh = c->pe == PE_ID_FLOATER ? FLOATER_DEFAULT_REFRESH : 0;
 }
 
 // Model presets by name: the papers' GPT-Tiny / Small / Medium, llm.c's dN
@@ -457,6 +467,7 @@ static void checkpoint_header_fill(int* header, const GPT2Config* cfg, int versi
     header[18] = cfg->shape_k;
     header[19] = cfg->shaw_k;
     header[20] = cfg->shaw_values;
+    header[21] = cfg->floater_refresh;
 }
 
 // Opens a checkpoint and validates its header and size against the PE this binary
@@ -491,6 +502,7 @@ static FILE* checkpoint_open(const char* path, GPT2Config* cfg, int* version) {
     cfg->shaw_k = header[19];
     cfg->shaw_values = header[20];
     cfg->cape = cape_augment_default(cfg->pe);
+    cfg->floater_refresh = header[21];
     gpt2_config_check(cfg, path);
     if (cfg->pe != PE_ID || cfg->dape != DAPE_ID) {
         fatal("%s was trained with PE '%s' but this binary was built with PE '%s' (rebuild with PE=%s%s%s)",
@@ -543,13 +555,15 @@ static size_t checkpoint_count_nonfinite(const char* path) {
 // ----------------------------------------------------------------------------
 // training state (resume): int32 header[256], then the AdamW moments m and v (fp32)
 // of this rank's parameters, then `tail` bytes of the driver's own (the training-health
-// windows). llm.c's state file idea, with our own fields. Header words: 0 magic, 1 version,
-// 2 processes, 3 rank, 4 PE id, 10 step, 11 consecutive skipped updates, 12 updates, 13 the
-// OpenMP threads of the rank that wrote it (0: not recorded, as in files written before it was),
-// 14 how many of words 40-55 hold flags (0: the 11 of files written before it was), 20-21
+// windows), then the encoding's own state (pe_resume_bytes of them: FLOATER's positions in
+// use, pe/floater.h). llm.c's state file idea, with our own fields. Header words: 0 magic, 1
+// version, 2 processes, 3 rank, 4 PE id, 10 step, 11 consecutive skipped updates, 12 updates, 13
+// the OpenMP threads of the rank that wrote it (0: not recorded, as in files written before it
+// was), 14 how many of words 40-55 hold flags (0: the 11 of files written before it was), 20-21
 // sampling RNG, 30-35 data position and length of m and v, 40-55 the run's flags that resume
-// depends on (llmc/driver.h: RESUME_FLAGS), 56-61 the identity of the training data, 64-127
-// the -e it started from, 128-255 its -i pattern (NUL-terminated strings).
+// depends on (llmc/driver.h: RESUME_FLAGS), 56-61 the identity of the training data, 62 the
+// encoding's bytes at the end (0 in files written before them, which had none), 64-127 the -e
+// it started from, 128-255 its -i pattern (NUL-terminated strings).
 
 #define STATE_MAGIC 20240527
 #define STATE_VERSION 102
@@ -574,6 +588,7 @@ typedef struct {
     int data_shards;                // the training data: number of shards,
     int64_t data_tokens;            // tokens in all,
     uint64_t data_hash;             // hash of the shards' names and token counts
+    int pe_bytes;                   // the encoding's own state at the end of the file (pe_resume_bytes)
     char model[STATE_MODEL_BYTES];  // -e: the checkpoint or preset the run started from
     char train_pattern[STATE_PATTERN_BYTES]; // -i
 } TrainState;
@@ -598,6 +613,7 @@ static void state_header_fill(int* h, const TrainState* s) {
     h[56] = s->data_shards;
     memcpy(&h[58], &s->data_tokens, 8);
     memcpy(&h[60], &s->data_hash, 8);
+    h[62] = s->pe_bytes;
     memcpy(&h[64], s->model, STATE_MODEL_BYTES);
     memcpy(&h[128], s->train_pattern, STATE_PATTERN_BYTES);
 }
@@ -631,14 +647,15 @@ static FILE* state_open(const char* path, TrainState* s, int64_t tail) {
     s->data_shards = h[56];
     memcpy(&s->data_tokens, &h[58], 8);
     memcpy(&s->data_hash, &h[60], 8);
+    s->pe_bytes = h[62];
     memcpy(s->model, &h[64], STATE_MODEL_BYTES);
     memcpy(s->train_pattern, &h[128], STATE_PATTERN_BYTES);
     if (s->world < 1 || s->rank < 0 || s->rank >= s->world || s->step < 0 || s->updates < 0 || s->bad_steps < 0 || s->threads < 0
-        || s->num_flags < 0 || s->num_flags > STATE_NUM_FLAGS
+        || s->num_flags < 0 || s->num_flags > STATE_NUM_FLAGS || s->pe_bytes < 0
         || s->model[STATE_MODEL_BYTES - 1] != '\0' || s->train_pattern[STATE_PATTERN_BYTES - 1] != '\0') {
         fatal("%s: corrupt header", path);
     }
-    int64_t expected = (int64_t)sizeof(h) + tail;
+    int64_t expected = (int64_t)sizeof(h) + tail + s->pe_bytes;
     if (s->num_params > (uint64_t)(size / 8) || size != expected + 8 * (int64_t)s->num_params) {
         fatal("%s: %lld bytes, not what its header describes (truncated or corrupt)", path, (long long)size);
     }

@@ -30,7 +30,7 @@ forward pass per prompt, teacher-forced:
                too small to get the key exactly.
 
 The trainer includes this file (through llmc/driver.h) after defining GPT2, gpt2_forward,
-gpt2_token_losses, gpt2_logits_row and gpt2_max_length.
+gpt2_token_losses, gpt2_logits_row and gpt2_reaches.
 */
 #ifndef LLMC_PASSKEY_H
 #define LLMC_PASSKEY_H
@@ -232,7 +232,7 @@ static void passkey_grid(GPT2* model, const PasskeyTokens* pk, const int* length
             memset(&row[d], 0, sizeof(PasskeyCell));
             row[d].eval_len = L;
             row[d].depth = depths > 1 ? (double)d / (depths - 1) : 0.5;
-            if (L > gpt2_max_length(model)) {
+            if (!gpt2_reaches(model, L)) {
                 row[d].note = "n/a: " PE_LIMIT_NOTE;
             } else if (L < passkey_min_length(pk)) {
                 row[d].note = "n/a: shorter than the prompt";

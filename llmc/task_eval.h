@@ -19,7 +19,7 @@ output directory (pe,train_len,step,task,min_len,max_len,examples,correct,accura
 tokens_correct,token_accuracy), appended: each evaluation adds its rows under its step.
 
 The trainer includes this file (through llmc/driver.h) after defining GPT2, gpt2_forward,
-gpt2_logits_row and gpt2_max_length.
+gpt2_logits_row and gpt2_reaches.
 */
 #ifndef LLMC_TASK_EVAL_H
 #define LLMC_TASK_EVAL_H
@@ -120,7 +120,7 @@ static int task_argmax(const float* logits, int V) {
 static void task_set_score(GPT2* model, const TaskSet* s, int64_t batch_tokens, const MultiProcess* mp, TaskScore* out) {
     memset(out, 0, sizeof(*out));
     int R = s->R, V = model->config.vocab_size;
-    if (R > gpt2_max_length(model)) {
+    if (!gpt2_reaches(model, R)) {
         out->note = "n/a: " PE_LIMIT_NOTE;
         return;
     }

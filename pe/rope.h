@@ -305,7 +305,7 @@ __device__ __forceinline__ float pe_bias(const PEBias* pb, const PERow* r, int j
 // YaRN's factor (rope_frequencies, whose tables are checked against hand-computed values
 // below), the angle of a resonance wavelength by fmod, xpos's decay from torchscale
 #define PE_REF_ROTATE
-static void pe_ref_rotate(GPT2* model, double* qkv, int pos, int T) {
+static void pe_ref_rotate(GPT2* model, int l, double* qkv, int pos, int T) {
     int C = model->config.channels, NH = model->config.num_heads, hs = C / NH;
     double freq[2048];
     int period[2048];

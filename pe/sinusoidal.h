@@ -10,7 +10,8 @@ sqrt(C)), each with its official code's table:
       p[pos, k] = sin(pos w_k),  p[pos, C/2 + k] = cos(pos w_k),  w_k = 10000^(-k / (C/2 - 1))
 
   for k < C/2 (tensor2tensor's layout; an odd C leaves the last column 0). Revision 1
-  (revision 0 added interleaved sinusoids to unscaled embeddings).
+  (revision 0 added interleaved sinusoids to unscaled embeddings). floater keeps this
+  embedding, as its official code keeps fairseq's (pe/floater.h: SINUSOIDAL_FAIRSEQ).
 
   shape (Kiyono et al. 2021, SHAPE), as its official code (butsugiri/shape at a2b04a2,
   onmt/modules/embeddings.py 27-79, OpenNMT-py's PositionalEncoding): the interleaved table
@@ -42,16 +43,18 @@ angles differ by up to about p 6e-8 rad; docs/encodings.md).
 #if PE_PART == PE_PART_DEFINITION
 
 #define SINUSOIDAL_FIRST_POS 2
+// fairseq's table: sinusoidal's, and floater's, which keeps it as its official code does (pe/floater.h)
+#define SINUSOIDAL_FAIRSEQ (PE_IS(SINUSOIDAL) || PE_IS(FLOATER))
 
 #define PE_CONFIG_CHECK
 static void pe_config_check(const GPT2Config* c, const char* what) {
     if (c->channels < 4) { fatal("%s: sinusoidal needs at least 4 channels, got %d", what, c->channels); } // w_k divides by C/2 - 1
-#if !PE_IS(SINUSOIDAL)
+#if !SINUSOIDAL_FAIRSEQ
     if (c->channels % 2 != 0) { fatal("%s: %s's table needs an even number of channels, got %d", what, pe_name(PE_ID), c->channels); }
 #endif
 }
 
-#if PE_IS(SINUSOIDAL)
+#if SINUSOIDAL_FAIRSEQ
 // column c of C of the sinusoid of a token at position pos (angles in double in both paths)
 PE_FN double sinusoid(double pos, int c, int C) {
     int half = C / 2;
@@ -185,7 +188,7 @@ static void pe_embed_backward(GPT2* model, floatX* dout, int B, int T) {
 
 #elif PE_PART == PE_PART_TEST
 
-#if PE_IS(SINUSOIDAL)
+#if SINUSOIDAL_FAIRSEQ
 // fairseq: embed_scale sqrt(C), positions from padding_idx + 1 = 2, [sin | cos] halves of
 // frequencies exp(-k log(10000) / (C/2 - 1)) (an independent reading, in double)
 #define PE_REF_EMBED

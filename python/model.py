@@ -21,6 +21,8 @@ numbers, more memory at long T.
 An encoding is one class below with up to three hooks, as the trainer's:
   embed(model, x, pos)         x: (B, T, C) token embeddings; adds position embeddings
   rotate(model, l, q, k, ev, pos, span)   q, k: (B, NH, T, hs); rope's and xpos's rotation
+  project(model, l, q, k, v, pos)   q, k, v: (B, T, C) as the projection makes them; floater's
+                               position vectors added (pos: (B, T))
   bias(model, l, h, ev, pos)   h: (B, T, C), the attention block's input after ln_1;
                                returns the additive attention bias b(i, j), broadcastable
                                to (B, NH, T, T), or None
@@ -81,6 +83,9 @@ HEADER_SHAPE_K = 18
 # (Config.shaw_k, shaw_values; 0 for every other encoding; pe/shaw.h)
 HEADER_SHAW_K, HEADER_SHAW_VALUES = 19, 20
 SHAW_MAX_K = 65536
+# word 21: floater's refresh R (Config.floater_refresh; 0 for every other encoding; pe/floater.h):
+# a training setting of the trainer, kept here so that a checkpoint written here keeps it
+HEADER_FLOATER_REFRESH = 21
 # the evaluation variants (llmc/pe.h PE_EVAL_NAMES): RoPE scaling, xPos's blockwise causal
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
@@ -93,6 +98,7 @@ COMPLEX_PREFIX = "complex_"
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
                    "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e",
                    "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c", "shaw_ak", "shaw_av",
+                   "floater_p0", "floater_w1", "floater_b1", "floater_w2", "floater_b2",
                    "complex_w"] + [COMPLEX_PREFIX + n for n in BLOCK_TENSORS + ["lnfw", "lnfb"]]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
@@ -103,6 +109,7 @@ TISA_KERNELS = 5
 FIRE_EPS = float(np.float32(1e-6))
 COMPLEX_OUT_DIV = 1.5  # pe/complex_order.h: the classifier reads |z| / 1.5
 SINUSOIDAL_FIRST_POS = 2
+FLOATER_DT, FLOATER_SUBSTEPS = 0.01, 5  # pe/floater.h: position p at s = p dt, 5 RK steps of dt / 5 each
 XPOS_SCALE_BASE = 512.0
 CAPE_STREAM = 0x4341  # pe/sinusoidal.h: the augmentation's draws' key within the pass's
 XPOS_MAX_LOG2 = 64.0
@@ -130,6 +137,7 @@ class Config:
     shape_k: int = 0        # shape: the offsets' range K in training, the offset at evaluation
     shaw_k: int = 0         # shaw: the clipping distance k (rows 0..k of its tables)
     shaw_values: int = 0    # shaw: 1 with the value table a^V, 0 keys only
+    floater_refresh: int = 0  # floater: the trainer solves its ODE again every R updates (training only)
 
 
 @dataclass
@@ -203,6 +211,9 @@ def check_config(cfg, where):
         raise ValueError("%s: bad tables of shaw: clipping distance k %d (header word %d: 1..%d), value table %d (word %d: "
                          "1 with a^V, 0 keys only); both 0 but for shaw"
                          % (where, cfg.shaw_k, HEADER_SHAW_K, SHAW_MAX_K, cfg.shaw_values, HEADER_SHAW_VALUES))
+    if not 0 <= cfg.floater_refresh <= (1 << 24) or (cfg.floater_refresh == 0) != (cfg.pe != "floater"):
+        raise ValueError("%s: bad refresh R %d of floater (header word %d: 1..%d for floater, 0 for the others)"
+                         % (where, cfg.floater_refresh, HEADER_FLOATER_REFRESH, 1 << 24))
     if any(table) and cfg.pe not in ROPE_TABLE_PES:
         raise ValueError("%s: RoPE frequency table options (base %d, truncation %d, resonance %d) on PE '%s' (they exist "
                          "for rope; header words %d-%d)" % ((where,) + table + (cfg.pe, HEADER_ROPE_BASE, HEADER_ROPE_RESONANCE)))
@@ -285,7 +296,7 @@ def read_checkpoint(path):
                  train_len=int(header[HEADER_TRAIN_LEN]), rope_base=int(header[HEADER_ROPE_BASE]),
                  rope_truncate=int(header[HEADER_ROPE_TRUNCATE]), rope_resonance=int(header[HEADER_ROPE_RESONANCE]),
                  shape_k=int(header[HEADER_SHAPE_K]), shaw_k=int(header[HEADER_SHAW_K]),
-                 shaw_values=int(header[HEADER_SHAW_VALUES]))
+                 shaw_values=int(header[HEADER_SHAW_VALUES]), floater_refresh=int(header[HEADER_FLOATER_REFRESH]))
     check_config(cfg, path + " (header)")
     revision = ENCODINGS[cfg.pe].revision
     if header[HEADER_PE_REVISION] != revision:
@@ -324,6 +335,7 @@ def write_checkpoint(path, cfg, tensors, version=CHECKPOINT_FP32):
     header[HEADER_ROPE_TRUNCATE], header[HEADER_ROPE_RESONANCE] = cfg.rope_truncate, cfg.rope_resonance
     header[HEADER_SHAPE_K] = cfg.shape_k
     header[HEADER_SHAW_K], header[HEADER_SHAW_VALUES] = cfg.shaw_k, cfg.shaw_values
+    header[HEADER_FLOATER_REFRESH] = cfg.floater_refresh
     flat = np.concatenate([np.asarray(tensors[name], dtype=np.float32).reshape(-1) for name, _ in checkpoint_layout(cfg)])
     if version == CHECKPOINT_BF16:
         u = flat.view(np.uint32).astype(np.uint64)
@@ -435,6 +447,9 @@ class Encoding:
 
     def rotate(self, model, l, q, k, ev, pos, span):
         return q, k
+
+    def project(self, model, l, q, k, v, pos):
+        return q, k, v
 
     def bias(self, model, l, h, ev, pos):
         return None
@@ -571,6 +586,52 @@ class Sinusoidal(Encoding):
         p = np.zeros((len(pos), C))
         p[:, :half], p[:, half:2 * half] = np.sin(angle), np.cos(angle)
         return x * math.sqrt(C) + torch.tensor(p, dtype=x.dtype, device=x.device)
+
+
+class Floater(Sinusoidal):
+    """FLOATER (its official code, xuanqing94/FLOATER: flow_transformer.py, flow_funcs.py, with the
+    authors' torchdiffeq fork's rk4): fairseq's sinusoidal embedding (Sinusoidal's), and in every
+    layer l the vectors P_{l,q}, P_{l,k}, P_{l,v}(s) at s = pos dt added to q, k, v, P the solution of
+    dP/ds = W2 [relu(W1 [P; s] + b1); s] + b2 from P(0) = P0, by Kutta's 3/8 rule with 5 steps of
+    dt / 5 per position (the same dynamics for every row of the (L, 3, C) state). The positions of
+    the current parameters, which the trainer's refresh (a training procedure) only holds stale
+    between its solves."""
+    kind = "embed"
+    rp = True
+    revision = 0
+
+    @staticmethod
+    def tensors(cfg):
+        L, C = cfg.num_layers, cfg.channels
+        return {"floater_p0": (L, 3, C), "floater_w1": (C, C + 1), "floater_b1": (C,), "floater_w2": (C, C + 1), "floater_b2": (C,)}
+
+    @staticmethod
+    def dynamics(model, s, x):
+        """h(s, x) for rows x (..., C): two Linear(C + 1, C) on the input with the time appended."""
+        t = torch.full(x.shape[:-1] + (1,), s, dtype=x.dtype, device=x.device)
+        a = F.relu(torch.cat([x, t], dim=-1) @ model.floater_w1.T + model.floater_b1)
+        return torch.cat([a, t], dim=-1) @ model.floater_w2.T + model.floater_b2
+
+    def solve(self, model, n):
+        """P at positions 0..n-1, (n, L, 3, C): RK step m from s = m d, d = dt / 5."""
+        d = FLOATER_DT / FLOATER_SUBSTEPS
+        y, out = model.floater_p0, [model.floater_p0]
+        for m in range((n - 1) * FLOATER_SUBSTEPS):
+            s = m * d
+            k1 = self.dynamics(model, s, y)
+            k2 = self.dynamics(model, s + d / 3, y + d * k1 / 3)
+            k3 = self.dynamics(model, s + 2 * d / 3, y + d * (k1 / -3 + k2))
+            k4 = self.dynamics(model, s + d, y + d * (k1 - k2 + k3))
+            y = y + (k1 + 3 * k2 + 3 * k3 + k4) * (d / 8)
+            if m % FLOATER_SUBSTEPS == FLOATER_SUBSTEPS - 1:
+                out.append(y)
+        return torch.stack(out)
+
+    def project(self, model, l, q, k, v, pos):
+        if l == 0:  # one solution per forward pass, as far as its positions reach
+            model.floater_positions = self.solve(model, int(pos.max()) + 1)
+        P = model.floater_positions[pos, l]  # (B, T, 3, C)
+        return q + P[:, :, 0], k + P[:, :, 1], v + P[:, :, 2]
 
 
 def rope_frequencies(hs, ev, T, cfg):
@@ -1014,7 +1075,7 @@ ENCODINGS = {
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
     "tisa": Tisa(), "shape": Shape(), "cape": Cape(), "bipe_rope": BipeRope(), "bipe_alibi": BipeAlibi(),
-    "shaw": Shaw(), "complex_order": ComplexOrder(),
+    "shaw": Shaw(), "floater": Floater(), "complex_order": ComplexOrder(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)
@@ -1168,9 +1229,10 @@ class GPT(nn.Module):
         for l in range(cfg.num_layers):
             ws = [{n: self.stream_tensor(st, n)[l] for n in BLOCK_TENSORS} for st in range(len(xs))]
             hn = [F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS) for x in xs]  # every stream's ln1 is GPT-2's
-            qkv = [[heads(t) for t in (h @ w["qkvw"].T + w["qkvb"]).split(C, dim=2)] for h, w in zip(hn, ws)]
-            q, k, v = qkv[0]
             pos_l = pos[l if draws > 1 else 0]
+            qkv = [[heads(t) for t in self.pe.project(self, l, *(h @ w["qkvw"].T + w["qkvb"]).split(C, dim=2), pos_l)]
+                   for h, w in zip(hn, ws)]
+            q, k, v = qkv[0]
             q, k = by_row(pos_l, lambda rows, p: self.pe.rotate(self, l, q[rows], k[rows], ev, p, span))
             scores = self.pe.scores(self, q, k, [(qs, ks) for qs, ks, _ in qkv[1:]])
             h = hn[0]

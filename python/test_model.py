@@ -34,9 +34,9 @@ trainer, for every encoding, in float64 (make test-python):
      and 10, another revision of the encoding's definition in word 11, randomized positions
      on an encoding without them in word 12, a negative training length in word 14, rope's
      frequency table on another encoding in word 15, resonance 2 in word 17, shaw's k on
-     another encoding or k = 0 on shaw in word 19) and
-     variants the encoding does not have are
-     refused with a clear message;
+     another encoding or k = 0 on shaw in word 19, floater's refresh R on another encoding or
+     R = 0 on floater in word 21) and variants the encoding does not have are refused with a
+     clear message;
   8. the tools hold the trainer's rules on bad input: export_hf.py refuses a checkpoint with
      a NaN and a FIFO (one line on stderr naming the file, exit status 1, within seconds);
      GPT.from_folder refuses a config.json that is not JSON or holds no valid configuration and
@@ -63,6 +63,12 @@ trainer, for every encoding, in float64 (make test-python):
      k = 7, so that distances clip; keys and values, and keys only), in float64: the attention
      output and the gradients of q, k, v and both tables (the official rows of keys after the
      query, k + 1..2k, get none).
+ 13. floater: with zero dynamics and P0 = 0 the sinusoidal model (logits bit for bit), with zero
+     dynamics P0 folded into the qkv bias; the transcription of its official flow and solver
+     (FloaterOfficial: flow_funcs.py's Linear_t and flow_func_linear, flow_transformer.py's grid
+     and odeint call, the authors' torchdiffeq's rk4 and fixed-grid solver) against model.py's
+     Floater in float64: the positions of every layer's q, k, v and the gradients of every
+     official tensor through the solver.
 
 Tolerance: every compared tensor must satisfy max |torch - C| <= 1e-9 max |C| + 1e-14:
 both sides compute in float64 from the same fp32 (or bf16) parameters and differ only in
@@ -408,6 +414,10 @@ def test_bad_files(good, tmp, pe, all_cases):
         expect_error("bad file: shaw's k 0 (word 19)", variant("sk.bin", with_word(19, 0)), "bad tables of shaw: clipping distance k 0")
     else:
         expect_error("bad file: shaw's k on %s (word 19)" % pe, variant("sk.bin", with_word(19, 16)), "bad tables of shaw")
+    if pe == "floater":
+        expect_error("bad file: floater's R 0 (word 21)", variant("fr.bin", with_word(21, 0)), "bad refresh R 0 of floater")
+    else:
+        expect_error("bad file: floater's R on %s (word 21)" % pe, variant("fr.bin", with_word(21, 400)), "bad refresh R 400 of floater")
     if not all_cases:
         return
     expect_error("bad file: truncated", variant("trunc.bin", data[:-4]), "truncated or corrupt")
@@ -814,6 +824,143 @@ def check_official_bipe():
     check("official: rotary embedding at the segments, scores q.k", got.numpy(), (qo @ ko.transpose(-1, -2)).numpy(), 1e-12)
 
 
+class FloaterOfficial:
+    """FLOATER's official position flow (xuanqing94/FLOATER at d788b5e, a fairseq fork), with the
+    solver of the authors' torchdiffeq fork (xuanqing94/torchdiffeq at 05d9ae1, which the README
+    installs), transcribed line by line; file:line in the comments."""
+
+    class Linear_t(torch.nn.Module):  # fairseq/modules/flow_funcs.py:25-41
+        def __init__(self, in_f, out_f, bias=True):
+            super().__init__()
+            self.linear = torch.nn.Linear(in_f + 1, out_f, bias)
+
+        def forward(self, t, x):
+            b_x, c_x, h = x.size()
+            time = torch.ones((b_x, c_x, 1)).to(x) * t
+            x_aug = torch.cat([x, time], dim=2)
+            return self.linear(x_aug)
+
+    class flow_func_linear(torch.nn.Module):  # flow_funcs.py:101-133
+        def __init__(self, nc, c_multiplier, embed_dim):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([FloaterOfficial.Linear_t(embed_dim, embed_dim), torch.nn.ReLU(inplace=True),
+                                               FloaterOfficial.Linear_t(embed_dim, embed_dim)])
+
+        def forward(self, t, x):
+            for idx, layer in enumerate(self.layers):
+                x = layer(t, x) if idx % 2 == 0 else layer(x)
+            return x
+
+    @staticmethod
+    def rk4_alt_step_func(func, t, dt, y):  # torchdiffeq/_impl/rk_common.py:72-78 (one tensor, no tuple)
+        k1 = func(t, y)
+        k2 = func(t + dt / 3, y + dt * k1 / 3)
+        k3 = func(t + dt * 2 / 3, y + dt * (k1 / -3 + k2))
+        k4 = func(t + dt, y + dt * (k1 - k2 + k3))
+        return (k1 + 3 * k2 + 3 * k3 + k4) * (dt / 8)
+
+    @staticmethod
+    def odeint_rk4(func, y0, t, step_size):
+        """odeint(func, y0, t, method="rk4", options={"step_size": step_size}) (odeint.py:20-76): the
+        fixed-grid solver (solvers.py:36-108, fixed_grid.py:26-29)."""
+        start_time, end_time = t[0], t[-1]  # _grid_constructor_from_step_size, solvers.py:57-66
+        niters = torch.ceil((end_time - start_time) / step_size + 1).item()
+        time_grid = torch.arange(0, niters).to(t) * step_size + start_time
+        time_grid[-1] = t[-1]
+        solution = [y0]  # integrate, solvers.py:86-99
+        j = 1
+        for t0, t1 in zip(time_grid[:-1], time_grid[1:]):
+            dy = FloaterOfficial.rk4_alt_step_func(func, t0, t1 - t0, y0)
+            y1 = y0 + dy
+            y0 = y1
+            while j < len(t) and t1 >= t[j]:
+                solution.append(FloaterOfficial._linear_interp(t0, t1, y0, y1, t[j]))
+                j += 1
+        return torch.stack(solution)
+
+    @staticmethod
+    def _linear_interp(t0, t1, y0, y1, t):  # solvers.py:101-108 (handed the step's end twice, :92-96)
+        if t == t0:
+            return y0
+        if t == t1:
+            return y1
+        slope = (y1 - y0) / (t1 - t0)
+        return y0 + slope * (t - t0)
+
+    def __init__(self, layers, embed_dim, dtype):
+        self.proj_bias = torch.nn.Parameter(torch.randn(3, layers, embed_dim, dtype=dtype))  # flow_transformer.py:244-246
+        torch.nn.init.xavier_uniform_(self.proj_bias)                                       # :272-273
+        self.proj_flow = FloaterOfficial.flow_func_linear(layers, 2, embed_dim).to(dtype)   # :256
+        for layer in (self.proj_flow.layers[0], self.proj_flow.layers[2]):                  # Linear_t.init_params, :31-33
+            torch.nn.init.xavier_normal_(layer.linear.weight)
+            torch.nn.init.zeros_(layer.linear.bias)
+        self.time_dt = torch.tensor(0.01, dtype=dtype)                                      # :247
+
+    def positions(self, T):
+        """The encoder's bias_vec (flow_transformer.py:326-329): (T, 3, L, d), q, k, v of layer l at
+        [:, 0..2, l] (flow_transformer_layer.py:100-102)."""
+        time_grid = torch.arange(0, T).to(self.time_dt) * self.time_dt
+        return self.odeint_rk4(self.proj_flow, self.proj_bias, time_grid, self.time_dt.item() / 5.0)
+
+
+def check_floater_identity(ckpt):
+    """floater with zero dynamics and P0 = 0 is the sinusoidal model: the logits of the C
+    trainer's floater checkpoint with its five tensors zeroed equal, bit for bit, those of a
+    sinusoidal model of the same GPT-2 tensors (model.py's; the C trainer's sinusoidal equals
+    model.py's by its own comparison above); and with zero dynamics alone, P0 folded into the
+    qkv bias gives the same logits (P(s) = P0 at every position)."""
+    global failures
+    cfg, tensors = M.read_checkpoint(ckpt)
+    floater_names = [name for name in M.Floater.tensors(cfg)]
+    idx = torch.tensor(np.random.default_rng(0).integers(0, cfg.vocab_size, (2, 40)), dtype=torch.long)
+    def logits(pe, change):
+        c = M.Config(**dict(cfg.__dict__, pe=pe, floater_refresh=cfg.floater_refresh if pe == "floater" else 0))
+        t = {name: np.array(tensors[name], dtype=np.float64) for name, _ in M.checkpoint_layout(c)}
+        change(t)
+        with torch.no_grad():
+            return M.GPT(c, t, torch.float64)(idx)[0].numpy()
+    def zero(t, names):
+        for name in names:
+            t[name] = np.zeros_like(t[name])
+    sinusoidal = logits("sinusoidal", lambda t: None)
+    floater = logits("floater", lambda t: zero(t, floater_names))
+    ok = (sinusoidal == floater).all()
+    print("  %-52s %s" % ("identity: zero dynamics, P0 = 0: sinusoidal's logits, bit for bit", "ok  " if ok else "FAIL"))
+    failures += 0 if ok else 1
+    def folded(t):
+        t["qkvb"] = t["qkvb"] + t["floater_p0"].reshape(cfg.num_layers, 3 * cfg.channels)
+        zero(t, floater_names)
+    check("identity: zero dynamics: P0 folded into the qkv bias", logits("floater", lambda t: zero(t, floater_names[1:])),
+          logits("floater", folded), 1e-12)
+
+
+def check_official_floater():
+    """Floater against the transcription of its official flow (FloaterOfficial), in float64: the
+    positions of every layer's q, k and v over T = 60 positions from a random official module
+    (its initialization, b1, b2 moved off 0), and the gradients of the official proj_bias and
+    both Linear_t layers through the solver (autograd through the transcribed steps: the exact
+    gradient of the computed positions, which the official's adjoint method approximates)."""
+    import types
+    L, C, T = 2, 16, 60
+    print("=== floater: the official flow and its solver (a transcription) against model.py (float64)")
+    torch.manual_seed(0)
+    official = FloaterOfficial(L, C, torch.float64)
+    lin1, lin2 = official.proj_flow.layers[0].linear, official.proj_flow.layers[2].linear
+    with torch.no_grad():
+        lin1.bias.normal_(0, 0.5)
+        lin2.bias.normal_(0, 0.5)
+    want = official.positions(T)  # (T, 3, L, C)
+    mine = [t.detach().clone().requires_grad_() for t in (official.proj_bias.permute(1, 0, 2), lin1.weight, lin1.bias, lin2.weight, lin2.bias)]
+    owner = types.SimpleNamespace(floater_p0=mine[0], floater_w1=mine[1], floater_b1=mine[2], floater_w2=mine[3], floater_b2=mine[4])
+    got = M.Floater().solve(owner, T)  # (T, L, 3, C)
+    check("official: P_{l,q/k/v}(p dt) at positions 0..59", got.permute(0, 2, 1, 3).detach().numpy(), want.detach().numpy(), 1e-12)
+    g = torch.randn(T, 3, L, C, dtype=torch.float64)
+    dwant = torch.autograd.grad((want * g).sum(), (official.proj_bias, lin1.weight, lin1.bias, lin2.weight, lin2.bias))
+    dgot = torch.autograd.grad((got.permute(0, 2, 1, 3) * g).sum(), mine)
+    names = ("proj_bias (floater_p0 transposed)", "Linear_t 0 weight (floater_w1)", "Linear_t 0 bias (floater_b1)",
+             "Linear_t 2 weight (floater_w2)", "Linear_t 2 bias (floater_b2)")
+    for name, a, b in zip(names, dgot, dwant):
+        check("official: d %s" % name, (a.permute(1, 0, 2) if a.dim() == 3 else a).numpy(), b.numpy(), 1e-12)
 def official_complex_lm_embedding(word_emb, period):
     """The official language model's complex embedding, schema 2 (iclr-complex-order/
     complex-order @ 4c4ec24, LANGUAGE MODELING/pytorch-complex/complex_mem_transformer.py,
@@ -949,6 +1096,8 @@ def main():
                 check_rope_table(build, model, ckpt, prefix, ref)
             if pe == "shaw":
                 check_shaw_keys(build, ckpt, prefix, ref)
+            if pe == "floater":
+                check_floater_identity(ckpt)
             # bf16: written here, read by both
             cfg, tensors = M.read_checkpoint(ckpt)
             M.write_checkpoint(prefix + "_bf16.bin", cfg, tensors, M.CHECKPOINT_BF16)
@@ -976,6 +1125,8 @@ def main():
         check_official_bipe()
     if "shaw" in pes:
         check_official_shaw()
+    if "floater" in pes:
+        check_official_floater()
     if "complex_order" in pes:
         check_official_complex_order()
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)

@@ -175,6 +175,8 @@ expect "-cl neither 0 nor 1" "flag -cl" "${OK[@]}" -cl 2
 expect "-ak on an encoding without shaw's tables" "flags -ak, -av: the tables of shaw, which this binary's PE" "${OK[@]}" -ak 8
 expect "-ak 0" "flag -ak must be in \[1, 65536\], got 0" "${OK[@]}" -ak 0
 expect "-av neither 0 nor 1" "flag -av" "${OK[@]}" -av 2
+expect "-fr on an encoding without floater's refresh" "flag -fr: the refresh of floater's positions, which this binary's PE" "${OK[@]}" -fr 5
+expect "-fr 0" "flag -fr" "${OK[@]}" -fr 0
 expect "-rb on an encoding without rope's table" "flag -rb: RoPE's frequency table options (-rb, -rt, -rr) exist for rope" "${OK[@]}" -rb 500000
 # a full disk (here: a file size limit of 10 MB) during a checkpoint: a clear error, and no
 # temporary file left behind
