@@ -155,6 +155,10 @@ $(EMU)/attention_%: $(EMU_SRC)/.prepared
 $(EMU)/attention_cope $(EMU)/attention_cope_fp32: $(EMU)/attention_cope%: $(EMU_SRC)/.prepared
 	$(EMU_CXX) $(call emu_precision,$@) -DPE_COPE -o $@ $(EMU_SRC)/dev/cuda/attention_cope.cu
 
+# complex_order's attention is its own too, of two streams' q, k, v (dev/cuda/attention_complex.cu)
+$(EMU)/attention_complex_order $(EMU)/attention_complex_order_fp32: $(EMU)/attention_complex_order%: $(EMU_SRC)/.prepared
+	$(EMU_CXX) $(call emu_precision,$@) -DPE_COMPLEX_ORDER -o $@ $(EMU_SRC)/dev/cuda/attention_complex.cu
+
 $(EMU)/asan_attention_%: $(EMU_SRC)/.prepared
 	$(EMU_ASAN_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
 
@@ -178,8 +182,9 @@ $(EMU)/enums_emulated: dev/cuda/emulate/enums.cpp $(EMU_SRC)/.prepared
 # local memory (stack frame, spills) in the tensor-core attention kernels at head sizes 32 and 64
 # nor in DAPE's, registers x threads per block within an SM's 65,536; the threads and dynamic
 # shared memory as the launchers ask for them, printed by the emulated dev/cuda/attention_bias
-# (make test-cuda-emulate builds it); txl's and CoPE's own kernels too, their launches printed
-# by their own checks (attention_bias for txl, dev/cuda/attention_cope.cu for CoPE)
+# (make test-cuda-emulate builds it); txl's, CoPE's and complex_order's own kernels too, their
+# launches printed by their own checks (attention_bias for txl, dev/cuda/attention_cope.cu for
+# CoPE, dev/cuda/attention_complex.cu for complex_order)
 RESOURCE_PES := $(PE_LIST)
 test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(EMU)/attention_$(pe))
 	@for pe in $(RESOURCE_PES); do $(EMU)/attention_$$pe launches > $(BUILD)/launches_$$pe.txt || exit 1; done
@@ -188,7 +193,7 @@ test-cuda-resources: $(foreach pe,$(RESOURCE_PES),$(BUILD)/train_gpt2cu_$(pe) $(
 # CI (no GPU): the instructions against the PTX ISA, then every encoding's tensor-core
 # attention (dev/cuda/attention_bias check: forward and backward, T = 200, 1024, 77, 100,
 # head sizes 64, 32, 128; T = 77 at randomized positions; CoPE's kernels: dev/cuda/attention_cope
-# check) against the double-precision reference, one of them again under AddressSanitizer, the
+# check; complex_order's: dev/cuda/attention_complex check) against the double-precision reference, one of them again under AddressSanitizer, the
 # stand-ins' enums against the CUDA headers, the planted defects the emulation must report
 # (dev/cuda/emulate/defects.sh), then the mutants; then the whole CUDA path against the CPU
 # path (dev/cuda/emulate/trainers.sh) for every encoding and DAPE variant (EMU_TRAINER_STEMS),

@@ -243,6 +243,13 @@ static void test_attention(void) {
     }
     return;
 #endif
+#if PE_IS(COMPLEX_ORDER) // complex_order's own kernels (llmc/attention_complex.cuh), two streams
+    const AttnShape complex_shapes[] = {{1, 4096, 1, 64, 0}, {2, 1000, 2, 32, 0}, {1, 777, 2, 128, 0}};
+    for (size_t k = 0; k < sizeof(complex_shapes) / sizeof(complex_shapes[0]); k++) {
+        failures += complex_case_check(complex_shapes[k], 1000 + k, TOL_ATT_OUT, 0);
+    }
+    return;
+#endif
     const AttnShape shapes[] = {
         {1, 4096, 1, 64, 0},    // long: every tiling boundary, T = 4096, one head
         {2, 1000, 2, 32, 0},    // T not a multiple of any tile, two rows of the batch, two heads

@@ -171,9 +171,12 @@ typedef struct {
     real* grads_memory;
     real* m_memory;
     real* v_memory;
-    // activations and their gradients (the latter only when training)
+    // activations and their gradients (the latter only when training); a second residual
+    // stream's (PE_STREAMS 2: complex's imaginary part) in acts2, grads_acts2
     ActivationSet acts;
     ActivationSet grads_acts;
+    ActivationSet acts2;
+    ActivationSet grads_acts2;
     size_t acts_N;        // capacity in tokens, acts_B * acts_T: the stride of per-layer tensors
     int acts_B;           // largest batch the buffers allow
     int acts_T;           // longest sequence the buffers allow
@@ -188,6 +191,7 @@ typedef struct {
     real* pe_table;       // sandwich: (NH, pe_table_len) the bias of each head and distance;
     int pe_table_len;     // txl: (pe_table_len, C) the sinusoids R_n of each distance
     real* pe_rel;         // txl: (acts_T, C) the layer's projected sinusoids P
+    real* pe_lnf;         // complex_order: (acts_N, C) lnf of the real stream (a.lnf holds the classifier's input)
     real* pe_drel;        // txl: (acts_B, acts_T + 2, C) per batch row: dP, then dr_w, dr_r
     struct PEState* pe_state; // the encoding's own state across passes (floater: its ODE's solutions; pe_free)
     PEEval pe_eval;       // the evaluation variant in effect (llmc/pe.h; zeros: plain)
@@ -509,6 +513,84 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 }
 
 // ============================================================================
+// the transformer block of one residual stream: GPT-2's, and an encoding's second stream
+// (PE_STREAMS 2: complex's imaginary part, with weights of its own) runs it again; the
+// attention between the two halves couples the streams
+
+// the activations of layer l (slot 0 in evaluation, when only one layer is stored)
+static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
+
+// a block's weights at one layer (or their gradients: the same pointers into model->grads)
+typedef struct {
+    real *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} BlockParams;
+
+// layer l's block of the tensors whose first layer's are w (each tensor holds every layer's
+// values consecutively, in GPT-2's shapes)
+static BlockParams block_layer(BlockParams w, int l, int C) {
+    size_t c = C, o = (size_t)l;
+    BlockParams at = {w.ln1w + o * c, w.ln1b + o * c, w.qkvw + o * 3 * c * c, w.qkvb + o * 3 * c,
+                      w.attprojw + o * c * c, w.attprojb + o * c, w.ln2w + o * c, w.ln2b + o * c,
+                      w.fcw + o * 4 * c * c, w.fcb + o * 4 * c, w.fcprojw + o * c * 4 * c, w.fcprojb + o * c};
+    return at;
+}
+
+// GPT-2's block of layer l in t (the parameters or their gradients)
+static BlockParams gpt2_block(const ParameterTensors* t, int l, int C) {
+    BlockParams w = {t->ln1w, t->ln1b, t->qkvw, t->qkvb, t->attprojw, t->attprojb, t->ln2w, t->ln2b, t->fcw, t->fcb, t->fcprojw, t->fcprojb};
+    return block_layer(w, l, C);
+}
+
+// the stream entering layer l in a stream's activations (or their gradients): the
+// embeddings, or layer l-1's output (in evaluation the same slot as layer l's, read before
+// it is overwritten)
+static real* block_input(const GPT2* model, const ActivationTensors* a, int l) {
+    return l == 0 ? a->encoded : a->residual3 + layer_slot(model, l - 1) * model->acts_N * model->config.channels;
+}
+
+// block_qkv_forward: ln1 and the qkv projection of the stream's input, into layer slot s
+static void block_qkv_forward(ActivationTensors* a, size_t s, size_t N, const real* input, const BlockParams* w, int BT, int C) {
+    layernorm_forward(a->ln1 + s * N * C, a->ln1_mean + s * N, a->ln1_rstd + s * N, input, w->ln1w, w->ln1b, BT, C);
+    matmul_forward(a->qkv + s * N * 3 * C, a->ln1 + s * N * C, w->qkvw, w->qkvb, BT, C, 3 * C);
+}
+
+// block_output_forward: the block after its attention (atty): the projection and its
+// residual, ln2, the MLP and its residual, into residual3 of slot s
+static void block_output_forward(ActivationTensors* a, size_t s, size_t N, const real* input, const BlockParams* w, int BT, int C) {
+    matmul_forward(a->attproj + s * N * C, a->atty + s * N * C, w->attprojw, w->attprojb, BT, C, C);
+    residual_forward(a->residual2 + s * N * C, input, a->attproj + s * N * C, (size_t)BT * C);
+    layernorm_forward(a->ln2 + s * N * C, a->ln2_mean + s * N, a->ln2_rstd + s * N, a->residual2 + s * N * C, w->ln2w, w->ln2b, BT, C);
+    matmul_forward(a->fch + s * N * 4 * C, a->ln2 + s * N * C, w->fcw, w->fcb, BT, C, 4 * C);
+    gelu_forward(a->fch_gelu + s * N * 4 * C, a->fch + s * N * 4 * C, (size_t)BT * 4 * C);
+    matmul_forward(a->fcproj + s * N * C, a->fch_gelu + s * N * 4 * C, w->fcprojw, w->fcprojb, BT, 4 * C, C);
+    residual_forward(a->residual3 + s * N * C, a->residual2 + s * N * C, a->fcproj + s * N * C, (size_t)BT * C);
+}
+
+// block_output_backward: from d residual3 of layer l back to d atty, adding into d input
+// and the gradients g (training: every layer stored, slot l)
+static void block_output_backward(const ActivationTensors* a, ActivationTensors* d, real* dinput, size_t l, size_t N,
+                                  const BlockParams* w, const BlockParams* g, int BT, int C) {
+    size_t o = l * N;
+    matmul_backward(d->fch_gelu + o * 4 * C, g->fcprojw, g->fcprojb, d->residual3 + o * C, a->fch_gelu + o * 4 * C, w->fcprojw, BT, 4 * C, C);
+    gelu_backward(d->fch + o * 4 * C, a->fch + o * 4 * C, d->fch_gelu + o * 4 * C, (size_t)BT * 4 * C);
+    matmul_backward(d->ln2 + o * C, g->fcw, g->fcb, d->fch + o * 4 * C, a->ln2 + o * C, w->fcw, BT, C, 4 * C);
+    // residual3 = residual2 + fcproj, residual2 = input + attproj
+    residual_backward(d->residual2 + o * C, d->fcproj + o * C, d->residual3 + o * C, (size_t)BT * C);
+    layernorm_backward(d->residual2 + o * C, g->ln2w, g->ln2b, d->ln2 + o * C, a->residual2 + o * C, w->ln2w,
+                       a->ln2_mean + o, a->ln2_rstd + o, BT, C);
+    residual_backward(dinput, d->attproj + o * C, d->residual2 + o * C, (size_t)BT * C);
+    matmul_backward(d->atty + o * C, g->attprojw, g->attprojb, d->attproj + o * C, a->atty + o * C, w->attprojw, BT, C, C);
+}
+
+// block_qkv_backward: from d qkv of layer l back into d input and the gradients g
+static void block_qkv_backward(const ActivationTensors* a, ActivationTensors* d, const real* input, real* dinput, size_t l,
+                               size_t N, const BlockParams* w, const BlockParams* g, int BT, int C) {
+    size_t o = l * N;
+    matmul_backward(d->ln1 + o * C, g->qkvw, g->qkvb, d->qkv + o * 3 * C, a->ln1 + o * C, w->qkvw, BT, C, 3 * C);
+    layernorm_backward(dinput, g->ln1w, g->ln1b, d->ln1 + o * C, input, w->ln1w, a->ln1_mean + o, a->ln1_rstd + o, BT, C);
+}
+
+// ============================================================================
 // positional encodings
 //
 // The encoding this binary is built for lives in its own file, pe/<file>.h (llmc/pe_list.h
@@ -534,6 +616,13 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 //                                         scores): PE_ATTENTION
 //   pe_alloc_activations                  buffers of its own, made with the activations:
 //                                         PE_ALLOC_ACTIVATIONS
+//   pe_stream_block, pe_output_forward / pe_output_backward
+//                                         a second residual stream (PE_STREAMS 2, complex_order's
+//                                         imaginary part): the weights of its block at a layer
+//                                         (the trainer runs the block once per stream, in
+//                                         acts and acts2), and the classifier's input made of
+//                                         both streams' last layer (after lnf; its backward
+//                                         before lnf's)
 //   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free, pe_reach
 //                                         the encoding's own state across passes and a range of the
 //                                         parameters' (llmc/pe_state.h, which holds their defaults)
@@ -546,9 +635,6 @@ void fused_classifier(real* losses, real* dlnf, real* dwte, real* logits, const 
 // (model->pos_in) or drawn (randomized positions, -rp L; llmc/pe.h); the attention hands the
 // bias hooks the positions of query and key, not their indices.
 // ============================================================================
-
-// the activations of layer l (slot 0 in evaluation, when only one layer is stored)
-static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
 
 // ---- randomized positions (llmc/pe.h) ----
 // are the positions of this forward pass drawn (a model trained with -rp, not under the
@@ -611,6 +697,25 @@ static void pe_project(GPT2* model) {}
 #ifndef PE_ALLOC_ACTIVATIONS
 static void pe_alloc_activations(GPT2* model, int B, int T, int training) {}
 #endif
+#if PE_STREAMS == 1
+static void pe_output_forward(GPT2* model, int B, int T) {}
+static void pe_output_backward(GPT2* model, int B, int T) {}
+#endif
+
+// the activations of residual stream st (0: GPT-2's; 1: PE_STREAMS' second), or their gradients
+static ActivationTensors* stream_acts(GPT2* model, int st, int grads) {
+    ActivationSet* set = st == 0 ? (grads ? &model->grads_acts : &model->acts) : (grads ? &model->grads_acts2 : &model->acts2);
+    return &set->t;
+}
+
+// the block of residual stream st at layer l, in the parameters or (grads) their gradients
+static BlockParams stream_block(GPT2* model, int st, int l, int grads) {
+    ParameterTensors* t = grads ? &model->grads : &model->params;
+#if PE_STREAMS > 1
+    if (st > 0) { return pe_stream_block(model, t, l); }
+#endif
+    return gpt2_block(t, l, model->config.channels);
+}
 #include "llmc/pe_state.h" // pe_after_update, pe_resume_*, pe_free, pe_reach
 
 // ============================================================================
@@ -773,7 +878,7 @@ void attention_backward(real* dqkv, const real* dout, const real* qkv, const rea
 }
 
 #ifndef PE_ATTENTION
-// a layer's attention for every encoding but those with their own (PE_ATTENTION: CoPE, shaw):
+// a layer's attention for every encoding but those with their own (PE_ATTENTION: CoPE, shaw, complex_order):
 // the two functions above, the bias through the encoding's hooks; per thread a row of scores and the head's keys
 // transposed (and a row of dout . v and the values in training)
 static size_t pe_attention_scratch(const GPT2Config* cfg, int B, int T, int training) {
@@ -886,6 +991,8 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     size_t N = (size_t)B * T;
     free(model->acts.memory);
     free(model->grads_acts.memory);
+    free(model->acts2.memory);
+    free(model->grads_acts2.memory);
     free(model->att_scratch);
     free(model->pe_dbh);
     dape_work_free(model->dape);
@@ -894,10 +1001,15 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     free(model->targets);
     free(model->positions);
     free(model->pe_rel);
+    free(model->pe_lnf);
     free(model->pe_drel);
     memset(&model->grads_acts, 0, sizeof(model->grads_acts));
-    activation_set_alloc(&model->acts, &model->config, N, layers);
-    if (training) { activation_set_alloc(&model->grads_acts, &model->config, N, layers); }
+    memset(&model->acts2, 0, sizeof(model->acts2));
+    memset(&model->grads_acts2, 0, sizeof(model->grads_acts2));
+    for (int st = 0; st < PE_STREAMS; st++) {
+        activation_set_alloc(st == 0 ? &model->acts : &model->acts2, &model->config, N, layers);
+        if (training) { activation_set_alloc(st == 0 ? &model->grads_acts : &model->grads_acts2, &model->config, N, layers); }
+    }
     model->acts_N = N;
     model->acts_B = B;
     model->acts_T = T;
@@ -913,6 +1025,7 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     model->targets = (int*)malloc_check(N * sizeof(int));
     model->positions = (int*)malloc_check((size_t)rp_draws(model->config.pe, model->config.num_layers) * N * sizeof(int));
     model->pe_rel = NULL;
+    model->pe_lnf = NULL;
     model->pe_drel = NULL;
     pe_alloc_activations(model, B, T, training);
 }
@@ -967,7 +1080,9 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     }
     memcpy(model->inputs, inputs, (size_t)B * T * sizeof(int));
     if (targets != NULL) { memcpy(model->targets, targets, (size_t)B * T * sizeof(int)); }
-    if (training) { activation_set_clear(&model->grads_acts, cfg, model->acts_N, model->acts_layers, (size_t)B * T); }
+    for (int st = 0; training && st < PE_STREAMS; st++) {
+        activation_set_clear(st == 0 ? &model->grads_acts : &model->grads_acts2, cfg, model->acts_N, model->acts_layers, (size_t)B * T);
+    }
 
     ParameterTensors p = model->params;
     ActivationTensors a = model->acts.t;
@@ -976,20 +1091,14 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     pe_embed_forward(model, a.encoded, B, T);
     for (int l = 0; l < L; l++) {
         size_t s = layer_slot(model, l);
-        // the residual stream entering layer l: the embeddings, or layer l-1's output
-        // (in evaluation that is the same slot, read before it is overwritten)
-        real* residual = l == 0 ? a.encoded : a.residual3 + layer_slot(model, l - 1) * N * C;
-        real* l_ln1 = a.ln1 + s * N * C;
+        for (int st = 0; st < PE_STREAMS; st++) { // each residual stream's ln1 and qkv
+            ActivationTensors* sa = stream_acts(model, st, 0);
+            BlockParams w = stream_block(model, st, l, 0);
+            block_qkv_forward(sa, s, N, block_input(model, sa, l), &w, B * T, C);
+        }
+        pe_layer_forward(model, l, B, T);
         real* l_qkv = a.qkv + s * N * 3 * C;
         real* l_atty = a.atty + s * N * C;
-        real* l_residual2 = a.residual2 + s * N * C;
-        real* l_ln2 = a.ln2 + s * N * C;
-        real* l_fch = a.fch + s * N * 4 * C;
-        real* l_fch_gelu = a.fch_gelu + s * N * 4 * C;
-        layernorm_forward(l_ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, residual,
-                          p.ln1w + (size_t)l * C, p.ln1b + (size_t)l * C, B * T, C);
-        matmul_forward(l_qkv, l_ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + (size_t)l * 3 * C, B * T, C, 3 * C);
-        pe_layer_forward(model, l, B, T);
         if (cfg->dape != 0) {
             PEBias pb;
             pe_bias_setup(&pb, model, l, B, T, 0);
@@ -998,17 +1107,15 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         } else {
             pe_attention_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, B, T);
         }
-        matmul_forward(a.attproj + s * N * C, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C);
-        residual_forward(l_residual2, residual, a.attproj + s * N * C, (size_t)B * T * C);
-        layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
-                          p.ln2w + (size_t)l * C, p.ln2b + (size_t)l * C, B * T, C);
-        matmul_forward(l_fch, l_ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + (size_t)l * 4 * C, B * T, C, 4 * C);
-        gelu_forward(l_fch_gelu, l_fch, (size_t)B * T * 4 * C);
-        matmul_forward(a.fcproj + s * N * C, l_fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, p.fcprojb + (size_t)l * C, B * T, 4 * C, C);
-        residual_forward(a.residual3 + s * N * C, l_residual2, a.fcproj + s * N * C, (size_t)B * T * C);
+        for (int st = 0; st < PE_STREAMS; st++) { // each stream's projection, MLP and residuals
+            ActivationTensors* sa = stream_acts(model, st, 0);
+            BlockParams w = stream_block(model, st, l, 0);
+            block_output_forward(sa, s, N, block_input(model, sa, l), &w, B * T, C);
+        }
     }
     real* last = a.residual3 + layer_slot(model, L - 1) * N * C;
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p.lnfw, p.lnfb, B * T, C);
+    pe_output_forward(model, B, T);
     if (targets == NULL) { model->mean_loss = -1; return; }
     fused_classifier(a.losses, training ? model->grads_acts.t.lnf : NULL, training ? model->grads.wte : NULL,
                      model->logits, a.lnf, p.wte, targets, dloss, B * T, scored, V, C);
@@ -1030,24 +1137,16 @@ void gpt2_backward(GPT2* model) {
     ParameterTensors p = model->params, g = model->grads;
     ActivationTensors a = model->acts.t, d = model->grads_acts.t;
     size_t N = model->acts_N;
+    pe_output_backward(model, B, T); // first: d lnf of the classifier's input made of the streams
     layernorm_backward(d.residual3 + (size_t)(L - 1) * N * C, g.lnfw, g.lnfb, d.lnf, a.residual3 + (size_t)(L - 1) * N * C,
                        p.lnfw, a.lnf_mean, a.lnf_rstd, B * T, C);
     for (int l = L - 1; l >= 0; l--) {
         size_t o = (size_t)l * N;
-        real* residual = l == 0 ? a.encoded : a.residual3 + (o - N) * C;
-        real* dresidual = l == 0 ? d.encoded : d.residual3 + (o - N) * C;
-        matmul_backward(d.fch_gelu + o * 4 * C, g.fcprojw + (size_t)l * C * 4 * C, g.fcprojb + (size_t)l * C,
-                        d.residual3 + o * C, a.fch_gelu + o * 4 * C, p.fcprojw + (size_t)l * C * 4 * C, B * T, 4 * C, C);
-        gelu_backward(d.fch + o * 4 * C, a.fch + o * 4 * C, d.fch_gelu + o * 4 * C, (size_t)B * T * 4 * C);
-        matmul_backward(d.ln2 + o * C, g.fcw + (size_t)l * 4 * C * C, g.fcb + (size_t)l * 4 * C,
-                        d.fch + o * 4 * C, a.ln2 + o * C, p.fcw + (size_t)l * 4 * C * C, B * T, C, 4 * C);
-        // the residual stream: residual3 = residual2 + fcproj, residual2 = residual + attproj
-        residual_backward(d.residual2 + o * C, d.fcproj + o * C, d.residual3 + o * C, (size_t)B * T * C);
-        layernorm_backward(d.residual2 + o * C, g.ln2w + (size_t)l * C, g.ln2b + (size_t)l * C, d.ln2 + o * C,
-                           a.residual2 + o * C, p.ln2w + (size_t)l * C, a.ln2_mean + o, a.ln2_rstd + o, B * T, C);
-        residual_backward(dresidual, d.attproj + o * C, d.residual2 + o * C, (size_t)B * T * C);
-        matmul_backward(d.atty + o * C, g.attprojw + (size_t)l * C * C, g.attprojb + (size_t)l * C,
-                        d.attproj + o * C, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C);
+        for (int st = 0; st < PE_STREAMS; st++) { // each stream from d residual3 down to d atty
+            ActivationTensors *sa = stream_acts(model, st, 0), *sd = stream_acts(model, st, 1);
+            BlockParams w = stream_block(model, st, l, 0), gw = stream_block(model, st, l, 1);
+            block_output_backward(sa, sd, block_input(model, sd, l), (size_t)l, N, &w, &gw, B * T, C);
+        }
         if (cfg->dape != 0) { // the base's parameter gradients in one slot per thread
             PEBias pb;
             int slots = model->dape->threads * model->dape->slot_spread;
@@ -1061,10 +1160,11 @@ void gpt2_backward(GPT2* model) {
             pe_attention_backward(model, l, d.qkv + o * 3 * C, d.atty + o * C, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH, B, T);
         }
         pe_layer_backward(model, l, B, T);
-        matmul_backward(d.ln1 + o * C, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C,
-                        d.qkv + o * 3 * C, a.ln1 + o * C, p.qkvw + (size_t)l * 3 * C * C, B * T, C, 3 * C);
-        layernorm_backward(dresidual, g.ln1w + (size_t)l * C, g.ln1b + (size_t)l * C, d.ln1 + o * C,
-                           residual, p.ln1w + (size_t)l * C, a.ln1_mean + o, a.ln1_rstd + o, B * T, C);
+        for (int st = 0; st < PE_STREAMS; st++) { // each stream's qkv and ln1, into d of its input
+            ActivationTensors *sa = stream_acts(model, st, 0), *sd = stream_acts(model, st, 1);
+            BlockParams w = stream_block(model, st, l, 0), gw = stream_block(model, st, l, 1);
+            block_qkv_backward(sa, sd, block_input(model, sa, l), block_input(model, sd, l), (size_t)l, N, &w, &gw, B * T, C);
+        }
     }
     pe_embed_backward(model, d.encoded, B, T); // first: it may rescale the tokens' gradient
     encoder_backward(g.wte, d.encoded, model->inputs, B, T, C);
@@ -1144,6 +1244,8 @@ void gpt2_free(GPT2* model) {
     free(model->v_memory);
     free(model->acts.memory);
     free(model->grads_acts.memory);
+    free(model->acts2.memory);
+    free(model->grads_acts2.memory);
     free(model->att_scratch);
     free(model->pe_dbh);
     dape_work_free(model->dape);
@@ -1154,6 +1256,7 @@ void gpt2_free(GPT2* model) {
     free(model->targets);
     free(model->positions);
     free(model->pe_rel);
+    free(model->pe_lnf);
     free(model->pe_drel);
     pe_free(model);
 }

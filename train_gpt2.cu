@@ -192,6 +192,7 @@ typedef struct {
     floatX* proj;      // (N, C) an attention or MLP projection before its residual add
     floatX* logits;    // (min(N, CLASSIFIER_CHUNK), Vp) classifier scratch
     floatX* pe_rel;    // (T, C) txl: the layer's projected sinusoids P = R W_r^T
+    floatX* pe_lnf;    // (N, C) PE_STREAMS 2 (complex_order): the real stream's lnf (lnf holds the classifier's input)
     int* positions;    // (draws, B, T) the positions of the last forward pass, given or drawn (llmc/model.h)
     int* inputs;       // (N)
     int* targets;      // (N)
@@ -232,11 +233,16 @@ typedef struct {
     float* m_memory;        // (shard) AdamW moments, allocated at the first update
     float* v_memory;
     int master_gathered;    // ZeRO: the grads buffer holds every rank's master weights
-    // activations and the backward pass's buffers
+    // activations and the backward pass's buffers; a second residual stream's (PE_STREAMS 2:
+    // complex_order's imaginary part) in acts2 and gs2, which hold only a stream's own tensors
     ActivationTensors acts;
     void* acts_memory;
     GradScratch gs;
     void* gs_memory;
+    ActivationTensors acts2;
+    void* acts2_memory;
+    GradScratch gs2;
+    void* gs2_memory;
     size_t acts_N;          // capacity in tokens: the stride of per-layer tensors
     size_t pe_stride;       // stride of per-layer (N, NH) tensors (aligned)
     int acts_B, acts_T, acts_layers;
@@ -731,6 +737,83 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 }
 
 // ============================================================================
+// the transformer block of one residual stream: GPT-2's, and an encoding's second stream
+// (PE_STREAMS 2: complex_order's imaginary part, with weights of its own) runs it again; the
+// attention between the two halves couples the streams (train_gpt2.c's, the same functions)
+
+// the activations of layer l (slot 0 in evaluation, when only one layer is stored)
+static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
+
+// a block's weights at one layer: the kernels' copy (floatX), or their gradients (float)
+template<class T>
+struct BlockOf {
+    T *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+};
+
+// layer l's block of the tensors whose first layer's are w (each tensor holds every layer's
+// values consecutively, in GPT-2's shapes)
+template<class T>
+static BlockOf<T> block_layer(BlockOf<T> w, int l, int C) {
+    size_t c = C, o = (size_t)l;
+    return {w.ln1w + o * c, w.ln1b + o * c, w.qkvw + o * 3 * c * c, w.qkvb + o * 3 * c, w.attprojw + o * c * c, w.attprojb + o * c,
+            w.ln2w + o * c, w.ln2b + o * c, w.fcw + o * 4 * c * c, w.fcb + o * 4 * c, w.fcprojw + o * c * 4 * c, w.fcprojb + o * c};
+}
+
+// GPT-2's block of layer l in t (the kernels' parameters or their gradients)
+template<class T>
+static BlockOf<T> gpt2_block(const TensorSet<T>* t, int l, int C) {
+    return block_layer<T>({t->ln1w, t->ln1b, t->qkvw, t->qkvb, t->attprojw, t->attprojb, t->ln2w, t->ln2b, t->fcw, t->fcb, t->fcprojw, t->fcprojb}, l, C);
+}
+
+// the stream entering layer l in a stream's activations: the embeddings, or layer l-1's
+// output (in evaluation the same slot as layer l's, read before it is overwritten)
+static floatX* block_input(const GPT2* model, const ActivationTensors* a, int l) {
+    return l == 0 ? a->encoded : a->residual3 + layer_slot(model, l - 1) * model->acts_N * model->config.channels;
+}
+
+// block_qkv_forward: ln1 and the qkv projection of the stream's input, into layer slot s
+static void block_qkv_forward(ActivationTensors* a, size_t s, size_t N, const floatX* input, const BlockOf<floatX>* w, int BT, int C) {
+    layernorm_forward(a->ln1 + s * N * C, a->ln1_mean + s * N, a->ln1_rstd + s * N, input, w->ln1w, w->ln1b, BT, C);
+    matmul_forward(a->qkv + s * N * 3 * C, a->ln1 + s * N * C, w->qkvw, w->qkvb, BT, C, 3 * C, NULL);
+}
+
+// block_output_forward: the block after its attention (atty): the projection and its
+// residual, ln2, the MLP and its residual, into residual3 of slot s; proj (N, C) is scratch
+static void block_output_forward(ActivationTensors* a, size_t s, size_t N, const floatX* input, floatX* proj, const BlockOf<floatX>* w,
+                                 int BT, int C) {
+    floatX* residual2 = a->residual2 + s * N * C;
+    matmul_forward(proj, a->atty + s * N * C, w->attprojw, w->attprojb, BT, C, C, NULL);
+    residual_forward(residual2, input, proj, (size_t)BT * C);
+    layernorm_forward(a->ln2 + s * N * C, a->ln2_mean + s * N, a->ln2_rstd + s * N, residual2, w->ln2w, w->ln2b, BT, C);
+    matmul_forward(a->fch_gelu + s * N * 4 * C, a->ln2 + s * N * C, w->fcw, w->fcb, BT, C, 4 * C, a->fch + s * N * 4 * C);
+    matmul_forward(proj, a->fch_gelu + s * N * 4 * C, w->fcprojw, w->fcprojb, BT, 4 * C, C, NULL);
+    residual_forward(a->residual3 + s * N * C, residual2, proj, (size_t)BT * C);
+}
+
+// block_output_backward: from d residual3 of layer l (d->dres) back to d atty (d->dsmall),
+// adding the block's input's gradient into dres and into the gradients g; partials is scratch
+static void block_output_backward(const ActivationTensors* a, GradScratch* d, size_t l, size_t N, const BlockOf<floatX>* w,
+                                  const BlockOf<float>* g, float* partials, int BT, int C) {
+    size_t o = l * N;
+    // dres = d residual3; residual3 = residual2 + fcproj(GELU(fc(ln2(residual2))))
+    matmul_backward(d->dbig, g->fcprojw, g->fcprojb, partials, d->dres, a->fch_gelu + o * 4 * C, w->fcprojw, BT, 4 * C, C, 0);
+    gelu_backward(d->dbig, a->fch + o * 4 * C, (size_t)BT * 4 * C);
+    matmul_backward(d->dsmall, g->fcw, g->fcb, partials, d->dbig, a->ln2 + o * C, w->fcw, BT, C, 4 * C, 0);
+    layernorm_backward(d->dres, g->ln2w, g->ln2b, partials, d->dsmall, a->residual2 + o * C, w->ln2w, a->ln2_mean + o, a->ln2_rstd + o, BT, C);
+    // dres = d residual2; residual2 = input + attproj(attention(...))
+    matmul_backward(d->dsmall, g->attprojw, g->attprojb, partials, d->dres, a->atty + o * C, w->attprojw, BT, C, C, 0);
+}
+
+// block_qkv_backward: from d qkv of layer l (d->dbig) back into d of the block's input
+// (d->dres) and the gradients g; accumulate_dln1: d->dsmall holds a part of d ln1 already
+static void block_qkv_backward(const ActivationTensors* a, GradScratch* d, size_t l, size_t N, const floatX* input, const BlockOf<floatX>* w,
+                               const BlockOf<float>* g, float* partials, int BT, int C, int accumulate_dln1) {
+    size_t o = l * N;
+    matmul_backward(d->dsmall, g->qkvw, g->qkvb, partials, d->dbig, a->ln1 + o * C, w->qkvw, BT, C, 3 * C, accumulate_dln1);
+    layernorm_backward(d->dres, g->ln1w, g->ln1b, partials, d->dsmall, input, w->ln1w, a->ln1_mean + o, a->ln1_rstd + o, BT, C);
+}
+
+// ============================================================================
 // positional encodings
 //
 // The encoding this binary is built for lives in its own file, pe/<file>.h (llmc/pe_list.h
@@ -760,6 +843,13 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 //   pe_project                            keeps constrained parameters in range: PE_PROJECT
 //   pe_attention_forward / pe_attention_backward, pe_attention_scratch
 //                                         a layer's whole attention (CoPE, txl, shaw): PE_ATTENTION
+//   pe_stream_block, pe_output_forward / pe_output_backward
+//                                         a second residual stream (PE_STREAMS 2, complex_order's
+//                                         imaginary part): the weights of its block at a layer
+//                                         (the trainer runs the block once per stream, in acts
+//                                         and acts2, gs and gs2), and the classifier's input
+//                                         made of both streams' last layer (after lnf; its
+//                                         backward before lnf's)
 //   pe_after_update, pe_resume_bytes, pe_resume_save, pe_resume_load, pe_free, pe_reach
 //                                         the encoding's own state across passes and a range of the
 //                                         parameters' (llmc/pe_state.h, which holds their defaults)
@@ -771,9 +861,6 @@ static void fused_classifier(float* losses, floatX* dlnf, float* dwte, float* pa
 // (randomized positions, llmc/pe.h, as train_gpt2.c draws them), or NULL when they are the
 // indices; the default attention then reads the bias at those positions (PEPositions).
 // ============================================================================
-
-// the activations of layer l (slot 0 in evaluation, when only one layer is stored)
-static size_t layer_slot(const GPT2* model, int l) { return model->acts_layers == 1 ? 0 : (size_t)l; }
 
 // replaces a table of the encoding's (sandwich's biases, txl's sinusoids) with `bytes` of
 // `host`, once the kernels that may read the old one are done
@@ -905,6 +992,10 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {}
 #ifndef PE_PROJECT
 static void pe_project(GPT2* model) {}
 #endif
+#if PE_STREAMS == 1
+static void pe_output_forward(GPT2* model, int B, int T) {}
+static void pe_output_backward(GPT2* model, int B, int T) {}
+#endif
 #include "llmc/pe_state.h" // pe_after_update, pe_resume_*, pe_free, pe_reach
 // the kernels' PEGradOf (llmc/attention_bias.cuh): never called
 PEGrad pe_grad_of(const PEBias*);
@@ -951,6 +1042,19 @@ static void pe_attention_backward(GPT2* model, int l, floatX* dqkv, const floatX
     pe_bias_reduce(&pb, model, l, B);
 }
 #endif
+
+// the activations of residual stream st (0: GPT-2's; 1: PE_STREAMS' second), and their backward buffers
+static ActivationTensors* stream_acts(GPT2* model, int st) { return st == 0 ? &model->acts : &model->acts2; }
+static GradScratch* stream_grads(GPT2* model, int st) { return st == 0 ? &model->gs : &model->gs2; }
+
+// the block of residual stream st at layer l in t (the kernels' parameters or their gradients)
+template<class T>
+static BlockOf<T> stream_block(GPT2* model, const TensorSet<T>* t, int st, int l) {
+#if PE_STREAMS > 1
+    if (st > 0) { return pe_stream_block(model, t, l); }
+#endif
+    return gpt2_block(t, l, model->config.channels);
+}
 
 // ============================================================================
 // DAPE (pe/dape.h), the second compile-time switch: the logits of all heads as a learned
@@ -1124,14 +1228,67 @@ static void* carve(void*** ptrs, const size_t* bytes, int n, const char* what) {
 static void gpt2_free_activations(GPT2* model) {
     cuda_free(&model->acts_memory);
     cuda_free(&model->gs_memory);
+    cuda_free(&model->acts2_memory);
+    cuda_free(&model->gs2_memory);
     if (model->host_losses != NULL) { cudaCheck(cudaFreeHost(model->host_losses)); }
     if (model->host_tokens != NULL) { cudaCheck(cudaFreeHost(model->host_tokens)); }
     free(model->pos_host);
     model->pos_host = NULL;
     memset(&model->acts, 0, sizeof(model->acts));
     memset(&model->gs, 0, sizeof(model->gs));
+    memset(&model->acts2, 0, sizeof(model->acts2));
+    memset(&model->gs2, 0, sizeof(model->gs2));
     model->host_losses = NULL;
     model->host_tokens = NULL;
+}
+
+// carves the activations of residual stream st for B x T tokens and NL stored layers:
+// everything (st 0), or a second stream's own tensors (PE_STREAMS' st 1: its embeddings, the
+// block's and the final layernorm's; the rest, which the streams share, NULL)
+static void* activations_carve(ActivationTensors* a, const GPT2Config* cfg, int st, size_t B, size_t T, size_t NL, size_t pe_stride) {
+    size_t L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels, Vp = cfg->padded_vocab_size;
+    size_t N = B * T, X = sizeof(floatX), F = sizeof(float), S = st == 0; // S: a tensor the streams share
+    void** aptrs[] = {
+        (void**)&a->encoded, (void**)&a->ln1, (void**)&a->ln1_mean, (void**)&a->ln1_rstd, (void**)&a->qkv, (void**)&a->atty,
+        (void**)&a->att_lse, (void**)&a->residual2, (void**)&a->ln2, (void**)&a->ln2_mean, (void**)&a->ln2_rstd, (void**)&a->fch,
+        (void**)&a->fch_gelu, (void**)&a->residual3, (void**)&a->lnf, (void**)&a->lnf_mean, (void**)&a->lnf_rstd, (void**)&a->losses,
+        (void**)&a->pe_a, (void**)&a->pe_s, (void**)&a->pe_w, (void**)&a->proj, (void**)&a->logits,
+        (void**)&a->pe_rel, (void**)&a->pe_lnf, (void**)&a->positions, (void**)&a->inputs, (void**)&a->targets,
+    };
+    size_t abytes[] = {
+        N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 3 * C * X, NL * N * C * X,
+        S * NL * N * NH * F, NL * N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 4 * C * X,
+        NL * N * 4 * C * X, NL * N * C * X, N * C * X, N * F, N * F, S * N * F,
+        S * (PE_TOKEN_ACTS >= 1 ? NL * pe_stride * F : 0), S * (PE_TOKEN_ACTS >= 2 ? NL * pe_stride * F : 0),
+        S * (PE_TOKEN_ACTS >= 3 ? NL * pe_stride * F : 0), S * N * C * X, S * (N < CLASSIFIER_CHUNK ? N : CLASSIFIER_CHUNK) * Vp * X,
+        S * (PE_REL_BUFFERS ? T * C * X : 0), S * (PE_STREAMS > 1 ? N * C * X : 0), S * (size_t)rp_draws(cfg->pe, (int)L) * N * sizeof(int),
+        S * N * sizeof(int), S * N * sizeof(int),
+    };
+    return carve(aptrs, abytes, (int)(sizeof(abytes) / sizeof(abytes[0])), st == 0 ? "the activations" : "the second stream's activations");
+}
+
+// carves the backward pass's buffers of residual stream st for B x T tokens: everything (st
+// 0), or a second stream's own gradients of its residual stream, its big and its small
+// activations (the rest NULL)
+static void* grads_carve(GradScratch* g, GPT2* model, int st, size_t B, size_t T) {
+    const GPT2Config* cfg = &model->config;
+    size_t NH = cfg->num_heads, C = cfg->channels;
+    size_t N = B * T, X = sizeof(floatX), F = sizeof(float), S = st == 0;
+    void** gptrs[] = {
+        (void**)&g->dres, (void**)&g->dbig, (void**)&g->dsmall, (void**)&g->att_D,
+        (void**)&g->pe_dS, (void**)&g->pe_dw, (void**)&g->pe_dx, (void**)&g->pe_partials, (void**)&g->pe_drel,
+        (void**)&g->att_dkv, (void**)&g->dape_partials, (void**)&g->pe_scratch,
+    };
+    size_t gbytes[] = {
+        N * C * X, N * 4 * C * X, N * C * X, S * N * NH * F,
+        S * (PE_TOKEN_ACTS >= 2 ? N * NH * F : 0), S * (PE_TOKEN_ACTS >= 3 ? N * NH * F : 0), S * (PE_TOKEN_ACTS >= 1 ? N * NH * X : 0),
+        S * (cfg->dape != 0 ? dape_pe_slots(B, T, NH) + (size_t)NH * dape_kv_blocks(T) : (size_t)attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
+        S * (PE_REL_BUFFERS ? (size_t)T * C * X : 0),
+        S * (cfg->dape != 0 || PE_ATT_DKV ? N * 2 * C * F : 0),
+        S * (cfg->dape != 0 ? (size_t)dape_query_blocks(B, T) * dape_num_params(dape_layer(model, 0)) * F : 0),
+        S * pe_attention_scratch(cfg, B, T, 1) * F,
+    };
+    return carve(gptrs, gbytes, (int)(sizeof(gbytes) / sizeof(gbytes[0])), st == 0 ? "the backward pass's buffers" : "the second stream's backward buffers");
 }
 
 // (re)allocates activations for B x T tokens: every layer and the backward's buffers when
@@ -1139,7 +1296,7 @@ static void gpt2_free_activations(GPT2* model) {
 // length buckets of a batch take turns)
 static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     GPT2Config* cfg = &model->config;
-    int L = cfg->num_layers, NH = cfg->num_heads, C = cfg->channels, Vp = cfg->padded_vocab_size;
+    int L = cfg->num_layers, NH = cfg->num_heads;
     int fits = model->acts_memory != NULL && B <= model->acts_B && T <= model->acts_T
             && (!training || model->gs_memory != NULL);
     if (fits) { return; }
@@ -1150,42 +1307,11 @@ static void gpt2_ensure_activations(GPT2* model, int B, int T, int training) {
     gpt2_free_activations(model);
     size_t N = (size_t)B * T, NL = training ? (size_t)L : 1;
     size_t pe_stride = (N * NH + 63) / 64 * 64;
-    size_t X = sizeof(floatX), F = sizeof(float);
-    ActivationTensors* a = &model->acts;
-    void** aptrs[] = {
-        (void**)&a->encoded, (void**)&a->ln1, (void**)&a->ln1_mean, (void**)&a->ln1_rstd, (void**)&a->qkv, (void**)&a->atty,
-        (void**)&a->att_lse, (void**)&a->residual2, (void**)&a->ln2, (void**)&a->ln2_mean, (void**)&a->ln2_rstd, (void**)&a->fch,
-        (void**)&a->fch_gelu, (void**)&a->residual3, (void**)&a->lnf, (void**)&a->lnf_mean, (void**)&a->lnf_rstd, (void**)&a->losses,
-        (void**)&a->pe_a, (void**)&a->pe_s, (void**)&a->pe_w, (void**)&a->proj, (void**)&a->logits,
-        (void**)&a->pe_rel, (void**)&a->positions, (void**)&a->inputs, (void**)&a->targets,
-    };
-    size_t abytes[] = {
-        N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 3 * C * X, NL * N * C * X,
-        NL * N * NH * F, NL * N * C * X, NL * N * C * X, NL * N * F, NL * N * F, NL * N * 4 * C * X,
-        NL * N * 4 * C * X, NL * N * C * X, N * C * X, N * F, N * F, N * F,
-        PE_TOKEN_ACTS >= 1 ? NL * pe_stride * F : 0, PE_TOKEN_ACTS >= 2 ? NL * pe_stride * F : 0, PE_TOKEN_ACTS >= 3 ? NL * pe_stride * F : 0,
-        N * C * X, (N < CLASSIFIER_CHUNK ? N : CLASSIFIER_CHUNK) * Vp * X,
-        PE_REL_BUFFERS ? (size_t)T * C * X : 0, (size_t)rp_draws(cfg->pe, L) * N * sizeof(int),
-        N * sizeof(int), N * sizeof(int),
-    };
-    model->acts_memory = carve(aptrs, abytes, (int)(sizeof(abytes) / sizeof(abytes[0])), "the activations");
-    if (training) {
-        GradScratch* g = &model->gs;
-        void** gptrs[] = {
-            (void**)&g->dres, (void**)&g->dbig, (void**)&g->dsmall, (void**)&g->att_D,
-            (void**)&g->pe_dS, (void**)&g->pe_dw, (void**)&g->pe_dx, (void**)&g->pe_partials, (void**)&g->pe_drel,
-            (void**)&g->att_dkv, (void**)&g->dape_partials, (void**)&g->pe_scratch,
-        };
-        size_t gbytes[] = {
-            N * C * X, N * 4 * C * X, N * C * X, N * NH * F,
-            PE_TOKEN_ACTS >= 2 ? N * NH * F : 0, PE_TOKEN_ACTS >= 3 ? N * NH * F : 0, PE_TOKEN_ACTS >= 1 ? N * NH * X : 0,
-            (cfg->dape != 0 ? dape_pe_slots(B, T, NH) + (size_t)NH * dape_kv_blocks(T) : (size_t)attention_kv_blocks(B, T, NH)) * PE_PAR_N * F,
-            PE_REL_BUFFERS ? (size_t)T * C * X : 0,
-            cfg->dape != 0 || PE_ATT_DKV ? N * 2 * C * F : 0,
-            cfg->dape != 0 ? (size_t)dape_query_blocks(B, T) * dape_num_params(dape_layer(model, 0)) * F : 0,
-            pe_attention_scratch(cfg, B, T, 1) * F,
-        };
-        model->gs_memory = carve(gptrs, gbytes, (int)(sizeof(gbytes) / sizeof(gbytes[0])), "the backward pass's buffers");
+    model->acts_memory = activations_carve(&model->acts, cfg, 0, B, T, NL, pe_stride);
+    if (training) { model->gs_memory = grads_carve(&model->gs, model, 0, B, T); }
+    if (PE_STREAMS > 1) {
+        model->acts2_memory = activations_carve(&model->acts2, cfg, 1, B, T, NL, pe_stride);
+        if (training) { model->gs2_memory = grads_carve(&model->gs2, model, 1, B, T); }
     }
     // pinned host memory: the copies of the batch and of the losses run asynchronously
     cudaCheck(cudaMallocHost((void**)&model->host_losses, N * sizeof(float)));
@@ -1265,20 +1391,14 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     pe_embed_forward(model, a.encoded, B, T);
     for (int l = 0; l < L; l++) {
         size_t s = layer_slot(model, l);
-        // the residual stream entering layer l: the embeddings, or layer l-1's output
-        // (in evaluation that is the same slot, read before it is overwritten)
-        floatX* residual = l == 0 ? a.encoded : a.residual3 + layer_slot(model, l - 1) * N * C;
-        floatX* l_ln1 = a.ln1 + s * N * C;
+        for (int st = 0; st < PE_STREAMS; st++) { // each residual stream's ln1 and qkv
+            ActivationTensors* sa = stream_acts(model, st);
+            BlockOf<floatX> w = stream_block(model, &model->params, st, l);
+            block_qkv_forward(sa, s, N, block_input(model, sa, l), &w, B * T, C);
+        }
+        pe_layer_forward(model, l, B, T);
         floatX* l_qkv = a.qkv + s * N * 3 * C;
         floatX* l_atty = a.atty + s * N * C;
-        floatX* l_residual2 = a.residual2 + s * N * C;
-        floatX* l_ln2 = a.ln2 + s * N * C;
-        floatX* l_fch = a.fch + s * N * 4 * C;
-        floatX* l_fch_gelu = a.fch_gelu + s * N * 4 * C;
-        layernorm_forward(l_ln1, a.ln1_mean + s * N, a.ln1_rstd + s * N, residual,
-                          p.ln1w + (size_t)l * C, p.ln1b + (size_t)l * C, B * T, C);
-        matmul_forward(l_qkv, l_ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + (size_t)l * 3 * C, B * T, C, 3 * C, NULL);
-        pe_layer_forward(model, l, B, T);
         if (cfg->dape != 0) {
             PEBias pb;
             pe_bias_setup(&pb, model, l, B, T, 0);
@@ -1286,16 +1406,15 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         } else {
             pe_attention_forward(model, l, l_atty, a.att_lse + s * N * NH, l_qkv, B, T);
         }
-        matmul_forward(a.proj, l_atty, p.attprojw + (size_t)l * C * C, p.attprojb + (size_t)l * C, B * T, C, C, NULL);
-        residual_forward(l_residual2, residual, a.proj, (size_t)B * T * C);
-        layernorm_forward(l_ln2, a.ln2_mean + s * N, a.ln2_rstd + s * N, l_residual2,
-                          p.ln2w + (size_t)l * C, p.ln2b + (size_t)l * C, B * T, C);
-        matmul_forward(l_fch_gelu, l_ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + (size_t)l * 4 * C, B * T, C, 4 * C, l_fch);
-        matmul_forward(a.proj, l_fch_gelu, p.fcprojw + (size_t)l * C * 4 * C, p.fcprojb + (size_t)l * C, B * T, 4 * C, C, NULL);
-        residual_forward(a.residual3 + s * N * C, l_residual2, a.proj, (size_t)B * T * C);
+        for (int st = 0; st < PE_STREAMS; st++) { // each stream's projection, MLP and residuals
+            ActivationTensors* sa = stream_acts(model, st);
+            BlockOf<floatX> w = stream_block(model, &model->params, st, l);
+            block_output_forward(sa, s, N, block_input(model, sa, l), a.proj, &w, B * T, C);
+        }
     }
     floatX* last = a.residual3 + layer_slot(model, L - 1) * N * C;
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p.lnfw, p.lnfb, B * T, C);
+    pe_output_forward(model, B, T);
     if (targets == NULL) {
         model->mean_loss = -1;
         cudaCheck(cudaStreamSynchronize(st));
@@ -1331,22 +1450,16 @@ void gpt2_backward(GPT2* model) {
     float* part = model->partials;
     size_t N = model->acts_N;
     cudaCheck(cudaMemsetAsync(d.dres, 0, (size_t)B * T * C * sizeof(floatX), ctx.stream));
+    pe_output_backward(model, B, T); // first: d lnf of the classifier's input made of the streams
     layernorm_backward(d.dres, g.lnfw, g.lnfb, part, d.dsmall, a.residual3 + (size_t)(L - 1) * N * C,
                        p.lnfw, a.lnf_mean, a.lnf_rstd, B * T, C);
     for (int l = L - 1; l >= 0; l--) {
         size_t o = (size_t)l * N;
-        floatX* residual = l == 0 ? a.encoded : a.residual3 + (o - N) * C;
-        // dres = d residual3; residual3 = residual2 + fcproj(GELU(fc(ln2(residual2))))
-        matmul_backward(d.dbig, g.fcprojw + (size_t)l * C * 4 * C, g.fcprojb + (size_t)l * C, part,
-                        d.dres, a.fch_gelu + o * 4 * C, p.fcprojw + (size_t)l * C * 4 * C, B * T, 4 * C, C, 0);
-        gelu_backward(d.dbig, a.fch + o * 4 * C, (size_t)B * T * 4 * C);
-        matmul_backward(d.dsmall, g.fcw + (size_t)l * 4 * C * C, g.fcb + (size_t)l * 4 * C, part,
-                        d.dbig, a.ln2 + o * C, p.fcw + (size_t)l * 4 * C * C, B * T, C, 4 * C, 0);
-        layernorm_backward(d.dres, g.ln2w + (size_t)l * C, g.ln2b + (size_t)l * C, part, d.dsmall,
-                           a.residual2 + o * C, p.ln2w + (size_t)l * C, a.ln2_mean + o, a.ln2_rstd + o, B * T, C);
-        // dres = d residual2; residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(d.dsmall, g.attprojw + (size_t)l * C * C, g.attprojb + (size_t)l * C, part,
-                        d.dres, a.atty + o * C, p.attprojw + (size_t)l * C * C, B * T, C, C, 0);
+        for (int st = 0; st < PE_STREAMS; st++) { // each stream from d residual3 down to d atty
+            BlockOf<floatX> w = stream_block(model, &model->params, st, l);
+            BlockOf<float> gw = stream_block(model, &model->grads, st, l);
+            block_output_backward(stream_acts(model, st), stream_grads(model, st), (size_t)l, N, &w, &gw, part, B * T, C);
+        }
         if (cfg->dape != 0) {
             PEBias pb;
             pe_bias_setup(&pb, model, l, B, T, 1);
@@ -1355,10 +1468,12 @@ void gpt2_backward(GPT2* model) {
             pe_attention_backward(model, l, d.dbig, d.dsmall, a.qkv + o * 3 * C, a.atty + o * C, a.att_lse + o * NH, B, T);
         }
         pe_layer_backward(model, l, B, T);
-        matmul_backward(d.dsmall, g.qkvw + (size_t)l * 3 * C * C, g.qkvb + (size_t)l * 3 * C, part,
-                        d.dbig, a.ln1 + o * C, p.qkvw + (size_t)l * 3 * C * C, B * T, C, 3 * C, PE_LAYER_DLN1);
-        layernorm_backward(d.dres, g.ln1w + (size_t)l * C, g.ln1b + (size_t)l * C, part, d.dsmall,
-                           residual, p.ln1w + (size_t)l * C, a.ln1_mean + o, a.ln1_rstd + o, B * T, C);
+        for (int st = 0; st < PE_STREAMS; st++) { // each stream's qkv and ln1, into d of its input (dres)
+            ActivationTensors* sa = stream_acts(model, st);
+            BlockOf<floatX> w = stream_block(model, &model->params, st, l);
+            BlockOf<float> gw = stream_block(model, &model->grads, st, l);
+            block_qkv_backward(sa, stream_grads(model, st), (size_t)l, N, block_input(model, sa, l), &w, &gw, part, B * T, C, PE_LAYER_DLN1);
+        }
     }
     pe_embed_backward(model, d.dres, B, T); // first: it may rescale the tokens' gradient
     encoder_backward(g.wte, d.dres, a.inputs, B * T, C);

@@ -420,7 +420,7 @@ attention_backward_kv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
 // launchers
 
 // a kernel's dynamic shared memory beyond the default 48 KiB (the attentions of their own: txl,
-// shaw); one clear error where the GPU allows less per block
+// shaw, complex_order); one clear error where the GPU allows less per block
 template<class K>
 static void attention_allow_smem(K* kernel, size_t bytes, size_t limit, const char* name) {
     if (bytes > limit) { fatal("%s needs %.1f KiB of shared memory per block, this GPU allows %.1f KiB", name, bytes / 1024.0, limit / 1024.0); }

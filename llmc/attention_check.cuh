@@ -23,8 +23,9 @@ does, so that bf16 rounding of the output does not enter the comparison of gradi
 (and, for the same reason, leaves out the row side of dS for the encodings with
 b = w_i (S_i - S_j), which is zero for the exact D_i).
 
-CoPE, whose attention is its own (llmc/attention_cope.cuh), has its own case at the end
-(cope_case_check): its kernels against CoPE's definition written out again in double.
+CoPE and complex_order, whose attentions are their own (llmc/attention_cope.cuh,
+llmc/attention_complex.cuh), have their own cases at the end (cope_case_check,
+complex_case_check): their kernels against their definitions written out again in double.
 */
 #ifndef LLMC_ATTENTION_CHECK_CUH
 #define LLMC_ATTENTION_CHECK_CUH
@@ -829,6 +830,135 @@ static int cope_case_check(AttnShape s, uint64_t seed, int dz_rows, double tol_o
     free(r_out); free(r_lse); free(r_dqkv); free(r_dE);
     cuda_free(&qkv_d); cuda_free(&dout_d); cuda_free(&E_d); cuda_free(&out_d); cuda_free(&dqkv_d);
     cuda_free(&lse_d); cuda_free(&dE_d); cuda_free(&dkv_d); cuda_free(&dz_d);
+    return fails;
+}
+#endif
+
+#if PE_IS(COMPLEX_ORDER)
+// ----------------------------------------------------------------------------
+// complex_order: its kernels (llmc/attention_complex.cuh) against its attention written out
+// again in double (pe/complex_order.h's definition): per (b, h) and query row i the parts a,
+// b of q_i k_j of the complex q = q_re + i q_im, k likewise (the two streams' random q, k, v
+// and output gradients), s_ij = |a + ib| / sqrt(hs), one softmax for both streams' values;
+// the backward from ds_ij = p_ij (dout_re . v_re_j + dout_im . v_im_j - D_i), D_i from the
+// kernel's stored outputs (as the kernel takes it), through the modulus into both streams'
+// q and k. timed: the kernels' time, too. Returns the failures.
+static int complex_case_check(AttnShape s, uint64_t seed, double tol_out, int timed) {
+    int B = s.B, T = s.T, NH = s.NH, hs = s.hs, C = NH * hs, C3 = 3 * C;
+    size_t N = (size_t)B * T;
+    printf("complex_order attention kernels (%s): B=%d T=%d NH=%d hs=%d\n", PRECISION_NAME, B, T, NH, hs);
+    cuda_context_init();
+    uint64_t rng = random_seed(seed);
+    floatX *qkv_d[2], *dout_d[2], *out_d[2], *dqkv_d[2];
+    float *x[2], *g[2];
+    for (int st = 0; st < 2; st++) {
+        qkv_d[st] = (floatX*)cuda_malloc(N * C3 * sizeof(floatX), "qkv");
+        dout_d[st] = (floatX*)cuda_malloc(N * C * sizeof(floatX), "dout");
+        out_d[st] = (floatX*)cuda_malloc(N * C * sizeof(floatX), "out");
+        dqkv_d[st] = (floatX*)cuda_malloc(N * C3 * sizeof(floatX), "dqkv");
+        x[st] = upload_random(qkv_d[st], N * C3, 1.0f, &rng);
+        g[st] = upload_random(dout_d[st], N * C, 1.0f, &rng);
+    }
+    float* lse_d = (float*)cuda_malloc(N * NH * sizeof(float), "lse");
+    float* D_d = (float*)cuda_malloc(N * NH * sizeof(float), "D");
+    ComplexArgs fa = {qkv_d[1], out_d[1], NULL, NULL}, ba = {qkv_d[1], NULL, dout_d[1], dqkv_d[1]};
+    auto forward = [&]() { complex_attention_forward(out_d[0], lse_d, qkv_d[0], fa, B, T, NH, hs, ctx.prop.sharedMemPerBlockOptin, ctx.stream); };
+    auto backward = [&]() {
+        complex_attention_backward(dqkv_d[0], D_d, dout_d[0], qkv_d[0], out_d[0], out_d[1], lse_d, ba, B, T, NH, hs,
+                                   ctx.prop.sharedMemPerBlockOptin, ctx.stream);
+    };
+    forward();
+    backward();
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    if (timed) { printf("  forward  %8.3f ms\n  backward %8.3f ms\n", time_ms(forward), time_ms(backward)); }
+    float *out[2], *dqkv[2];
+    for (int st = 0; st < 2; st++) { out[st] = download_floatX(out_d[st], N * C); dqkv[st] = download_floatX(dqkv_d[st], N * C3); }
+    float* lse = download_float(lse_d, N * NH);
+    double *r_out[2], *r_dqkv[2];
+    for (int st = 0; st < 2; st++) {
+        r_out[st] = (double*)calloc_check(N * C, sizeof(double));
+        r_dqkv[st] = (double*)calloc_check(N * C3, sizeof(double));
+    }
+    double* r_lse = (double*)calloc_check(N * NH, sizeof(double));
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++) { // one (b, h) after the other: dk and dv are sums over rows
+        for (int h = 0; h < NH; h++) {
+            #pragma omp parallel
+            {
+                double* ar = (double*)malloc_check((size_t)T * sizeof(double));
+                double* ai = (double*)malloc_check((size_t)T * sizeof(double));
+                double* pr = (double*)malloc_check((size_t)T * sizeof(double));
+                double* dkv_t = (double*)calloc_check((size_t)T * 4 * hs, sizeof(double)); // dk_re, dk_im, dv_re, dv_im
+                #pragma omp for schedule(dynamic, 8)
+                for (int i = 0; i < T; i++) {
+                    const float* q[2] = {x[0] + ((size_t)b * T + i) * C3 + h * hs, x[1] + ((size_t)b * T + i) * C3 + h * hs};
+                    const float* gi[2] = {g[0] + ((size_t)b * T + i) * C + h * hs, g[1] + ((size_t)b * T + i) * C + h * hs};
+                    double m = -INFINITY, sum = 0, D = 0;
+                    for (int j = 0; j <= i; j++) {
+                        const float* k[2] = {x[0] + ((size_t)b * T + j) * C3 + C + h * hs, x[1] + ((size_t)b * T + j) * C3 + C + h * hs};
+                        ar[j] = ai[j] = 0;
+                        for (int e = 0; e < hs; e++) {
+                            ar[j] += (double)q[0][e] * k[0][e] - (double)q[1][e] * k[1][e];
+                            ai[j] += (double)q[0][e] * k[1][e] + (double)q[1][e] * k[0][e];
+                        }
+                        pr[j] = sqrt(ar[j] * ar[j] + ai[j] * ai[j]) * scale;
+                        m = fmax(m, pr[j]);
+                    }
+                    for (int j = 0; j <= i; j++) { pr[j] = exp(pr[j] - m); sum += pr[j]; }
+                    r_lse[((size_t)b * NH + h) * T + i] = m + log(sum);
+                    for (int st = 0; st < 2; st++) {
+                        for (int e = 0; e < hs; e++) { D += (double)gi[st][e] * out[st][((size_t)b * T + i) * C + h * hs + e]; }
+                    }
+                    for (int j = 0; j <= i; j++) {
+                        pr[j] /= sum;
+                        double dp = 0;
+                        for (int st = 0; st < 2; st++) {
+                            const float* v = x[st] + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
+                            double* o = r_out[st] + ((size_t)b * T + i) * C + h * hs;
+                            for (int e = 0; e < hs; e++) { o[e] += pr[j] * v[e]; dp += (double)gi[st][e] * v[e]; }
+                        }
+                        double mod = sqrt(ar[j] * ar[j] + ai[j] * ai[j]);
+                        double gm = mod > 0 ? pr[j] * (dp - D) * scale / mod : 0, da = gm * ar[j], db = gm * ai[j];
+                        const float* k[2] = {x[0] + ((size_t)b * T + j) * C3 + C + h * hs, x[1] + ((size_t)b * T + j) * C3 + C + h * hs};
+                        double* dq[2] = {r_dqkv[0] + ((size_t)b * T + i) * C3 + h * hs, r_dqkv[1] + ((size_t)b * T + i) * C3 + h * hs};
+                        double* dkv = dkv_t + (size_t)j * 4 * hs;
+                        for (int e = 0; e < hs; e++) {
+                            dq[0][e] += da * k[0][e] + db * k[1][e];
+                            dq[1][e] += db * k[0][e] - da * k[1][e];
+                            dkv[e] += da * q[0][e] + db * q[1][e];
+                            dkv[hs + e] += db * q[0][e] - da * q[1][e];
+                            dkv[2 * hs + e] += pr[j] * gi[0][e];
+                            dkv[3 * hs + e] += pr[j] * gi[1][e];
+                        }
+                    }
+                }
+                #pragma omp critical
+                {
+                    for (int t = 0; t < T; t++) {
+                        for (int st = 0; st < 2; st++) {
+                            for (int e = 0; e < hs; e++) {
+                                r_dqkv[st][((size_t)b * T + t) * C3 + C + h * hs + e] += dkv_t[(size_t)t * 4 * hs + st * hs + e];
+                                r_dqkv[st][((size_t)b * T + t) * C3 + 2 * C + h * hs + e] += dkv_t[(size_t)t * 4 * hs + (2 + st) * hs + e];
+                            }
+                        }
+                    }
+                }
+                free(ar); free(ai); free(pr); free(dkv_t);
+            }
+        }
+    }
+    int fails = 0;
+    fails += attn_compare("out (real stream)", out[0], r_out[0], N * C, tol_out);
+    fails += attn_compare("out (imaginary stream)", out[1], r_out[1], N * C, tol_out);
+    fails += attn_compare("lse", lse, r_lse, N * NH, tol_out);
+    fails += attn_compare("dq, dk, dv (real stream)", dqkv[0], r_dqkv[0], N * C3, tol_out);
+    fails += attn_compare("dq, dk, dv (imaginary stream)", dqkv[1], r_dqkv[1], N * C3, tol_out);
+    for (int st = 0; st < 2; st++) {
+        free(out[st]); free(dqkv[st]); free(r_out[st]); free(r_dqkv[st]); free(x[st]); free(g[st]);
+        cuda_free(&qkv_d[st]); cuda_free(&dout_d[st]); cuda_free(&out_d[st]); cuda_free(&dqkv_d[st]);
+    }
+    free(lse); free(r_lse);
+    cuda_free(&lse_d); cuda_free(&D_d);
     return fails;
 }
 #endif

@@ -128,6 +128,9 @@ static void pe_config_check(const GPT2Config* c, const char* what) {}
 #ifndef PE_TOKEN_ACTS
 #define PE_TOKEN_ACTS 0
 #endif
+#ifndef PE_STREAMS // residual streams: GPT-2's one (complex: a second, imaginary one)
+#define PE_STREAMS 1
+#endif
 #ifndef PE_MAX_LENGTH // no limit on the sequence's length
 static int pe_max_length(const GPT2Config* c) { return INT32_MAX; }
 #define PE_LIMIT_REASON ""
@@ -230,18 +233,22 @@ static int pe_has_wpe(int pe) { return pe == PE_ID_LEARNED || pe == PE_ID_BIPE_R
     X(WPE,      wpe,      1, pe_has_wpe(cfg->pe) ? maxT * C : 0, fill_normal(p, n, 0.02f, rng)) \
     X(LN1W,     ln1w,     0, L * C,         fill_const(p, n, 1.0f)) \
     X(LN1B,     ln1b,     0, L * C,         fill_const(p, n, 0.0f)) \
-    X(QKVW,     qkvw,     1, L * 3 * C * C, fill_normal(p, n, 0.02f, rng)) \
-    X(QKVB,     qkvb,     0, L * 3 * C,     fill_const(p, n, 0.0f)) \
-    X(ATTPROJW, attprojw, 1, L * C * C,     fill_normal(p, n, residual_std, rng)) \
-    X(ATTPROJB, attprojb, 0, L * C,         fill_const(p, n, 0.0f)) \
-    X(LN2W,     ln2w,     0, L * C,         fill_const(p, n, 1.0f)) \
-    X(LN2B,     ln2b,     0, L * C,         fill_const(p, n, 0.0f)) \
-    X(FCW,      fcw,      1, L * 4 * C * C, fill_normal(p, n, 0.02f, rng)) \
-    X(FCB,      fcb,      0, L * 4 * C,     fill_const(p, n, 0.0f)) \
-    X(FCPROJW,  fcprojw,  1, L * C * 4 * C, fill_normal(p, n, residual_std, rng)) \
-    X(FCPROJB,  fcprojb,  0, L * C,         fill_const(p, n, 0.0f)) \
+    GPT2_BLOCK_TENSORS(X, , ) \
     X(LNFW,     lnfw,     0, C,             fill_const(p, n, 1.0f)) \
     X(LNFB,     lnfb,     0, C,             fill_const(p, n, 0.0f))
+// a block's tensors after its ln1, as X(...) lines whose names start with NAME and name
+// (GPT-2's: empty; a second residual stream's, PE_STREAMS: its encoding's prefix)
+#define GPT2_BLOCK_TENSORS(X, NAME, name) \
+    X(NAME##QKVW,     name##qkvw,     1, L * 3 * C * C, fill_normal(p, n, 0.02f, rng)) \
+    X(NAME##QKVB,     name##qkvb,     0, L * 3 * C,     fill_const(p, n, 0.0f)) \
+    X(NAME##ATTPROJW, name##attprojw, 1, L * C * C,     fill_normal(p, n, residual_std, rng)) \
+    X(NAME##ATTPROJB, name##attprojb, 0, L * C,         fill_const(p, n, 0.0f)) \
+    X(NAME##LN2W,     name##ln2w,     0, L * C,         fill_const(p, n, 1.0f)) \
+    X(NAME##LN2B,     name##ln2b,     0, L * C,         fill_const(p, n, 0.0f)) \
+    X(NAME##FCW,      name##fcw,      1, L * 4 * C * C, fill_normal(p, n, 0.02f, rng)) \
+    X(NAME##FCB,      name##fcb,      0, L * 4 * C,     fill_const(p, n, 0.0f)) \
+    X(NAME##FCPROJW,  name##fcprojw,  1, L * C * 4 * C, fill_normal(p, n, residual_std, rng)) \
+    X(NAME##FCPROJB,  name##fcprojb,  0, L * C,         fill_const(p, n, 0.0f))
 #define PARAMETER_TENSORS(X) GPT2_TENSORS(X) PE_TENSORS(X) DAPE_TENSORS(X)
 
 #define P_ENUM_(NAME, field, decay, size, init) P_##NAME,

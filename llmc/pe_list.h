@@ -53,6 +53,7 @@ docs/adding-an-encoding.md walks through adding a line.
     X(20, BIPE_ROPE,    bipe_rope,    bipe,       QK,     0, 0,  0) \
     X(21, BIPE_ALIBI,   bipe_alibi,   bipe,       BIAS,   0, 0,  0) \
     X(22, SHAW,         shaw,         shaw,       ATTN,   1, 0,  0) \
-    X(23, FLOATER,      floater,      floater,    EMBED,  1, 0,  0)
+    X(23, FLOATER,      floater,      floater,    EMBED,  1, 0,  0) \
+    X(24, COMPLEX_ORDER, complex_order, complex_order, ATTN, 0, 0,  0)
 
 #endif // LLMC_PE_LIST_H

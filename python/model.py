@@ -32,6 +32,11 @@ An encoding is one class below with up to three hooks, as the trainer's:
   value_term(model, l, att, pos)   att: (B, NH, T, T) the attention's probabilities; a term
                                added to the attention's output att @ v (shaw's a^V),
                                (B, NH, T, hs), or None
+and, for an encoding with a second residual stream (complex_order; the trainer's
+PE_STREAMS), stream_prefix (its block's tensors are GPT-2's names under it; the model's
+stream_tensor reads them), embed_streams (the streams' embeddings), scores (the scores of
+both streams' q and k) and classifier_input (what the tied classifier reads of the streams'
+final layernorms)
 (ev: the evaluation variant in effect, a PEEval; pos: (T,) the tokens' positions, 0..T-1
 or a draw of randomized positions, span their range), `tensors(cfg)`, the shapes of its
 parameter tensors, which the checkpoint stores after GPT-2's in the order of
@@ -85,12 +90,16 @@ HEADER_FLOATER_REFRESH = 21
 # attention, plain positions for a model trained with randomized positions
 PE_EVAL_NAMES = ["plain", "pi", "ntk", "yarn", "dynamic-pi", "dynamic-ntk", "dynamic-yarn", "bca", "plainpos"]
 
-GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
+# a block's tensors after its ln1 (llmc/model.h GPT2_BLOCK_TENSORS): GPT-2's, and those of a
+# second residual stream (complex_order's imaginary one) under its prefix
+BLOCK_TENSORS = ["qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb"]
+GPT2_TENSORS = ["wte", "wpe", "ln1w", "ln1b"] + BLOCK_TENSORS + ["lnfw", "lnfb"]
+COMPLEX_PREFIX = "complex_"
 PE_TENSOR_ORDER = ["cable_wb", "cable_bb", "cable_ww", "cable_bw", "t5_table", "kerple_r1", "kerple_r2",
                    "fire_w1", "fire_b1", "fire_w2", "fire_b2", "fire_c", "fire_L", "kpower_a", "kpower_p", "cope_e",
                    "txl_wr", "txl_rw", "txl_rr", "tisa_mu", "tisa_a", "tisa_c", "shaw_ak", "shaw_av",
-                   "floater_p0", "floater_w1", "floater_b1", "floater_w2", "floater_b2"]
+                   "floater_p0", "floater_w1", "floater_b1", "floater_w2", "floater_b2",
+                   "complex_w"] + [COMPLEX_PREFIX + n for n in BLOCK_TENSORS + ["lnfw", "lnfb"]]
 
 # constants of the encodings (llmc/pe.h); the float ones as the trainer's float literals
 ROPE_BASE = 10000
@@ -98,6 +107,7 @@ T5_NUM_BUCKETS, T5_MAX_EXACT, T5_MAX_DISTANCE = 32, 16, 128
 FIRE_HIDDEN = 32
 TISA_KERNELS = 5
 FIRE_EPS = float(np.float32(1e-6))
+COMPLEX_OUT_DIV = 1.5  # pe/complex_order.h: the classifier reads |z| / 1.5
 SINUSOIDAL_FIRST_POS = 2
 FLOATER_DT, FLOATER_SUBSTEPS = 0.01, 5  # pe/floater.h: position p at s = p dt, 5 RK steps of dt / 5 each
 XPOS_SCALE_BASE = 512.0
@@ -449,6 +459,23 @@ class Encoding:
 
     def value_term(self, model, l, att, pos):
         return None
+
+    # a second residual stream (complex_order's): its tensors' prefix (None: GPT-2's one
+    # stream), its embedding, the scores of both streams' q and k, the classifier's input
+    stream_prefix = None
+
+    def embed_streams(self, model, x, pos, training_key):
+        """The residual streams' embeddings of the token embeddings x (B, T, C): embed_rows's, one stream."""
+        return [self.embed_rows(model, x, pos, training_key)]
+
+    def scores(self, model, q, k, others):
+        """The attention's scores (B, NH, T, T) of q, k (B, NH, T, hs) after rotate, others the
+        second stream's (q, k) (or none): q.k / sqrt(hs)."""
+        return (q @ k.transpose(2, 3)) * (1 / math.sqrt(q.shape[-1]))
+
+    def classifier_input(self, model, zs):
+        """What the tied classifier reads of the streams' last layer after their final layernorms."""
+        return zs[0]
 
 
 class Learned(Encoding):
@@ -958,6 +985,38 @@ class TransformerXL(Encoding):
         return (AC - q @ k.transpose(2, 3) + BD) * (1 / math.sqrt(hs))
 
 
+class ComplexOrder(Encoding):
+    """Complex-order embeddings (Wang et al. 2020) in their official language model's complex
+    network (iclr-complex-order/complex-order, LANGUAGE MODELING/pytorch-complex/
+    complex_mem_transformer.py; pe/complex_order.h says where this differs): x = wte[token]
+    e^{i p w}, p = t + 1, w [C] one frequency per channel (schema 2, :792-809); the real and
+    imaginary parts as two residual streams of GPT-2 blocks, the imaginary one with tensors of
+    its own (complex_qkvw, ...) and the real one's ln1; scores |q k| / sqrt(hs) of the complex
+    q = q_re + i q_im, k likewise (no conjugate), one softmax for both streams' values
+    (:293-339, without the Transformer-XL terms, b = q_re.k_im + q_im.k_re); the classifier
+    reads sqrt(lnf(x_re)^2 + complex_lnf(x_im)^2) / 1.5 (:903)."""
+    kind = "attn"
+    stream_prefix = COMPLEX_PREFIX
+
+    @staticmethod
+    def tensors(cfg):
+        gpt2 = gpt2_tensors(cfg)
+        return {"complex_w": (cfg.channels,), **{COMPLEX_PREFIX + n: gpt2[n] for n in BLOCK_TENSORS + ["lnfw", "lnfb"]}}
+
+    def embed_streams(self, model, x, pos, training_key):
+        phase = (pos[..., None] + 1).to(x.dtype) * model.complex_w
+        return [x * torch.cos(phase), x * torch.sin(phase)]
+
+    def scores(self, model, q, k, others):
+        (qi, ki), = others
+        a = q @ k.transpose(2, 3) - qi @ ki.transpose(2, 3)
+        b = q @ ki.transpose(2, 3) + qi @ k.transpose(2, 3)
+        return torch.sqrt(a * a + b * b) * (1 / math.sqrt(q.shape[-1]))
+
+    def classifier_input(self, model, zs):
+        return torch.sqrt(zs[0] * zs[0] + zs[1] * zs[1]) / COMPLEX_OUT_DIV
+
+
 class Tisa(Encoding):
     """TISA (the official module, ulmewennberg/tisa model/tisa.py): b(i, j) = f_h(i - j - 1),
     f_h(r) = sum_k a_kh exp(-|c_kh| (mu_kh - r)^2), per layer the official [R, NH] tensors of
@@ -1016,7 +1075,7 @@ ENCODINGS = {
     "cable_v1": Cable("cable_v1"), "cable_nw": Cable("cable_nw"), "cable": Cable("cable"), "kcable": Cable("kcable"),
     "xpos": Xpos(), "sandwich": Sandwich(), "kerple_power": KerplePower(), "cope": Cope(), "txl": TransformerXL(),
     "tisa": Tisa(), "shape": Shape(), "cape": Cape(), "bipe_rope": BipeRope(), "bipe_alibi": BipeAlibi(),
-    "shaw": Shaw(), "floater": Floater(),
+    "shaw": Shaw(), "floater": Floater(), "complex_order": ComplexOrder(),
 }
 # header word 8: the PE id, the index in this list (the registry's order, llmc/pe_list.h)
 PE_NAMES = list(ENCODINGS)
@@ -1164,14 +1223,19 @@ class GPT(nn.Module):
             raise ValueError("evaluation variant: training length %d (at least 2) and RoPE factor %g (at least 1)"
                              % (ev.train_len, ev.rope_factor))
         causal = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
-        x = self.pe.embed_rows(self, self.wte[idx], pos[0], training_key)
+        xs = self.pe.embed_streams(self, self.wte[idx], pos[0], training_key)  # GPT-2's stream (complex_order: two)
+        def heads(t):
+            return t.view(B, T, NH, hs).transpose(1, 2)  # (B, NH, T, hs)
         for l in range(cfg.num_layers):
-            h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS)
+            ws = [{n: self.stream_tensor(st, n)[l] for n in BLOCK_TENSORS} for st in range(len(xs))]
+            hn = [F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], LAYERNORM_EPS) for x in xs]  # every stream's ln1 is GPT-2's
             pos_l = pos[l if draws > 1 else 0]
-            q, k, v = self.pe.project(self, l, *(h @ self.qkvw[l].T + self.qkvb[l]).split(C, dim=2), pos_l)
-            q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
+            qkv = [[heads(t) for t in self.pe.project(self, l, *(h @ w["qkvw"].T + w["qkvb"]).split(C, dim=2), pos_l)]
+                   for h, w in zip(hn, ws)]
+            q, k, v = qkv[0]
             q, k = by_row(pos_l, lambda rows, p: self.pe.rotate(self, l, q[rows], k[rows], ev, p, span))
-            scores = (q @ k.transpose(2, 3)) * (1 / math.sqrt(hs))
+            scores = self.pe.scores(self, q, k, [(qs, ks) for qs, ks, _ in qkv[1:]])
+            h = hn[0]
             def row_bias(rows, p):
                 b = self.pe.bias(self, l, h[rows], ev, p)
                 return None if b is None else torch.broadcast_to(b, (h[rows].shape[0], NH, T, T))
@@ -1179,19 +1243,26 @@ class GPT(nn.Module):
                 if bias is not None:
                     scores = scores + bias
             att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
-            y = att @ v
             value = self.pe.value_term(self, l, att, pos_l)
-            y = (y if value is None else y + value).transpose(1, 2).reshape(B, T, C)
-            x = x + y @ self.attprojw[l].T + self.attprojb[l]
-            h = F.layer_norm(x, (C,), self.ln2w[l], self.ln2b[l], LAYERNORM_EPS)
-            h = F.gelu(h @ self.fcw[l].T + self.fcb[l], approximate="tanh")
-            x = x + h @ self.fcprojw[l].T + self.fcprojb[l]
-        x = F.layer_norm(x, (C,), self.lnfw, self.lnfb, LAYERNORM_EPS)
+            for st, w in enumerate(ws):  # each stream: its values, projection, MLP and residuals
+                y = att @ qkv[st][2]
+                y = (y if value is None else y + value).transpose(1, 2).reshape(B, T, C)
+                x = xs[st] + y @ w["attprojw"].T + w["attprojb"]
+                h = F.layer_norm(x, (C,), w["ln2w"], w["ln2b"], LAYERNORM_EPS)
+                h = F.gelu(h @ w["fcw"].T + w["fcb"], approximate="tanh")
+                xs[st] = x + h @ w["fcprojw"].T + w["fcprojb"]
+        zs = [F.layer_norm(x, (C,), self.stream_tensor(st, "lnfw"), self.stream_tensor(st, "lnfb"), LAYERNORM_EPS) for st, x in enumerate(xs)]
+        x = self.pe.classifier_input(self, zs)
         logits = x @ self.wte.T  # (B, T, Vp); the padded entries take no part in the loss
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits[..., :V].reshape(B * T, V), targets.reshape(B * T), ignore_index=TARGET_UNSCORED)
         return logits, loss
+
+    def stream_tensor(self, st, name):
+        """Residual stream st's tensor of GPT-2's name (a block's or lnf's): GPT-2's (st 0), or
+        the second stream's, under the encoding's stream_prefix (complex_order's imaginary one)."""
+        return getattr(self, name if st == 0 else self.pe.stream_prefix + name)
 
     def flat_grads(self):
         """Every parameter's gradient concatenated in checkpoint order (the trainer's grads_memory)."""

@@ -961,6 +961,116 @@ def check_official_floater():
              "Linear_t 2 weight (floater_w2)", "Linear_t 2 bias (floater_b2)")
     for name, a, b in zip(names, dgot, dwant):
         check("official: d %s" % name, (a.permute(1, 0, 2) if a.dim() == 3 else a).numpy(), b.numpy(), 1e-12)
+def official_complex_lm_embedding(word_emb, period):
+    """The official language model's complex embedding, schema 2 (iclr-complex-order/
+    complex-order @ 4c4ec24, LANGUAGE MODELING/pytorch-complex/complex_mem_transformer.py,
+    MemTransformerLM._forward), transcribed line by line: word_emb (qlen, bsz, d), period (d)."""
+    qlen, bsz = word_emb.shape[:2]
+    pos_seq = torch.arange(1, qlen + 1, 1.0, dtype=word_emb.dtype)                         # 779
+    pos_seq = torch.unsqueeze(pos_seq, -1)                                                   # 780
+    pos_seq = torch.unsqueeze(pos_seq, -1)                                                   # 781
+    pos_seq = pos_seq.repeat([1, bsz, word_emb.size()[-1]])                                  # 783
+    dimension_multiplier = torch.unsqueeze(period, -2)                                       # 793
+    dimension_multiplier = torch.unsqueeze(dimension_multiplier, -2)                         # 794
+    emb_peroid = dimension_multiplier.repeat([qlen, bsz, 1])                                 # 795
+    emb_phase = torch.mul(pos_seq, emb_peroid)                                               # 803
+    cos = torch.cos(emb_phase)                                                               # 805
+    sin = torch.sin(emb_phase)                                                               # 806
+    return word_emb * cos, word_emb * sin                                                    # 808-809
+
+
+def official_complex_lm_attention(q_real, k_real, v_real, q_phase, k_phase, v_phase, scale, slip):
+    """RelPartialLearnableMultiHeadAttn.forward (complex_mem_transformer.py), the heads
+    (qlen, bsz, n_head, d_head) on, transcribed line by line without its Transformer-XL terms
+    (r_w_bias, r_r_bias: 290-291, 298-305, 311-312; AC alone in 314), a causal mask as
+    _forward's (761-762). slip: line 296 as written, the product (q_real + r_w_bias) . k_phase
+    of 295 again; otherwise the complex product's q_phase . k_real there."""
+    qlen = q_real.size(0)
+    AC_real = torch.einsum('ibnd,jbnd->ijbn', (q_real, k_real)) - torch.einsum('ibnd,jbnd->ijbn', (q_phase, k_phase))  # 293-294
+    AC_phase = torch.einsum('ibnd,jbnd->ijbn', (q_real, k_phase)) + (                                                   # 295
+        torch.einsum('ibnd,jbnd->ijbn', (q_real, k_phase)) if slip else torch.einsum('ibnd,jbnd->ijbn', (q_phase, k_real)))  # 296
+    AC = AC_real * AC_real + AC_phase * AC_phase                                             # 308
+    AC = torch.sqrt(AC)                                                                      # 309
+    attn_score = AC                                                                          # 314
+    attn_score = attn_score * scale                                                          # 323
+    attn_mask = torch.triu(torch.ones(qlen, qlen), diagonal=1).bool()[:, :, None]            # 761-762
+    attn_score = attn_score.masked_fill(attn_mask[:, :, :, None], -float('inf'))            # 329-331 (float64 here)
+    attn_prob = torch.softmax(attn_score, dim=1)                                             # 334
+    attn_vec_real = torch.einsum('ijbn,jbnd->ibnd', (attn_prob, v_real))                     # 338
+    attn_vec_phase = torch.einsum('ijbn,jbnd->ibnd', (attn_prob, v_phase))                   # 339
+    return attn_vec_real, attn_vec_phase
+
+
+def official_complex_mt_attention(q_real, k_real, v_real, q_phase, k_phase, v_phase, temperature, mask):
+    """The translation model's ScaledDotProductAttention.forward with continue_complex=False,
+    the branch its MultiHeadAttention runs (TRANSLATION/transformer/Modules.py:14-57,
+    SubLayers.py:116), transcribed line by line: (n*b, len, d) heads, softmax over dim 2, no
+    dropout."""
+    attn_real = torch.bmm(q_real, k_real.transpose(1, 2)) - torch.bmm(q_phase, k_phase.transpose(1, 2))  # 16
+    attn_phase = torch.bmm(q_real, k_phase.transpose(1, 2)) + torch.bmm(q_phase, k_real.transpose(1, 2))  # 18
+    attn = attn_real * attn_real + attn_phase * attn_phase                                   # 40
+    attn = torch.sqrt(attn)                                                                  # 42
+    attn = attn / temperature                                                                # 43
+    attn = attn.masked_fill(mask, -np.inf)                                                   # 45-46
+    attn = torch.softmax(attn, dim=2)                                                        # 48
+    output_real = torch.bmm(attn, v_real)                                                    # 51
+    output_phase = torch.bmm(attn, v_phase)                                                  # 53
+    return output_real, output_phase
+
+
+def check_official_complex_order():
+    """ComplexOrder's hooks against the transcriptions of the official code in float64, values
+    and gradients: its embedding against the language model's (schema 2); its attention
+    (scores, one softmax, both streams' values) against the translation model's attention as
+    it runs, at the language model's scale 1/sqrt(d_head), and against the language model's
+    own attention without its Transformer-XL terms, with line 296's slip put right, and, as
+    written, the one place where it differs; its classifier input against line 903."""
+    import types
+    print("=== complex_order: the official code (transcriptions) against model.py (float64)")
+    gen = torch.Generator().manual_seed(0)
+    B, NH, T, hs = 2, 3, 17, 8
+    C = NH * hs
+    owner = types.SimpleNamespace(complex_w=(torch.rand(C, dtype=torch.float64, generator=gen) * 2).requires_grad_())
+    emb = torch.randn(B, T, C, dtype=torch.float64, generator=gen, requires_grad=True)
+    got = M.ComplexOrder().embed_streams(owner, emb, torch.arange(T).expand(B, T), None)
+    want = official_complex_lm_embedding(emb.transpose(0, 1), owner.complex_w)
+    g = [torch.randn(B, T, C, dtype=torch.float64, generator=gen) for _ in range(2)]
+    for part, a, b in zip(("real", "imaginary"), got, want):
+        check("official LM embedding: the %s part" % part, a.detach().numpy(), b.transpose(0, 1).detach().numpy())
+    grad_got = torch.autograd.grad(sum((a * gg).sum() for a, gg in zip(got, g)), (emb, owner.complex_w))
+    grad_want = torch.autograd.grad(sum((b.transpose(0, 1) * gg).sum() for b, gg in zip(want, g)), (emb, owner.complex_w))
+    check("official LM embedding: d wte[token]", grad_got[0].numpy(), grad_want[0].numpy())
+    check("official LM embedding: d w (period)", grad_got[1].numpy(), grad_want[1].numpy())
+
+    qkv = [torch.randn(B, NH, T, hs, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(6)]
+    q, k, v, qi, ki, vi = qkv
+    att = torch.softmax(M.ComplexOrder().scores(None, q, k, [(qi, ki)]).masked_fill(
+        ~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")), dim=-1)
+    got = (att @ v, att @ vi)  # (B, NH, T, hs): model.py's attention output of each stream
+    gout = [torch.randn(B, NH, T, hs, dtype=torch.float64, generator=gen) for _ in range(2)]
+    def compare(label, want):
+        for part, a, b in zip(("real", "imaginary"), got, want):
+            check("%s: the %s output" % (label, part), a.detach().numpy(), b.detach().numpy())
+        dgot = torch.autograd.grad(sum((a * gg).sum() for a, gg in zip(got, gout)), qkv, retain_graph=True)
+        dwant = torch.autograd.grad(sum((b * gg).sum() for b, gg in zip(want, gout)), qkv, retain_graph=True)
+        for name, a, b in zip(("q_re", "k_re", "v_re", "q_im", "k_im", "v_im"), dgot, dwant):
+            check("%s: d %s" % (label, name), a.numpy(), b.numpy())
+    mt = [t.reshape(B * NH, T, hs) for t in (q, k, v, qi, ki, vi)]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1).expand(B * NH, T, T)
+    want = official_complex_mt_attention(*mt, math.sqrt(hs), mask)
+    compare("official MT attention (temperature sqrt(hs))", [w.view(B, NH, T, hs) for w in want])
+    lm = [t.permute(2, 0, 1, 3) for t in (q, k, v, qi, ki, vi)]  # (qlen, bsz, n_head, d_head)
+    want = official_complex_lm_attention(*lm, 1 / math.sqrt(hs), slip=False)
+    compare("official LM attention, line 296 put right", [w.permute(1, 2, 0, 3) for w in want])
+    literal = official_complex_lm_attention(*lm, 1 / math.sqrt(hs), slip=True)
+    err = float((got[0] - literal[0].permute(1, 2, 0, 3)).abs().max() / literal[0].abs().max())
+    global failures
+    print("  %-52s %s  (%.3g, at least 1e-3)" % ("official LM attention as written differs (line 296)", "ok  " if err > 1e-3 else "FAIL", err))
+    failures += 0 if err > 1e-3 else 1
+
+    zs = [torch.randn(B, T, C, dtype=torch.float64, generator=gen) for _ in range(2)]
+    want = torch.sqrt(torch.mul(zs[0], zs[0]) + torch.mul(zs[1], zs[1])) / 1.5              # 903
+    check("official LM output: norms (line 903)", M.ComplexOrder().classifier_input(None, zs).numpy(), want.numpy())
 
 
 def main():
@@ -1017,6 +1127,8 @@ def main():
         check_official_shaw()
     if "floater" in pes:
         check_official_floater()
+    if "complex_order" in pes:
+        check_official_complex_order()
     print("all PyTorch comparisons passed (%d encodings)" % len(pes) if failures == 0 else "%d FAILURES" % failures)
     return 0 if failures == 0 else 1
 

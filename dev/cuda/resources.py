@@ -8,7 +8,7 @@ tabled for docs/cuda.md. One parse serves both.
                                             kernel of the bf16 tensor-core path (forward,
                                             dq, dk/dv at head sizes 32 and 64; DAPE's three
                                             kernels; txl's own four; shaw's own three; CoPE's
-                                            forward and backward) uses no local memory (stack frame and
+                                            forward and backward; complex_order's three) uses no local memory (stack frame and
                                             spill bytes 0), and registers x threads per block
                                             stay within the 65,536 registers of an SM (every
                                             head size)
@@ -38,8 +38,9 @@ ATTENTION = ("attention_forward_mma_kernel", "attention_backward_q_mma_kernel", 
              "dape_attention_forward_kernel", "dape_attention_backward_q_kernel", "dape_attention_backward_kv_kernel",
              "txl_forward_kernel", "txl_backward_q_kernel", "txl_backward_kv_kernel", "txl_backward_p_kernel",
              "shaw_forward_kernel", "shaw_backward_q_kernel", "shaw_backward_kv_kernel",
-             "cope_attention_forward_kernel", "cope_attention_backward_kernel")
-FAMILIES = ("attention", "dape", "txl", "shaw", "cope")  # the table's order: the tensor-core kernels, DAPE's, txl's, shaw's, CoPE's
+             "cope_attention_forward_kernel", "cope_attention_backward_kernel",
+             "complex_attention_forward_kernel", "complex_attention_backward_q_kernel", "complex_attention_backward_kv_kernel")
+FAMILIES = ("attention", "dape", "txl", "shaw", "cope", "complex")  # the table's order: the tensor-core kernels, DAPE's, txl's, shaw's, CoPE's, complex_order's
 
 
 def kernel_of(mangled):
@@ -193,7 +194,8 @@ def table(launch_paths, ptxas_paths):
              "txl_forward_kernel": "txl forward", "txl_backward_q_kernel": "txl dq", "txl_backward_kv_kernel": "txl dk/dv",
              "txl_backward_p_kernel": "txl dP", "shaw_forward_kernel": "shaw forward", "shaw_backward_q_kernel": "shaw dq",
              "shaw_backward_kv_kernel": "shaw dk/dv", "cope_attention_forward_kernel": "CoPE forward",
-             "cope_attention_backward_kernel": "CoPE backward"}
+             "cope_attention_backward_kernel": "CoPE backward", "complex_attention_forward_kernel": "complex forward",
+             "complex_attention_backward_q_kernel": "complex dq", "complex_attention_backward_kv_kernel": "complex dk/dv"}
     for stem in stems:
         keys = sorted({(r["kernel"], r["hs"], r["pos"]) for r in rs if r["stem"] == stem},
                       key=lambda k: (FAMILIES.index(k[0].split("_")[0]), k[2], k[1] or 0, ATTENTION.index(k[0])))
