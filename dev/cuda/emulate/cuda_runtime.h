@@ -738,25 +738,31 @@ EMU_NOCHECK static T atomicAdd(T* a, T v) {
     return old;
 }
 
-// A planted sign flip (dev/cuda/emulate/trainers.sh): prepare.py puts a call of this at the end of
-// the CUDA trainer's backward pass; with EMU_FLIP_GRAD naming a parameter tensor, that tensor's
-// gradient is negated there, as a sign error in the code that computes it would leave it (the
-// whole-trainer comparison with the CPU path must then fail on that tensor); unset, nothing
-// happens. grads: the fp32 gradients, offsets and sizes of the n tensors named by names.
+// Planted sign flips (dev/cuda/emulate/trainers.sh): prepare.py puts a call of this at the end
+// of the CUDA trainer's backward pass; with EMU_FLIP_GRAD naming parameter tensors (a comma-
+// separated list), each one's gradient is negated there, as a sign error in the code that
+// computes it would leave it (the whole-trainer comparison with the CPU path, tensor by tensor,
+// must then fail on each of their lines: every gradient is complete here, so one flip changes
+// no other tensor's); unset, nothing happens. grads: the fp32 gradients, offsets and sizes of
+// the n tensors named by names.
 static void emu_flip_gradient(float* grads, const size_t* offsets, const size_t* sizes, const char* const* names, int n) {
-    const char* name = getenv("EMU_FLIP_GRAD");
-    if (name == NULL) { return; }
-    for (int k = 0; k < n; k++) {
-        if (strcmp(names[k], name) != 0) { continue; }
+    const char* list = getenv("EMU_FLIP_GRAD");
+    if (list == NULL) { return; }
+    for (const char* name = list; *name != '\0';) {
+        size_t len = strcspn(name, ",");
+        int k = 0;
+        while (k < n && !(strlen(names[k]) == len && strncmp(names[k], name, len) == 0)) { k++; }
+        if (k == n) {
+            fprintf(stderr, "emu: EMU_FLIP_GRAD=%s: '%.*s' names no parameter tensor of this model\n", list, (int)len, name);
+            emu_exit();
+        }
         float* host = (float*)malloc(sizes[k] * sizeof(float) + 1);
         cudaMemcpy(host, grads + offsets[k], sizes[k] * sizeof(float), cudaMemcpyDeviceToHost);
         for (size_t i = 0; i < sizes[k]; i++) { host[i] = -host[i]; }
         cudaMemcpy(grads + offsets[k], host, sizes[k] * sizeof(float), cudaMemcpyHostToDevice);
         free(host);
-        return;
+        name += len + (name[len] == ',');
     }
-    fprintf(stderr, "emu: EMU_FLIP_GRAD=%s names no parameter tensor of this model\n", name);
-    emu_exit();
 }
 
 #include "mma.h"

@@ -11,7 +11,8 @@
 # Then the planted sign flips: for every parameter tensor of the encoding (and DAPE's:
 # test_gpt2cu pe-tensors), its gradient negated at the end of the CUDA backward pass
 # (EMU_FLIP_GRAD, dev/cuda/emulate/prepare.py) must make the plain comparison fail on that
-# tensor's own line. A tensor whose gradient vanishes identically cannot show a flip: only one
+# tensor's own line; all of a stem's flips in one run (each line compares one tensor, and a
+# flip at the end of the backward pass changes no other's). A tensor whose gradient vanishes identically cannot show a flip: only one
 # that the encoding's file declares so (PE_REF_ROW_CONSTANT, marked by pe-tensors) may vanish.
 #   usage: trainers.sh BUILD_DIR EMU_DIR "STEMS" "RP_STEMS"   (JOBS: stems at a time, default 2)
 set -uo pipefail
@@ -20,7 +21,7 @@ export BUILD EMU RP_STEMS
 
 # one stem: its variants, then its flips; prints its lines, the last "ok STEM ..." or "FAIL ..."
 one_stem() {
-    local s=$1 log=$BUILD/emulate_trainers_$1.log ref variants="" flips=0 caught=0 vanish="" out rc fail=0
+    local s=$1 log=$BUILD/emulate_trainers_$1.log ref variants="" flips=0 caught=0 vanish="" out="" names fail=0
     : > "$log"
     local list="plain mask"
     case " $RP_STEMS " in *" $s "*) list="plain rp pos mask" ;; esac
@@ -38,16 +39,17 @@ one_stem() {
     ref=$BUILD/ref_tiny_${s}_plain
     local tensors
     tensors=$("$EMU/test_gpt2cu_${s}_fp32" pe-tensors "$ref" 2>&1) || { echo "FAIL $s: test_gpt2cu pe-tensors: $tensors"; return 1; }
+    # every tensor flipped in one run: each line compares one tensor, so each flip shows on its own
+    names=$(awk 'NF { printf "%s%s", sep, $1; sep = "," }' <<< "$tensors")
+    [ -z "$names" ] || out=$(EMU_FLIP_GRAD=$names "$EMU/test_gpt2cu_${s}_fp32" gradients "$ref" 2>&1)
     while read -r t mark; do
         [ -n "$t" ] || continue
         flips=$((flips + 1))
-        out=$(EMU_FLIP_GRAD=$t "$EMU/test_gpt2cu_${s}_fp32" gradients "$ref" 2>&1)
-        rc=$?
         if grep -qE "^  grad $t +[0-9]+: vanishes" <<< "$out"; then
             if [ "$mark" = vanishing ]; then flips=$((flips - 1)); vanish="$vanish, $t vanishing identically"; continue; fi
             echo "FAIL $s: the gradient of $t vanishes in the tiny model, so a sign error in it goes unseen"; fail=1; continue
         fi
-        if [ $rc -ne 0 ] && grep -qE "^  grad $t +[0-9]+: .*FAIL" <<< "$out"; then
+        if grep -qE "^  grad $t +[0-9]+: .*FAIL" <<< "$out"; then
             caught=$((caught + 1))
         else
             echo "FAIL $s: a sign flip of $t's CUDA gradient is not caught by the comparison with the CPU path"; fail=1
