@@ -12,8 +12,9 @@
 # test_gpt2cu pe-tensors), its gradient negated at the end of the CUDA backward pass
 # (EMU_FLIP_GRAD, dev/cuda/emulate/prepare.py) must make the plain comparison fail on that
 # tensor's own line; all of a stem's flips in one run (each line compares one tensor, and a
-# flip at the end of the backward pass changes no other's). A tensor whose gradient vanishes identically cannot show a flip: only one
-# that the encoding's file declares so (PE_REF_ROW_CONSTANT, marked by pe-tensors) may vanish.
+# flip at the end of the backward pass changes no other's). A tensor whose gradient vanishes
+# identically cannot show a flip: only one that the encoding's file declares so
+# (PE_REF_ROW_CONSTANT, marked by pe-tensors) may vanish.
 #   usage: trainers.sh BUILD_DIR EMU_DIR "STEMS" "RP_STEMS"   (JOBS: stems at a time, default 2)
 set -uo pipefail
 BUILD=$1 EMU=$2 STEMS=$3 RP_STEMS=$4
