@@ -39,6 +39,12 @@ CU_SUFFIX := $(if $(filter FP32,$(PRECISION)),_fp32,)
 
 # the stem of a CUDA binary is <pe> (bf16) or <pe>_fp32
 cu_pe = $(patsubst %_fp32,%,$(1))
+# the dev program (dev/cuda/<program>.cu) that checks and times an encoding's attention
+# kernels: attention_bias.cu, except for the encodings whose attention kernels are no bias of
+# those kernels and have a check of their own (encoding:program). The emulation and the GPU
+# kit both build from this (attention_bias.cu refuses to compile for these encodings)
+ATTENTION_DEV_OWN := cope:attention_cope complex_order:attention_complex
+attention_dev = $(or $(patsubst $(1):%,%,$(filter $(1):%,$(ATTENTION_DEV_OWN))),attention_bias)
 cu_precision = $(if $(filter %_fp32,$(1)),-DENABLE_FP32,-DENABLE_BF16 --use_fast_math)
 
 # multi-GPU: MPI (unless NO_MPI=1), its flags from the wrapper $(MPICC) through
@@ -149,15 +155,7 @@ $(EMU)/mma_check: $(EMU_SRC)/.prepared
 	$(EMU_CXX) -o $@ $(EMU_SRC)/dev/cuda/mma_check.cu
 
 $(EMU)/attention_%: $(EMU_SRC)/.prepared
-	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
-
-# CoPE's attention is no bias of those kernels: its own check (dev/cuda/attention_cope.cu)
-$(EMU)/attention_cope $(EMU)/attention_cope_fp32: $(EMU)/attention_cope%: $(EMU_SRC)/.prepared
-	$(EMU_CXX) $(call emu_precision,$@) -DPE_COPE -o $@ $(EMU_SRC)/dev/cuda/attention_cope.cu
-
-# complex_order's attention is its own too, of two streams' q, k, v (dev/cuda/attention_complex.cu)
-$(EMU)/attention_complex_order $(EMU)/attention_complex_order_fp32: $(EMU)/attention_complex_order%: $(EMU_SRC)/.prepared
-	$(EMU_CXX) $(call emu_precision,$@) -DPE_COMPLEX_ORDER -o $@ $(EMU_SRC)/dev/cuda/attention_complex.cu
+	$(EMU_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/$(call attention_dev,$(call cu_pe,$*)).cu
 
 $(EMU)/asan_attention_%: $(EMU_SRC)/.prepared
 	$(EMU_ASAN_CXX) $(call emu_precision,$*) $(call stem_flags,$(call cu_pe,$*)) -o $@ $(EMU_SRC)/dev/cuda/attention_bias.cu
@@ -205,14 +203,24 @@ EMU_TRAINER_STEMS := $(PE_LIST) $(DAPE_TESTS)
 # DAPE's (one kernel template for every base; the CPU tests take all seven) kerple's 1x3 and
 # FIRE's, whose bias reads the query's position as well (24 s more a stem in the emulation)
 EMU_POS_STEMS := $(PE_RP_LIST) kerple_dape1x3 fire_dape1x3
+# test_gpt2cu's attention check (long lengths, `attention K`: shape K) in the emulation, on the
+# cases a GPU found failing that no other emulated check reached (stem:K): FIRE's threshold on
+# a row, T = 1000 in fp32; the base attention of a DAPE build at T = 777 with randomized
+# positions (its check had run the positions' reference against the indices' kernels)
+EMU_ATTENTION_CASES := fire_fp32:1 kerple_dape1x3_fp32:2
 test-cuda-emulate-builds: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
                           $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 \
-                          $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(foreach s,$(EMU_TRAINER_STEMS),$(EMU)/test_gpt2cu_$(s)_fp32)
+                          $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(foreach s,$(EMU_TRAINER_STEMS),$(EMU)/test_gpt2cu_$(s)_fp32) \
+                          $(foreach c,$(EMU_ATTENTION_CASES),$(EMU)/test_gpt2cu_$(firstword $(subst :, ,$(c))))
 test-cuda-emulate: test-cuda-emulate-builds $(foreach s,$(EMU_TRAINER_STEMS),$(BUILD)/test_gpt2_$(s))
 	$(EMU)/mma_check
 	@for pe in $(PE_LIST); do \
 	  echo "=== $$pe: the bf16 build's attention in the emulation ==="; \
 	  $(EMU)/attention_$$pe check || exit 1; \
+	done
+	@for c in $(EMU_ATTENTION_CASES); do \
+	  echo "=== $${c%:*}: test_gpt2cu attention $${c#*:} in the emulation ==="; \
+	  $(EMU)/test_gpt2cu_$${c%:*} attention $${c#*:} || exit 1; \
 	done
 	@echo "=== $(EMU_MUTANT_PE): the same under AddressSanitizer and UBSan ==="
 	$(EMU)/asan_attention_$(EMU_MUTANT_PE) check

@@ -13,7 +13,8 @@
 # tests) the CPU reference writer (test_gpt2_<stem>, OpenBLAS linked statically) and the
 # GPU-vs-CPU test in bf16 and fp32 (test_gpt2cu_<stem>[_fp32]); the trainers of KIT_BENCH and
 # KIT_EVAL (GPT-Small) and of KIT_TASKS (the tasks' study) (train_gpt2cu_<stem>), and ./tasks; every encoding's dev attention kernels
-# (attention_<pe>: dev/cuda/attention_bias.cu, CoPE's dev/cuda/attention_cope.cu) and mma_check,
+# (attention_<pe>: dev/cuda/attention_bias.cu, or the encoding's own program by cuda.mk's
+# attention_dev: CoPE's attention_cope.cu, complex_order's attention_complex.cu) and mma_check,
 # all bf16; with LLMC_DIR, llm.c's train_gpt2cu (llmc_train_gpt2cu, dev/gpu_kit.sh llmc: its
 # CUDA 13 fix applied to a copy). Built without MPI and NCCL, the CPU code for a portable x86-64
 # level (KIT_MARCH): the GPU machine may have none of those libraries, nor OpenBLAS, nor this
@@ -44,8 +45,11 @@ LLMC_REV ?=
 kit_trainers := $(KIT_BENCH) $(filter-out $(KIT_BENCH),$(KIT_EVAL)) $(filter-out $(KIT_BENCH) $(KIT_EVAL),$(KIT_TASKS))
 kit_builds := $(foreach s,$(KIT_STEMS),$(KIT_BUILD)/test_gpt2_$(s) $(KIT_BUILD)/test_gpt2cu_$(s) $(KIT_BUILD)/test_gpt2cu_$(s)_fp32) \
               $(foreach pe,$(kit_trainers),$(KIT_BUILD)/train_gpt2cu_$(pe))
-# dev/cuda/Makefile's binaries, named attention_<pe> in the kit (CoPE's attention is its own)
-kit_dev := mma_check $(foreach pe,$(PE_LIST),$(if $(filter cope,$(pe)),attention_cope,attention_bias_$(pe)))
+# dev/cuda/Makefile's binaries (attention_bias_<pe>, or the encoding's own program: cuda.mk's
+# attention_dev), named attention_<pe> in the kit
+kit_dev_bin = $(if $(filter attention_bias,$(call attention_dev,$(1))),attention_bias_$(1),$(call attention_dev,$(1)))
+kit_dev := mma_check $(foreach pe,$(PE_LIST),$(call kit_dev_bin,$(pe)))
+kit_dev_staged := dev/cuda/mma_check=mma_check $(foreach pe,$(PE_LIST),dev/cuda/$(call kit_dev_bin,$(pe))=attention_$(pe))
 kit_lists = KIT_STEMS="$(KIT_STEMS)" KIT_PES="$(PE_LIST)" KIT_BENCH="$(KIT_BENCH)" KIT_EVAL="$(KIT_EVAL)" KIT_TASKS="$(KIT_TASKS)" KIT_BLAS="$(kit_blas)"
 
 .PHONY: gpu-kit gpu-kit-bins gpu-lease-plan test-gpu-lease
@@ -61,7 +65,7 @@ gpu-kit-bins: $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu) $(KIT_BUILD)
 	$(if $(filter gpu-kit,$(MAKECMDGOALS)),@test -f $(KIT_OPENBLAS) || { echo "gpu-kit: no $(KIT_OPENBLAS) (apt-get install libopenblas-openmp-dev): the kit's CPU references would take 41 s of CPU a stem instead of 7" >&2; exit 1; })
 	$(MAKE) $(kit_flags) $(kit_builds)
 	$(MAKE) -C dev/cuda $(kit_dev)
-	$(kit_lists) $(if $(LLMC_DIR),KIT_LLMC=$(KIT_BUILD)/llmc) bash dev/gpu_kit.sh stage $(KIT_BUILD)/stage $(kit_builds) $(KIT_BUILD)/tasks $(foreach b,$(kit_dev),dev/cuda/$(b)=$(subst attention_bias_,attention_,$(b))) \
+	$(kit_lists) $(if $(LLMC_DIR),KIT_LLMC=$(KIT_BUILD)/llmc) bash dev/gpu_kit.sh stage $(KIT_BUILD)/stage $(kit_builds) $(KIT_BUILD)/tasks $(kit_dev_staged) \
 	  $(if $(LLMC_DIR),$(KIT_BUILD)/llmc/llmc_train_gpt2cu)
 
 gpu-kit: gpu-kit-bins

@@ -17,7 +17,8 @@ make test-cuda-run runs every encoding):
   ./test_gpt2cu attention  the attention kernels alone at long lengths (T = 4096 and
                            lengths that are no multiple of the tiles, head sizes 32, 64,
                            128) against a CPU reference computed row by row
-                           (llmc/attention_check.cuh)
+                           (llmc/attention_check.cuh); `attention K` checks the K-th
+                           shape alone (0, 1, 2: the CPU emulation runs one at a time)
   ./test_gpt2cu memory     an evaluation at 16k tokens allocates no T x T tensor
   ./test_gpt2cu device     exits 0 if a CUDA device is present (for make test-cuda-run)
 
@@ -234,10 +235,12 @@ static void test_reference(const char* prefix, int steps_too) {
 // ----------------------------------------------------------------------------
 // the attention kernels alone
 
-static void test_attention(void) {
+// only: the index of the one shape to check (0, 1, 2), or -1 for every shape
+static void test_attention(int only) {
 #if PE_IS(COPE) // CoPE's own kernels (llmc/attention_cope.cuh), P = T / 4 + 1
     const AttnShape cope_shapes[] = {{1, 1024, 1, 64}, {2, 1000, 2, 32}, {1, 777, 2, 128}};
-    for (size_t k = 0; k < sizeof(cope_shapes) / sizeof(cope_shapes[0]); k++) {
+    for (int k = 0; k < 3; k++) {
+        if (only >= 0 && k != only) { continue; }
         AttnShape s = cope_shapes[k];
         failures += cope_case_check(s, 1000 + k, cope_dz_rows(s.B, s.T, s.NH, s.T / 4 + 1), TOL_ATT_OUT, TOL_ATT_PE, 0);
     }
@@ -245,7 +248,8 @@ static void test_attention(void) {
 #endif
 #if PE_IS(COMPLEX_ORDER) // complex_order's own kernels (llmc/attention_complex.cuh), two streams
     const AttnShape complex_shapes[] = {{1, 4096, 1, 64, 0}, {2, 1000, 2, 32, 0}, {1, 777, 2, 128, 0}};
-    for (size_t k = 0; k < sizeof(complex_shapes) / sizeof(complex_shapes[0]); k++) {
+    for (int k = 0; k < 3; k++) {
+        if (only >= 0 && k != only) { continue; }
         failures += complex_case_check(complex_shapes[k], 1000 + k, TOL_ATT_OUT, 0);
     }
     return;
@@ -255,7 +259,8 @@ static void test_attention(void) {
         {2, 1000, 2, 32, 0},    // T not a multiple of any tile, two rows of the batch, two heads
         {1, 777, 2, 128, 3000}, // the widest head, at randomized positions (the encodings that have them)
     };
-    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+    for (int k = 0; k < 3; k++) {
+        if (only >= 0 && k != only) { continue; }
         AttnShape s = shapes[k];
         printf("attention kernels alone (%s, %s): B=%d T=%d NH=%d hs=%d\n", pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
         AttnCase c;
@@ -317,7 +322,7 @@ int main(int argc, char** argv) {
     if (argc > 1 && strcmp(argv[1], "device") == 0) { return 0; }
     int with_prefix = argc > 1 && (strcmp(argv[1], "reference") == 0 || strcmp(argv[1], "gradients") == 0 || strcmp(argv[1], "pe-tensors") == 0);
     if (argc < 2 || (with_prefix && argc < 3)) {
-        fprintf(stderr, "usage: %s PREFIX | reference PREFIX | gradients PREFIX | pe-tensors PREFIX | attention | memory | device\n", argv[0]);
+        fprintf(stderr, "usage: %s PREFIX | reference PREFIX | gradients PREFIX | pe-tensors PREFIX | attention [0|1|2] | memory | device\n", argv[0]);
         return 1;
     }
     if (strcmp(argv[1], "pe-tensors") == 0) {
@@ -334,12 +339,19 @@ int main(int argc, char** argv) {
     if (strcmp(argv[1], "reference") == 0 || strcmp(argv[1], "gradients") == 0) {
         test_reference(argv[2], strcmp(argv[1], "reference") == 0);
     } else if (strcmp(argv[1], "attention") == 0) {
-        test_attention();
+        int only = -1;
+        if (argc > 2) {
+            char* end;
+            long k = strtol(argv[2], &end, 10);
+            if (*end != '\0' || k < 0 || k > 2) { fprintf(stderr, "test_gpt2cu: attention takes a shape's index 0, 1 or 2, not '%s'\n", argv[2]); return 1; }
+            only = (int)k;
+        }
+        test_attention(only);
     } else if (strcmp(argv[1], "memory") == 0) {
         test_memory();
     } else {
         test_reference(argv[1], 1);
-        test_attention();
+        test_attention(-1);
         test_memory();
     }
     if (failures == 0) { printf("all GPU tests passed (%s, %s)\n", model_label(PE_ID, DAPE_ID), PRECISION_NAME); }

@@ -48,8 +48,10 @@ complex_case_check): their kernels against their definitions written out again i
 
 typedef struct { int B, T, NH, hs, rp_len; } AttnShape; // rp_len: randomized positions from [0, rp_len) (0: none)
 // the encodings whose attention the check runs at randomized positions: the biases of
-// positions that take them (not BiPE-ALiBi's own), and shaw's own attention of positions
-#define ATTN_CASE_POSITIONS ((PE_BIAS_OF_POSITIONS || PE_KIND == PE_KIND_ATTN) && PE_RP)
+// positions that take them (not BiPE-ALiBi's own), and shaw's own attention of positions; not in
+// a DAPE build, whose pe_attention_forward is the base's attention at the indices (DAPE's own
+// attention reads the positions, compared with the CPU path by the whole-model tests)
+#define ATTN_CASE_POSITIONS ((PE_BIAS_OF_POSITIONS || PE_KIND == PE_KIND_ATTN) && PE_RP && DAPE_ID == 0)
 
 // the dev/cuda checks' tolerances (relative L2 against the reference): out, lse, dq, dk, dv
 // (fp32 outputs; bf16 outputs, and P and dS rounded to bf16 in the tensor-core kernels),

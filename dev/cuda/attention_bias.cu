@@ -39,6 +39,11 @@ outputs to bf16: a few 2^-9 = 2e-3 roundings); the bias gradients, fp32 in both 
 #define TESTING
 #include "../../train_gpt2.cu"
 #include "../../llmc/attention_check.cuh"
+// these encodings' attention kernels are no bias of the kernels below and have a check of their
+// own (cuda.mk's ATTENTION_DEV_OWN); compiled here they would be compared with another function
+#if PE_IS(COPE) || PE_IS(COMPLEX_ORDER)
+#error "this encoding's attention has its own check: dev/cuda/attention_cope.cu or attention_complex.cu"
+#endif
 
 #define NAIVE_BLOCK ATT_KV_BK // threads per block, one row or key each (the flush's slot layout)
 #define NAIVE_MAX_HS 128
