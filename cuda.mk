@@ -206,8 +206,10 @@ EMU_POS_STEMS := $(PE_RP_LIST) kerple_dape1x3 fire_dape1x3
 # test_gpt2cu's attention check (long lengths, `attention K`: shape K) in the emulation, on the
 # cases a GPU found failing that no other emulated check reached (stem:K): FIRE's threshold on
 # a row, T = 1000 in fp32; the base attention of a DAPE build at T = 777 with randomized
-# positions (its check had run the positions' reference against the indices' kernels)
-EMU_ATTENTION_CASES := fire_fp32:1 kerple_dape1x3_fp32:2
+# positions (its check had run the positions' reference against the indices' kernels); CoPE's
+# positions near the embedding's kinks at T = 1024 in fp32 (the reference had summed them in
+# double, not as the kernels do)
+EMU_ATTENTION_CASES := fire_fp32:1 kerple_dape1x3_fp32:2 cope_fp32:0
 test-cuda-emulate-builds: $(EMU)/mma_check $(foreach pe,$(PE_LIST),$(EMU)/attention_$(pe)) $(EMU)/asan_attention_$(EMU_MUTANT_PE) \
                           $(EMU)/enums_real $(EMU)/enums_emulated $(EMU)/defects $(EMU)/test_gpt2cu_$(EMU_DEVICE_STEM)_fp32 \
                           $(EMU)/train_gpt2cu_$(EMU_DEVICE_STEM)_fp32 $(foreach s,$(EMU_TRAINER_STEMS),$(EMU)/test_gpt2cu_$(s)_fp32) \

@@ -672,15 +672,16 @@ static int attn_case_compare(AttnCase* c, double tol_out, double tol_pe) {
 #if PE_IS(COPE)
 // ----------------------------------------------------------------------------
 // CoPE: its kernels (llmc/attention_cope.cuh) against the definition (train_gpt2.c's CoPE
-// block) in double, each sum written out in full: the position of key j is the sum of the
-// gates of the keys j..i, the gradient of the gate of key t the sum of dpos_ij over j <= t.
-// q, k, v and dout are random; E has P = T / 4 + 1 rows (the far keys' positions clamp),
-// E[u] = a + (2u / P) b + 0.005 r_u with a, b, r_u of N(0, 1) entries: CoPE's gradient jumps
-// where a position crosses an integer, by dA (z[n+1] - 2 z[n] + z[n-1]) (the second difference
-// of z = q.E; the official code's too), and the kernels' fp32 sums of gates land on the other
-// side of an integer than the reference's now and then (their rounding is ~1e-5), so E's
-// second differences are kept small: a jump then stays within the tolerance, while a wrong row
-// of E or a wrong weight is far outside it. The whole-path comparisons with the CPU path
+// block) in double but for the positions: the position of key j is the sum of the gates of the
+// keys j..i, summed in fp32 from key i down as the kernels do; the gradient of the gate of key t
+// is the sum of dpos_ij over j <= t. q, k, v and dout are random; E has P = T / 4 + 1 rows (the
+// far keys' positions clamp), E[u] = a + (2u / P) b + 0.005 r_u with a, b, r_u of N(0, 1)
+// entries: CoPE's gradient jumps where a position crosses an integer, by dA (z[n+1] - 2 z[n] +
+// z[n-1]) (the second difference of z = q.E; the official code's too). Positions summed in
+// double landed on the other side of an integer than the kernels' now and then (a GPU measured
+// dq, dk, dv 3.4e-4 off at T = 1024 in fp32); E's second differences are kept small as well, so
+// that the dot products' own rounding cannot do it either, while a wrong row of E or a wrong
+// weight is far outside the tolerance. The whole-path comparisons with the CPU path
 // (test_gpt2cu reference) use E of irregular unit-scale entries on short sequences. The
 // reference takes D_i from the kernel's stored output, as the kernel does.
 // dz_rows: the rows of the backward's dz scratch (a multiple of COPE_BQ; smaller than the
@@ -760,10 +761,14 @@ static int cope_case_check(AttnShape s, uint64_t seed, int dz_rows, double tol_o
                         for (int e = 0; e < hs; e++) { dot += (double)q[e] * x[((size_t)b * T + j) * C3 + C + h * hs + e]; }
                         sc[j] = dot * scale;
                     }
-                    for (int j = 0; j <= i; j++) {
-                        double sum = 0;
-                        for (int t = j; t <= i; t++) { sum += 1 / (1 + exp(-sc[t])); }
-                        pos[j] = fmin(sum, P - 1);
+                    // the positions as the kernels (and train_gpt2.c, and the official code)
+                    // sum them: the gates in fp32, keys i down to j. The embedding's floor, ceil
+                    // and clamp are kinks: summed in double, a position near an integer can land
+                    // on the other side (dq, dk, dv 3e-4 off at T = 1024 in fp32; 5e-7 so)
+                    float fsum = 0.0f;
+                    for (int j = i; j >= 0; j--) {
+                        fsum += (float)(1 / (1 + exp(-sc[j])));
+                        pos[j] = fmin((double)fsum, P - 1);
                     }
                     for (int u = 0; u < P; u++) {
                         double dot = 0;
