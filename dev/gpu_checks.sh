@@ -786,12 +786,17 @@ u_tasks() {
     [ "$(sed -n 's/^Runs finished: \([0-9]*\) of the \([0-9]*\) planned.*/\1 \2/p' <<< "$progress" | awk '{ print ($1 < $2) }')" != 1 ] ||
         { leave; [ "$r" != ok ] || r="ok, not every run: the deadline (left3.txt; command 3 again on this machine resumes)"; }
     row "| the study ($(echo "${TASK_SETTINGS[@]}"), $TASK_JOBS runs at once): ${progress:-no tables} | $r |"
-    table "| task | entry | ms/step | val loss | result |"
+    # ms/step: the mean of the run's step lines from its third on (a run the deadline stopped
+    # prints no average), and the last step reached, from which the next lease sizes its steps
+    table "| task | entry | step reached | ms/step | val loss | result |"
     local f
     for f in "$study"/runs/*/*.log; do
         [ -e "$f" ] || continue
-        row "| $(basename "$(dirname "$f")") | $(basename "$f" .log) | $(sed -n 's/^total average iteration time: \([0-9.]*\) ms.*/\1/p' "$f" | tail -n 1 | grep . || echo -) |" \
+        row "| $(basename "$(dirname "$f")") | $(basename "$f" .log) | $(awk '/^step +[0-9]+\// { last = $2; if (++n < 3) next
+                 for (i = 2; i <= NF; i++) if ($i == "ms") { ms += $(i - 1); k++ } }
+            END { printf "%s | %s", (last == "" ? "-" : last), (k ? sprintf("%.1f", ms / k) : "-") }' "$f") |" \
             "$(grep '^val loss' "$f" | tail -n 1 | cut -d' ' -f3 | grep . || echo -) | $(grep -q '^tasks: pe' "$f" && echo evaluated || echo 'not finished') |"
+        { echo "== $f"; tail -n 5 "$f"; } >> "$LOGS/tasks_runs_tail.log" # the runs' ends travel in the logs
     done
 }
 

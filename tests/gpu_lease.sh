@@ -297,9 +297,9 @@ S=$D/out_tasks/summary3.md
 grep -qx '| learned | yes |' "$S" && grep -qx '| kerple_dape1x3 | no: not run (no stem of its DAPE variant (_dape1x3) in command 1) |' "$S" &&
     grep -qx '| nope | no: not run (not a stem of command 1) |' "$S" && pass "command 3: learned runs (command 1 showed it equal), kerple_dape1x3 and nope do not" ||
     fail "command 3: the entries' rows: $(grep -E '^\| (learned|kerple_dape1x3|nope) \|' "$S" | tr '\n' ';')"
-grep -qE '^\| the study \(N=3 .*\): Runs finished: 1 of the 1 planned .*\| ok \|$' "$S" && grep -qE '^\| copy \| learned_s1 \| [0-9.]+ \| [0-9.]+ \| evaluated \|$' "$S" &&
+grep -qE '^\| the study \(N=3 .*\): Runs finished: 1 of the 1 planned .*\| ok \|$' "$S" && grep -qE '^\| copy \| learned_s1 \| 3/3 \| [0-9.]+ \| [0-9.]+ \| evaluated \|$' "$S" &&
     [ "$(grep -c '^learned,1,kerple_dape1x3,' "$D/out_tasks/tasks.csv")" = 3 ] && [ -s "$D/out_tasks/tasks.md" ] &&
-    pass "command 3: the study ran on the CUDA trainer (emulated): $(grep -m1 '^Runs finished' "$D/out_tasks/tasks.md"), its ms/step, tasks.md and tasks.csv back" ||
+    pass "command 3: the study ran on the CUDA trainer (emulated): $(grep -m1 '^Runs finished' "$D/out_tasks/tasks.md"), its step reached and ms/step, tasks.md and tasks.csv back" ||
     fail "command 3: the study: $(grep -E 'study|copy' "$S" | tr '\n' ';') tasks.csv: $(cat "$D/out_tasks/tasks.csv" 2>&1 | head -n 3)"
 start=$(date +%s)
 env "${tiny_study[@]}" GPU_TASKS_TASKS="copy reverse" GPU_STUB_SLOW="train_gpt2cu_learned=100" GPU_KIT=$D/kit_tasks GPU_CHECKS_WORK=$D/work_tasks_late DEADLINE=60 \
