@@ -1,5 +1,5 @@
 # The GPU kit (docs/gpu-lease.md): every binary dev/gpu_checks.sh runs on a GPU machine, built
-# here, stripped and packed into $(GPU_KIT)/kit.tar.xz (at most 40 MB), so that a short lease
+# here, stripped and packed into $(GPU_KIT)/kit.tar.xz (at most 52 MB), so that a short lease
 # builds nothing; included by the Makefile.
 #
 #   make -j2 gpu-kit [LLMC_DIR=<llm.c: a tree or GitHub's tarball>] [LLMC_REV=<its commit>]

@@ -55,21 +55,23 @@ CALL_MAX_S=600 # the longest timeout of one call of the GPU machine's run comman
 MARGIN_S=25   # from a command's deadline to its timeout: the last pack and the files' return
 CORES=16      # the GPU machine's
 POOL=6        # stems compared with their CPU references at once
-# on paper: the seconds of each unit on the GPU machine, guesses until a lease times them
-# (results.tsv in the logs has every run's seconds); `plan` adds them up
-EST_OPEN=12        # unpack the kit (about 600 MB), the machine, the device probe
-EST_MMA=11         # mma_check, and compute-sanitizer's probe on it
-EST_REF=8          # a CPU reference (OpenBLAS, one core: 6.6 s measured here)
-EST_STEM=19        # a stem's four runs: the attention checks (their CPU reference) and the comparisons
-EST_BENCH=7        # a GPT-Small trainer's 20 steps, its start and its evaluation
-EST_SANITIZE=12    # compute-sanitizer on an attention check (its start dominates)
-EST_SANITIZE_DAPE=20 # compute-sanitizer on test_gpt2cu reference (a small model, 11 passes)
-EST_MEMORY=4       # test_gpt2cu memory
-EST_EVAL=15        # GPT-Small evaluated at 1k, 4k and 16k
+# on paper: the seconds of each unit on the GPU machine, from the first lease's results.tsv
+# (H100, 2026-11-27, docs/gpu-lease.md) where it timed them, else guesses; `plan` adds them up
+EST_OPEN=12        # unpack the kit (about 830 MB), the machine, the device probe (guess)
+EST_MMA=11         # mma_check, and compute-sanitizer's probe on it (measured 2)
+EST_REF=28         # a CPU reference, in CPU seconds (OpenBLAS, one core: 6.6 s here; measured 47 s
+                   # of wall each with 27 on the 16 cores at once)
+EST_STEM=19        # a stem's four runs: the attention checks (their CPU reference) and the
+                   # comparisons (measured 16: 1.5 and 6.4 s a run)
+EST_BENCH=10       # a GPT-Small trainer's 20 steps, its start and its evaluation (measured 9.8)
+EST_SANITIZE=8     # compute-sanitizer on an attention check (measured 1.5 to 44, 6.3 on average)
+EST_SANITIZE_DAPE=20 # compute-sanitizer on test_gpt2cu reference (a small model, 11 passes; guess)
+EST_MEMORY=2       # test_gpt2cu memory (measured 1.5)
+EST_EVAL=8         # GPT-Small evaluated at 1k, 4k and 16k (measured 7)
 EST_REOPEN=3       # command 2 on the same machine: the kit is unpacked
-EST_TIME=2         # one encoding's attention timed (a process, 150 ms of warm-up and repeats each way)
-EST_TORCH=30       # PyTorch's start and six cases from the compile cache
-EST_TASK_RUN=60    # a task study's run (its steps and its evaluation up to length 500) among TASK_JOBS at once
+EST_TIME=4         # one encoding's attention timed (measured 3.2)
+EST_TORCH=35       # PyTorch's start and six cases from the compile cache (measured 35)
+EST_TASK_RUN=60    # a task study's run (its steps and its evaluation up to length 500) among TASK_JOBS at once (guess)
 SANITIZE_TOOLS="memcheck racecheck" # cheapest first
 # cuBLAS(Lt)'s kernels, left out of compute-sanitizer's checks: the project's kernels are checked
 CS_FILTER=(--kernel-name-exclude 'regex=gemm|gemv|xmma|cutlass|nvjet|cublas|splitK')

@@ -29,7 +29,7 @@
 #     machine's start, and the references of the units it retries are written side by side first
 #
 # What the full kit adds (make gpu-kit, not run by make test: 17 minutes of CPU): the real
-# programs in bf16 and fp32 for every stem, and llm.c's trainer, in at most 40 MB.
+# programs in bf16 and fp32 for every stem, and llm.c's trainer, in at most 52 MB.
 #   usage: gpu_lease.sh BUILD_DIR STEM KIT_REF KIT_TASKS_BIN
 #                                                (the emulated trainer and CPU test of STEM and the
 #                                                 emulated attention of kerple and cope are built;
