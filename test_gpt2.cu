@@ -235,11 +235,13 @@ static void test_reference(const char* prefix, int steps_too) {
 // ----------------------------------------------------------------------------
 // the attention kernels alone
 
-// only: the index of the one shape to check (0, 1, 2), or -1 for every shape
+// the attention check's shapes: each encoding kind's list below has this many
+#define ATTN_TEST_SHAPES 3
+// only: the index of the one shape to check (0 .. ATTN_TEST_SHAPES - 1), or -1 for every shape
 static void test_attention(int only) {
 #if PE_IS(COPE) // CoPE's own kernels (llmc/attention_cope.cuh), P = T / 4 + 1
-    const AttnShape cope_shapes[] = {{1, 1024, 1, 64}, {2, 1000, 2, 32}, {1, 777, 2, 128}};
-    for (int k = 0; k < 3; k++) {
+    const AttnShape cope_shapes[ATTN_TEST_SHAPES] = {{1, 1024, 1, 64}, {2, 1000, 2, 32}, {1, 777, 2, 128}};
+    for (int k = 0; k < ATTN_TEST_SHAPES; k++) {
         if (only >= 0 && k != only) { continue; }
         AttnShape s = cope_shapes[k];
         failures += cope_case_check(s, 1000 + k, cope_dz_rows(s.B, s.T, s.NH, s.T / 4 + 1), TOL_ATT_OUT, TOL_ATT_PE, 0);
@@ -247,19 +249,19 @@ static void test_attention(int only) {
     return;
 #endif
 #if PE_IS(COMPLEX_ORDER) // complex_order's own kernels (llmc/attention_complex.cuh), two streams
-    const AttnShape complex_shapes[] = {{1, 4096, 1, 64, 0}, {2, 1000, 2, 32, 0}, {1, 777, 2, 128, 0}};
-    for (int k = 0; k < 3; k++) {
+    const AttnShape complex_shapes[ATTN_TEST_SHAPES] = {{1, 4096, 1, 64, 0}, {2, 1000, 2, 32, 0}, {1, 777, 2, 128, 0}};
+    for (int k = 0; k < ATTN_TEST_SHAPES; k++) {
         if (only >= 0 && k != only) { continue; }
         failures += complex_case_check(complex_shapes[k], 1000 + k, TOL_ATT_OUT, 0);
     }
     return;
 #endif
-    const AttnShape shapes[] = {
+    const AttnShape shapes[ATTN_TEST_SHAPES] = {
         {1, 4096, 1, 64, 0},    // long: every tiling boundary, T = 4096, one head
         {2, 1000, 2, 32, 0},    // T not a multiple of any tile, two rows of the batch, two heads
         {1, 777, 2, 128, 3000}, // the widest head, at randomized positions (the encodings that have them)
     };
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < ATTN_TEST_SHAPES; k++) {
         if (only >= 0 && k != only) { continue; }
         AttnShape s = shapes[k];
         printf("attention kernels alone (%s, %s): B=%d T=%d NH=%d hs=%d\n", pe_name(PE_ID), PRECISION_NAME, s.B, s.T, s.NH, s.hs);
@@ -343,7 +345,10 @@ int main(int argc, char** argv) {
         if (argc > 2) {
             char* end;
             long k = strtol(argv[2], &end, 10);
-            if (*end != '\0' || k < 0 || k > 2) { fprintf(stderr, "test_gpt2cu: attention takes a shape's index 0, 1 or 2, not '%s'\n", argv[2]); return 1; }
+            if (*end != '\0' || k < 0 || k >= ATTN_TEST_SHAPES) {
+                fprintf(stderr, "test_gpt2cu: attention takes a shape's index from 0 to %d, not '%s'\n", ATTN_TEST_SHAPES - 1, argv[2]);
+                return 1;
+            }
             only = (int)k;
         }
         test_attention(only);
