@@ -265,16 +265,19 @@ static void pe_bias_reduce(PEBias* pb, GPT2* model, int l, int B) {
 // MLP's input u, and its derivatives in c and l
 static double ref_fire_input(const PERef* r, int i, int j, double* du_dc, double* du_dl) {
     double c = PE_AT(r->par, FIRE_C)[0], l = PE_AT(r->par, FIRE_L)[0], L0 = (double)(r->cfg.max_seq_len / 2);
-    // the threshold as the model computes it, an fp32 product (so do the official code and the
-    // CPU path): where it lands on a row (T = 1000: 0.6 L0 = 300), its side of max(L, i) is
-    // decided by that rounding, and the product in double would put the row on the other side
-    double n = i - j, L = (double)(fabsf((float)l) * (float)L0), lp = fmax(i, L);
+    // the row's side of max(L, i) decided as the model decides it, on the fp32 product (so do
+    // the official code and the CPU path): where the threshold lands on a row (T = 1000: 0.6 L0
+    // = 300), the product in double would put the row on the other side. L's value stays the
+    // double product (the gradient checks difference it in l)
+    double n = i - j, L = fabs(l * L0);
+    int above = fabsf((float)l) * (float)L0 > (float)i; // L > i
+    double lp = above ? L : i;
     double num = log(fabs(c * n) + 1), den = log(fabs(c * lp) + 1) + 1e-6;
     double sc = c >= 0 ? 1 : -1;
     // d num/dc = sign(c) n / (|c| n + 1); d den/dc the same at lp; den depends on l where L > i
     double dnum = sc * n / (fabs(c) * n + 1), dden = sc * lp / (fabs(c) * lp + 1);
     *du_dc = dnum / den - num * dden / (den * den);
-    *du_dl = L > i ? -num / (den * den) * fabs(c) / (fabs(c) * L + 1) * L0 * (l >= 0 ? 1 : -1) : 0;
+    *du_dl = above ? -num / (den * den) * fabs(c) / (fabs(c) * L + 1) * L0 * (l >= 0 ? 1 : -1) : 0;
     return num / den;
 }
 #define PE_REF_POS_BIAS
