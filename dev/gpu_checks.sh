@@ -55,8 +55,9 @@ CALL_MAX_S=600 # the longest timeout of one call of the GPU machine's run comman
 MARGIN_S=25   # from a command's deadline to its timeout: the last pack and the files' return
 CORES=16      # the GPU machine's
 POOL=6        # stems compared with their CPU references at once
-# on paper: the seconds of each unit on the GPU machine, from the first lease's results.tsv
-# (H100, 2026-11-27, docs/gpu-lease.md) where it timed them, else guesses; `plan` adds them up
+# on paper: the seconds of each unit on the GPU machine, at or above what the first lease's
+# results.tsv measured (H100, 2026-11-27, docs/gpu-lease.md; the comments give it) where it
+# timed them, else guesses; `plan` adds them up
 EST_OPEN=12        # unpack the kit (about 830 MB), the machine, the device probe (guess)
 EST_MMA=11         # mma_check, and compute-sanitizer's probe on it (measured 2)
 EST_REF=28         # a CPU reference, in CPU seconds (OpenBLAS, one core: 6.6 s here; measured 47 s
