@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
         if (argc > 2) {
             char* end;
             long k = strtol(argv[2], &end, 10);
-            if (*end != '\0' || k < 0 || k >= ATTN_TEST_SHAPES) {
+            if (end == argv[2] || *end != '\0' || k < 0 || k >= ATTN_TEST_SHAPES) {
                 fprintf(stderr, "test_gpt2cu: attention takes a shape's index from 0 to %d, not '%s'\n", ATTN_TEST_SHAPES - 1, argv[2]);
                 return 1;
             }
